@@ -1,0 +1,71 @@
+// The `ripplekv` command-line program: dispatches to the subcommands registered in host/cli/cmd_*.cpp.
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "core/errors.hpp"
+#include "ripplekv/build_info.hpp"
+
+namespace rkv::cli {
+
+static std::vector<Command>& registry() {
+  static std::vector<Command> r;
+  return r;
+}
+
+bool register_command(const Command& command) {
+  auto& r = registry();
+  r.push_back(command);
+  std::sort(r.begin(), r.end(), [](const Command& a, const Command& b) { return std::string(a.name) < b.name; });
+  return true;
+}
+
+const std::vector<Command>& commands() { return registry(); }
+
+static void print_help(std::ostream& os) {
+  os << "ripplekv " << RIPPLEKV_VERSION_STRING << " - KV-cache compression research framework\n\n"
+     << "usage: ripplekv <command> [options]   (ripplekv <command> --help for its options)\n\n"
+     << "commands:\n";
+  for (const auto& c : commands()) os << "  " << c.name << std::string(c.name[0] && std::string(c.name).size() < 12 ? 12 - std::string(c.name).size() : 1, ' ') << c.summary << "\n";
+  os << "  help        show this help\n\noptions:\n  --version   print the version\n  --help      show this help\n";
+}
+
+}  // namespace rkv::cli
+
+int main(int argc, char** argv) {
+  using namespace rkv::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_help(std::cerr);
+    return 2;
+  }
+  const std::string name = args[0];
+  if (name == "--version" || name == "version") {
+    std::cout << "ripplekv " << RIPPLEKV_VERSION_STRING << "\n";
+    return 0;
+  }
+  if (name == "help" || name == "--help" || name == "-h") {
+    print_help(std::cout);
+    return 0;
+  }
+  for (const auto& c : commands()) {
+    if (name != c.name) continue;
+    try {
+      return c.run(std::vector<std::string>(args.begin() + 1, args.end()));
+    } catch (const UsageError& e) {
+      std::cerr << "ripplekv " << name << ": " << e.what() << "\n";
+      return 2;
+    } catch (const rkv::InputError& e) {
+      std::cerr << "ripplekv " << name << ": " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "ripplekv " << name << ": internal error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "ripplekv: unknown command '" << name << "' (see 'ripplekv help')\n";
+  return 2;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ripplekv builds and tests with, when any is missing. Safe to run repeatedly.
+set -euo pipefail
+packages=(
+  cmake g++ make pkg-config git ca-certificates
+  libboost-dev libboost-filesystem-dev libboost-program-options-dev
+  libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev libpcre2-dev
+  python3 python3-venv python3-pip gnuplot-nox
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
