@@ -53,14 +53,23 @@ std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B,
   if (xmax <= 0.0 || B == n * T || B == n) {
     std::fill(y.begin(), y.end(), B == n * T ? Td : (B == n ? 1.0 : Bd / static_cast<double>(n)));
   } else {
-    double lo = 0.0, hi = 1.0;
-    while (clamped_sum(x, hi, Td) < Bd) hi *= 2.0;
-    for (int it = 0; it < 200 && hi > lo; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      if (mid <= lo || mid >= hi) break;
-      (clamped_sum(x, mid, Td) < Bd ? lo : hi) = mid;
+    // With lambda -> infinity every x_l > 0 reaches T and every x_l = 0 stays at 1. When even that is short of B,
+    // the remainder goes evenly to the zero layers (the limit of giving every layer an infinitesimal share).
+    const int64_t n_zero = std::count(x.begin(), x.end(), 0.0);
+    const double reachable = static_cast<double>(n - n_zero) * Td + static_cast<double>(n_zero);
+    if (reachable < Bd) {
+      const double rest = (Bd - static_cast<double>(n - n_zero) * Td) / static_cast<double>(n_zero);
+      for (size_t l = 0; l < x.size(); ++l) y[l] = x[l] > 0.0 ? Td : std::clamp(rest, 1.0, Td);
+    } else {
+      double lo = 0.0, hi = 1.0;
+      while (clamped_sum(x, hi, Td) < Bd) hi *= 2.0;
+      for (int it = 0; it < 200; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        if (mid <= lo || mid >= hi) break;
+        (clamped_sum(x, mid, Td) < Bd ? lo : hi) = mid;
+      }
+      for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], 1.0, Td);
     }
-    for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], 1.0, Td);
   }
 
   // 2. Largest remainder: floors, then +1 to the largest fractional parts (ties: lower layer index).

@@ -3,7 +3,9 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -64,6 +66,36 @@ void add_library_files(const std::string& entry, std::vector<std::string>& files
     if (e.is_regular_file(ec) && e.path().extension() == ".so") found.push_back(fs::weakly_canonical(e.path(), ec).string());
   std::sort(found.begin(), found.end());
   files.insert(files.end(), found.begin(), found.end());
+}
+
+/// Copies the first min(src_size, sizeof(T)) bytes of `src` into a zeroed T whose struct_size is the host's.
+template <typename T>
+T copy_within_struct_size(const T* src) {
+  T out;
+  std::memset(&out, 0, sizeof out);
+  const size_t n = std::min<size_t>(src->struct_size, sizeof(T));
+  std::memcpy(&out, src, n);
+  out.struct_size = sizeof(T);
+  return out;
+}
+
+std::unique_ptr<NormalizedDescriptor> normalize(const rkv_plugin_descriptor* d, const std::string& path) {
+  auto n = std::make_unique<NormalizedDescriptor>();
+  n->descriptor = copy_within_struct_size(d);
+  if (n->descriptor.params) {
+    for (const rkv_param_spec* const* p = n->descriptor.params; *p; ++p) {
+      if ((*p)->struct_size < offsetof(rkv_param_spec, doc) + sizeof(void*) || !(*p)->name)
+        throw InputError("plugin library '" + path + "': plugin '" + d->id + "' has a malformed param spec");
+      n->specs.push_back(copy_within_struct_size(*p));
+      if (n->specs.back().type == RKV_PARAM_CHOICE && !n->specs.back().choices)
+        throw InputError("plugin library '" + path + "': plugin '" + d->id + "', parameter '" + (*p)->name +
+                         "' is a choice without choices");
+    }
+  }
+  for (auto& s : n->specs) n->spec_ptrs.push_back(&s);
+  n->spec_ptrs.push_back(nullptr);
+  n->descriptor.params = n->spec_ptrs.data();
+  return n;
 }
 
 }  // namespace
@@ -131,7 +163,8 @@ void PluginRegistry::load_library(const std::string& path) {
     for (const auto& p : added)
       if (p.id() == d->id)
         throw InputError("plugin id '" + std::string(d->id) + "' appears twice in library '" + path + "'");
-    added.push_back(PluginInfo{d, lib.get()});
+    lib->descriptors.push_back(normalize(d, path));
+    added.push_back(PluginInfo{&lib->descriptors.back()->descriptor, lib.get()});
   }
   plugins_.insert(plugins_.end(), added.begin(), added.end());
   libraries_.push_back(std::move(lib));

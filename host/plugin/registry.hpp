@@ -16,10 +16,19 @@
 
 namespace rkv {
 
+/// A descriptor copied into host-owned, full-size structs: fields beyond the plugin's struct_size read as zero, so the
+/// rest of the host reads every field without checking struct_size again.
+struct NormalizedDescriptor {
+  rkv_plugin_descriptor descriptor{};
+  std::vector<rkv_param_spec> specs;
+  std::vector<const rkv_param_spec*> spec_ptrs;  ///< NULL-terminated, points into `specs`
+};
+
 /// One loaded plugin library.
 struct PluginLibrary {
   std::string path;                         ///< canonical path of the .so
   const rkv_plugin_library* abi = nullptr;  ///< what its entry point returned
+  std::vector<std::unique_ptr<NormalizedDescriptor>> descriptors;
 };
 
 /// One plugin: a descriptor and the library that serves it.
