@@ -58,6 +58,8 @@ class Diagnostics {
   /// A warning reaches the run's records (e.g. "pyramid schedule infeasible, fell back to uniform").
   void warning(const std::string& m) const { send(RKV_DIAG_WARNING, m); }
   void info(const std::string& m) const { send(RKV_DIAG_INFO, m); }
+  /// The caller's sink, to pass on to host services (their messages then reach the same caller).
+  const rkv_diagnostics* raw() const { return sink_; }
 
  private:
   void send(rkv_diag_level level, const std::string& m) const {
