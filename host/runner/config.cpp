@@ -11,7 +11,7 @@
 
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
-#include "model/sha256.hpp"
+#include "core/sha256.hpp"
 
 namespace fs = std::filesystem;
 
@@ -173,7 +173,7 @@ nlohmann::json to_json(const toml::node& n) {
   if (n.is_floating_point()) return n.as_floating_point()->get();
   if (n.is_string()) return n.as_string()->get();
   std::ostringstream os;
-  os << n;
+  n.visit([&](const auto& v) { os << v; });
   return os.str();
 }
 
