@@ -93,6 +93,8 @@ class GgufFile {
   /// Byte offset of the tensor data section inside the file.
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return map_.size(); }
+  /// The whole mapped file (file_size() bytes), e.g. for hashing.
+  const uint8_t* file_data() const { return map_.data(); }
 
   // ---- metadata ----
   /// Keys in file order.

@@ -1,0 +1,252 @@
+#include "backend/cpu/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/blas.hpp"
+#include "backend/cpu/ops.hpp"
+#include "backend/cpu/threads.hpp"
+#include "core/errors.hpp"
+
+namespace rkv::cpu {
+
+namespace {
+
+/// Queries per attention block: the scores of one block are [G * kQueryBlock, keys].
+constexpr int64_t kQueryBlock = 64;
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+/// Makes sure `kv` can take `extra` more positions, initialising an empty LayerKV for the model's geometry.
+void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t extra) {
+  if (kv.n_kv_heads == 0 && kv.capacity == 0 && kv.length == 0) {
+    kv.n_kv_heads = c.n_kv_heads;
+    kv.head_dim = c.head_dim;
+  }
+  if (kv.n_kv_heads != c.n_kv_heads || kv.head_dim != c.head_dim) {
+    throw InputError("layer " + std::to_string(layer) + ": the KV cache has " + std::to_string(kv.n_kv_heads) +
+                     " KV heads of dimension " + std::to_string(kv.head_dim) + ", the model needs " +
+                     std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(c.head_dim));
+  }
+  if (kv.length < 0 || kv.length > kv.capacity ||
+      kv.k.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) ||
+      kv.v.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim)) {
+    throw InputError("layer " + std::to_string(layer) + ": inconsistent KV cache (length " + std::to_string(kv.length) +
+                     ", capacity " + std::to_string(kv.capacity) + ")");
+  }
+  if (c.sliding_window > 0 && kv.length + extra > c.sliding_window) {
+    throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
+                     ") and this context of " + std::to_string(kv.length + extra) +
+                     " entries exceeds it; sliding-window attention is not implemented");
+  }
+  const int64_t need = kv.length + extra;
+  if (need > kv.capacity) reserve_layer(kv, std::max(need, kv.capacity + kv.capacity / 2));
+}
+
+/// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
+/// n new entries already appended (len_before = kv.length - n). out: [n, H*d].
+void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, float* out, Workspace& ws,
+               const LayerHooks* hooks) {
+  const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
+  const int64_t len_before = kv.length - n;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const bool prob_hook = hooks && hooks->on_attention_probs;
+  for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+    const float* K = kv.k_at(g, 0);  // [capacity, d], rows 0..kv.length valid
+    const float* V = kv.v_at(g, 0);
+    for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock) {
+      const int64_t i1 = std::min(n, i0 + kQueryBlock);
+      const int64_t M = (i1 - i0) * G;       // rows: (query i, head j) -> (i - i0) * G + j
+      const int64_t N = len_before + i1;     // keys visible to the last query of the block
+      float* S = grow(ws.scores, static_cast<size_t>(M * N));
+      float* O = grow(ws.o, static_cast<size_t>(M * d));
+      const float* Q = qg + (g * n + i0) * G * d;
+      gemm_nt(M, N, d, scale, Q, d, K, d, 0.0f, S, N);
+      parallel_for(M, 8, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t len = len_before + i0 + r / G + 1;  // causal: entries 0..len_before + i
+          float* row = S + r * N;
+          softmax_row(row, len);
+          std::fill(row + len, row + N, 0.0f);
+        }
+      });
+      if (prob_hook) {
+        for (int64_t r = 0; r < M; ++r) {
+          hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
+        }
+      }
+      gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
+      for (int64_t r = 0; r < M; ++r) {
+        const int64_t i = i0 + r / G, h = g * G + r % G;
+        std::memcpy(out + i * H * d + h * d, O + r * d, static_cast<size_t>(d) * sizeof(float));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens) {
+  const int64_t D = model.config.d_model, V = model.config.vocab_size;
+  std::vector<float> x(tokens.size() * static_cast<size_t>(D));
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0 || tokens[t] >= V) {
+      throw InputError("token id " + std::to_string(tokens[t]) + " at index " + std::to_string(t) +
+                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    }
+    std::memcpy(x.data() + t * D, model.tok_embd.data() + static_cast<int64_t>(tokens[t]) * D,
+                static_cast<size_t>(D) * sizeof(float));
+  }
+  return x;
+}
+
+void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
+                   Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
+  if (n <= 0) return;
+  prepare_cache(c, layer, kv, n);
+  const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, G = c.group_size(), F = c.d_ff;
+  const int64_t half = d / 2;
+
+  // ---- attention ----
+  float* h = grow(ws.h, static_cast<size_t>(n * D));
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.attn_norm.data(), c.rms_eps, D, h + i * D);
+  });
+  float* q = grow(ws.q, static_cast<size_t>(n * H * d));
+  float* k = grow(ws.k, static_cast<size_t>(n * Hkv * d));
+  float* v = grow(ws.v, static_cast<size_t>(n * Hkv * d));
+  linear(h, n, D, w.wq.data(), H * d, q);
+  linear(h, n, D, w.wk.data(), Hkv * d, k);
+  linear(h, n, D, w.wv.data(), Hkv * d, v);
+  rope_tables(model.rope_inv_freq, positions, n, ws.rope_cos, ws.rope_sin);
+  const float* cs = ws.rope_cos.data();
+  const float* sn = ws.rope_sin.data();
+  float* qg = grow(ws.qg, static_cast<size_t>(n * H * d));
+  const int64_t len_before = kv.length;
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      float* qi = q + i * H * d;
+      float* ki = k + i * Hkv * d;
+      float* vi = v + i * Hkv * d;
+      if (!w.bq.empty()) {
+        add_bias(qi, w.bq.data(), H * d);
+        add_bias(ki, w.bk.data(), Hkv * d);
+        add_bias(vi, w.bv.data(), Hkv * d);
+      }
+      for (int64_t hh = 0; hh < H; ++hh) rope_rotate_half(qi + hh * d, half, cs + i * half, sn + i * half);
+      for (int64_t g = 0; g < Hkv; ++g) rope_rotate_half(ki + g * d, half, cs + i * half, sn + i * half);
+      // Queries regrouped per KV head: qg[g][i][j] = q[i][g*G + j].
+      for (int64_t g = 0; g < Hkv; ++g) {
+        std::memcpy(qg + ((g * n + i) * G) * d, qi + g * G * d, static_cast<size_t>(G * d) * sizeof(float));
+      }
+      // Append key and value of row i at cache index len_before + i.
+      for (int64_t g = 0; g < Hkv; ++g) {
+        std::memcpy(kv.k_at(g, len_before + i), ki + g * d, static_cast<size_t>(d) * sizeof(float));
+        std::memcpy(kv.v_at(g, len_before + i), vi + g * d, static_cast<size_t>(d) * sizeof(float));
+      }
+    }
+  });
+  kv.length = len_before + n;
+  if (hooks && hooks->on_queries) {
+    std::vector<float> qh(static_cast<size_t>(H * n * d));
+    for (int64_t hh = 0; hh < H; ++hh) {
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(qh.data() + (hh * n + i) * d, q + i * H * d + hh * d, static_cast<size_t>(d) * sizeof(float));
+      }
+    }
+    hooks->on_queries(qh.data(), H, n, d);
+  }
+  float* attn = grow(ws.attn, static_cast<size_t>(n * H * d));
+  attention(c, qg, n, kv, attn, ws, hooks);
+  if (hooks && hooks->on_attn_output) {
+    float* o = grow(ws.h, static_cast<size_t>(n * D));  // h is free again
+    linear(attn, n, H * d, w.wo.data(), D, o);
+    hooks->on_attn_output(o, n, D);
+    for (int64_t i = 0; i < n * D; ++i) x[i] += o[i];
+  } else {
+    linear(attn, n, H * d, w.wo.data(), D, x, 1.0f);  // x += attn Wo^T
+  }
+
+  // ---- SwiGLU MLP ----
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.ffn_norm.data(), c.rms_eps, D, h + i * D);
+  });
+  float* gate = grow(ws.gate, static_cast<size_t>(n * F));
+  float* up = grow(ws.up, static_cast<size_t>(n * F));
+  linear(h, n, D, w.w_gate.data(), F, gate);
+  linear(h, n, D, w.w_up.data(), F, up);
+  parallel_for(n, 4, [&](int64_t a, int64_t b) { silu_mul(gate + a * F, up + a * F, (b - a) * F); });
+  linear(gate, n, F, w.w_down.data(), D, x, 1.0f);  // x += act Wd^T
+}
+
+std::vector<float> final_logits(const Model& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
+                                Workspace& ws) {
+  const int64_t D = model.config.d_model, V = model.config.vocab_size;
+  const int64_t r = static_cast<int64_t>(rows.size());
+  float* xn = grow(ws.norm_rows, static_cast<size_t>(r * D));
+  for (int64_t k = 0; k < r; ++k) {
+    if (rows[static_cast<size_t>(k)] < 0 || rows[static_cast<size_t>(k)] >= n) {
+      throw InputError("final_logits: row " + std::to_string(rows[static_cast<size_t>(k)]) + " outside [0, " +
+                       std::to_string(n) + ")");
+    }
+    rmsnorm_row(x + rows[static_cast<size_t>(k)] * D, model.output_norm.data(), model.config.rms_eps, D, xn + k * D);
+  }
+  std::vector<float> logits(static_cast<size_t>(r * V));
+  linear(xn, r, D, model.lm_head_weights(), V, logits.data());
+  return logits;
+}
+
+KVCache make_cache(const Model& model, int64_t capacity) {
+  const ModelConfig& c = model.config;
+  return build_kv_cache(c.n_layers, c.n_kv_heads, c.head_dim, capacity);
+}
+
+std::vector<float> prefill(const Model& model, const std::vector<int32_t>& tokens, int64_t start_pos, KVCache& cache,
+                           Workspace& ws, LogitsFor which, int64_t chunk) {
+  const ModelConfig& c = model.config;
+  if (static_cast<int64_t>(cache.layers.size()) != c.n_layers) {
+    if (!cache.layers.empty()) {
+      throw InputError("prefill: the cache has " + std::to_string(cache.layers.size()) + " layers, the model " +
+                       std::to_string(c.n_layers));
+    }
+    cache.layers.resize(static_cast<size_t>(c.n_layers));
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return {};
+  if (chunk <= 0) chunk = n;
+  std::vector<float> logits;
+  if (which == LogitsFor::All) logits.reserve(static_cast<size_t>(n * c.vocab_size));
+  std::vector<int64_t> positions;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t e = std::min(n, s + chunk);
+    std::vector<float> x = embed(model, std::vector<int32_t>(tokens.begin() + s, tokens.begin() + e));
+    positions.resize(static_cast<size_t>(e - s));
+    for (int64_t i = s; i < e; ++i) positions[static_cast<size_t>(i - s)] = start_pos + i;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      forward_layer(model, l, x.data(), e - s, positions.data(), cache.layers[static_cast<size_t>(l)], ws);
+    }
+    if (which == LogitsFor::All) {
+      std::vector<int64_t> rows(static_cast<size_t>(e - s));
+      for (int64_t i = 0; i < e - s; ++i) rows[static_cast<size_t>(i)] = i;
+      const std::vector<float> part = final_logits(model, x.data(), e - s, rows, ws);
+      logits.insert(logits.end(), part.begin(), part.end());
+    } else if (which == LogitsFor::Last && e == n) {
+      logits = final_logits(model, x.data(), e - s, {e - s - 1}, ws);
+    }
+  }
+  return logits;
+}
+
+std::vector<float> decode_step(const Model& model, int32_t token, int64_t pos, KVCache& cache, Workspace& ws) {
+  return prefill(model, {token}, pos, cache, ws, LogitsFor::Last);
+}
+
+}  // namespace rkv::cpu

@@ -1,0 +1,85 @@
+// The decoder forward pass on the CPU, in float32, built in layers so that compression and profiling code can
+// compose it: embed -> forward_layer (x L) -> final_logits. prefill and decode_step are thin loops over these.
+//
+// Model (Llama / Qwen2, as Hugging Face transformers' LlamaDecoderLayer), for the rows x[n, D] of n new tokens:
+//   h = RMSNorm(x) * attn_norm
+//   q = h Wq^T (+bq) [n, H*d],  k = h Wk^T (+bk) [n, H_kv*d],  v = h Wv^T (+bv) [n, H_kv*d]
+//   q, k <- RoPE(q, k) at each token's position (rotate_half layout, model/rope.hpp)
+//   append k, v to the layer's cache (per KV head; never repeated to query heads)
+//   a[i, h] = softmax_j( q[i, h] . K[g(h), j] / sqrt(d) ) V[g(h), j]  over cache entries j <= len_before + i,
+//             g(h) = h / G (grouped-query attention, Ainslie et al. 2023)
+//   x += a Wo^T
+//   h = RMSNorm(x) * ffn_norm;  x += (silu(h Wg^T) * (h Wu^T)) Wd^T   (SwiGLU)
+// then logits = RMSNorm(x) * output_norm  W_lm^T (tied: W_lm = token embeddings).
+//
+// Every matrix product is an OpenBLAS sgemm (sgemv for one row). Attention is blocked: for each KV head and block
+// of queries it forms scores [G*block, keys] only, so memory stays O(G * block * T), never [H, T, T].
+//
+// Thread rules: functions take the model by const reference and may run concurrently on different caches and
+// workspaces. The thread count is process-wide (backend/cpu/threads.hpp). Hooks run on the calling thread.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "cache/kv_cache.hpp"
+#include "model/model.hpp"
+
+namespace rkv::cpu {
+
+/// Scratch buffers reused across calls (grown on demand, never shrunk). One per concurrent caller.
+struct Workspace {
+  std::vector<float> h, q, k, v, qg, attn, o, gate, up, scores, rope_cos, rope_sin, norm_rows;
+};
+
+/// Optional observers of one layer's attention, for profiling and compression statistics. Any member may be empty.
+/// All are called on the thread that called forward_layer, serially, while the layer runs; pointers are valid only
+/// during the call.
+struct LayerHooks {
+  /// Probability row of query head `head` (0..H-1) for new-token row `query` (0..n-1) over the cache entries
+  /// [0, len), len = (cache length before this call) + query + 1, after softmax (sums to 1). Called exactly once per
+  /// (head, query); the order of calls is unspecified.
+  std::function<void(int64_t head, int64_t query, const float* probs, int64_t len)> on_attention_probs;
+  /// The queries after RoPE, float32 [H, n, d] (unscaled: the scores are q . k / sqrt(d)).
+  std::function<void(const float* q, int64_t n_heads, int64_t n, int64_t head_dim)> on_queries;
+  /// The attention output after o_proj, float32 [n, D], before it is added to the residual stream.
+  std::function<void(const float* o, int64_t n, int64_t d_model)> on_attn_output;
+};
+
+/// Token embeddings: x[t] = tok_embd[tokens[t]], float32 [n, D]. Throws rkv::InputError when a token id is outside
+/// [0, V).
+std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens);
+
+/// Runs transformer block `layer` on the residual rows x[n, D] (float32, in/out), for tokens at absolute `positions`
+/// [n] (used only for RoPE of the new queries and keys). Appends the n new keys (after RoPE) and values at
+/// kv.length (growing kv's capacity when needed; kv must have n_kv_heads and head_dim of the model, or be empty with
+/// capacity 0 and n_kv_heads = 0, in which case it is initialised), then each new row i attends causally to cache
+/// entries [0, kv.length_before + i]. Cache entries may be any subset of earlier positions (a compacted cache): keys
+/// are stored already rotated, so their positions are never needed again.
+/// Throws rkv::InputError for a cache of the wrong geometry, or when a sliding-window model would attend beyond its
+/// window (sliding-window attention is not implemented).
+void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
+                   Workspace& ws, const LayerHooks* hooks = nullptr);
+
+/// Logits for selected rows of the final residual stream: out[r] = RMSNorm(x[rows[r]]) * output_norm  W_lm^T.
+/// x is float32 [n, D]; rows are indices into it (each in [0, n)); returns float32 [rows.size(), V].
+std::vector<float> final_logits(const Model& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
+                                Workspace& ws);
+
+/// An empty cache for `model` with room for `capacity` positions per layer.
+KVCache make_cache(const Model& model, int64_t capacity);
+
+/// Which positions prefill returns logits for.
+enum class LogitsFor { Last, All, None };
+
+/// Runs `tokens` (at positions start_pos, start_pos+1, ...) through every layer, appending to `cache` (one LayerKV
+/// per layer; pass make_cache(model, n) or a cache that already holds earlier tokens). Processes the tokens in chunks
+/// of `chunk` rows (0: all at once) to bound memory. Returns logits float32 [1, V] (Last), [n, V] (All) or nothing.
+std::vector<float> prefill(const Model& model, const std::vector<int32_t>& tokens, int64_t start_pos, KVCache& cache,
+                           Workspace& ws, LogitsFor which = LogitsFor::Last, int64_t chunk = 0);
+
+/// One decode step: the token at absolute position `pos` through every layer, appended to the cache; returns its
+/// logits float32 [V].
+std::vector<float> decode_step(const Model& model, int32_t token, int64_t pos, KVCache& cache, Workspace& ws);
+
+}  // namespace rkv::cpu

@@ -1,0 +1,25 @@
+// Threads of the CPU backend: one process-wide setting used by OpenBLAS (matrix products) and by a small pool that
+// runs the element-wise parts (softmax, RoPE, norms) in parallel.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace rkv::cpu {
+
+/// Number of CPUs this process may run on (sched_getaffinity), at least 1.
+int available_cores();
+
+/// Sets the thread count for OpenBLAS and the backend pool (n >= 1; n = 0 means available_cores()).
+/// Process-wide; call it between forward passes, not while one runs on another thread.
+void set_num_threads(int n);
+
+/// The current thread count (available_cores() until set_num_threads is called).
+int num_threads();
+
+/// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks of at least `min_chunk`
+/// items, on the pool's threads and the calling thread; returns when all chunks are done. fn must be safe to run
+/// concurrently on disjoint ranges. A call made while the pool is busy (from another thread, or nested inside fn)
+/// runs serially on the calling thread. Exceptions thrown by fn are rethrown on the calling thread (the first one).
+void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+}  // namespace rkv::cpu

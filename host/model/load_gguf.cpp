@@ -1,0 +1,162 @@
+// Loading a model from a GGUF file (llama.cpp naming: token_embd, blk.N.attn_q, ..., output_norm, output).
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "model/dequant.hpp"
+#include "model/ggml_types.hpp"
+#include "model/model.hpp"
+#include "model/model_check.hpp"
+#include "core/sha256.hpp"
+
+namespace rkv {
+
+namespace {
+
+struct GgufLoader {
+  const GgufFile& f;
+  const std::string& src;
+
+  /// Tensor shape in PyTorch order (ggml ne reversed).
+  static std::vector<int64_t> torch_shape(const GgufTensorInfo& t) { return {t.ne.rbegin(), t.ne.rend()}; }
+
+  const GgufTensorInfo& require(const std::string& name, const std::vector<int64_t>& expected,
+                                const std::string& what) const {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      throw InputError(src + ": missing tensor '" + name + "' (expected shape " + detail::shape_str(expected) + ", " +
+                       what + ")");
+    }
+    detail::check_shape(src, name, torch_shape(*t), expected, what);
+    return *t;
+  }
+
+  std::vector<float> dequant(const GgufTensorInfo& t) const {
+    if (!can_dequantize(t.type)) {
+      throw InputError(src + ": tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
+                       ", which this loader cannot dequantize (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                       "q5_1, iq4_nl, q4_K, q5_K, q6_K)");
+    }
+    std::vector<float> out(static_cast<size_t>(t.n_elements()));
+    dequantize_row(t.type, f.tensor_data(t), out.data(), t.n_elements());
+    return out;
+  }
+
+  std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) const {
+    return dequant(require(name, expected, what));
+  }
+
+  /// Integer hyperparameter `<arch>.<key>`; required unless a fallback is given.
+  int64_t hparam(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    const auto v = f.get_i64(key);
+    if (v) return *v;
+    if (fallback) return *fallback;
+    throw InputError(src + ": missing GGUF metadata key '" + key + "'");
+  }
+};
+
+}  // namespace
+
+Model load_gguf_model(const std::string& path) {
+  auto file = std::make_shared<const GgufFile>(path);
+  const GgufFile& f = *file;
+  const std::string& src = path;
+  GgufLoader ld{f, src};
+
+  Model m;
+  m.path = path;
+  m.format = "gguf";
+  m.gguf = file;
+  for (const auto& t : f.tensors()) m.source_tensors.push_back({t.name, ggml_type_name(t.type), GgufLoader::torch_shape(t)});
+
+  ModelConfig& c = m.config;
+  c.architecture = f.get_string_or("general.architecture", "");
+  if (c.architecture.empty()) throw InputError(src + ": missing GGUF metadata key 'general.architecture'");
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    throw InputError(src + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2)");
+  }
+  const std::string a = c.architecture + ".";
+  c.n_layers = ld.hparam(a + "block_count");
+  c.d_model = ld.hparam(a + "embedding_length");
+  c.d_ff = ld.hparam(a + "feed_forward_length");
+  c.n_heads = ld.hparam(a + "attention.head_count");
+  c.n_kv_heads = ld.hparam(a + "attention.head_count_kv", c.n_heads);
+  c.context_length = ld.hparam(a + "context_length", 0);
+  if (c.n_heads <= 0) throw InputError(src + ": " + a + "attention.head_count must be positive");
+  c.head_dim = ld.hparam(a + "attention.key_length", c.d_model / c.n_heads);
+  if (ld.hparam(a + "attention.value_length", c.head_dim) != c.head_dim) {
+    throw InputError(src + ": " + a + "attention.value_length differs from the key length (not supported)");
+  }
+  if (ld.hparam(a + "rope.dimension_count", c.head_dim) != c.head_dim) {
+    throw InputError(src + ": " + a + "rope.dimension_count " + std::to_string(ld.hparam(a + "rope.dimension_count")) +
+                     " differs from the head dimension " + std::to_string(c.head_dim) + " (partial RoPE is not supported)");
+  }
+  c.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
+  c.rope_theta = f.get_f64(a + "rope.freq_base").value_or(10000.0);
+  c.sliding_window = ld.hparam(a + "attention.sliding_window", 0);
+  const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    c.rope_scaling.type = "linear";
+    if (const auto fs = f.get_f64(a + "rope.scaling.factor")) {
+      c.rope_scaling.factor = *fs;
+    } else if (const auto fr = f.get_f64(a + "rope.scale_linear")) {
+      c.rope_scaling.factor = *fr;
+    } else {
+      throw InputError(src + ": linear rope scaling without " + a + "rope.scaling.factor");
+    }
+  } else if (scaling != "none") {
+    throw InputError(src + ": unsupported rope scaling type '" + scaling + "' (supported: none, linear, llama3)");
+  }
+
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) throw InputError(src + ": missing tensor 'token_embd.weight' (the token embeddings, [vocab, " + std::to_string(D) + "])");
+  c.vocab_size = ld.hparam(a + "vocab_size", embd->ne.size() == 2 ? embd->ne[1] : 0);
+  const int64_t V = c.vocab_size;
+  c.qkv_bias = c.architecture == "qwen2";
+
+  std::vector<float> freq_factors;
+  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+    detail::check_shape(src, rf->name, GgufLoader::torch_shape(*rf), {d / 2}, "llama3 rope frequency factors");
+    freq_factors = ld.dequant(*rf);
+    c.rope_freq_factors = true;
+    c.rope_scaling.type = "none";  // the factors already encode the scaling
+  }
+  detail::finish_config(m, src, freq_factors);
+
+  m.tok_embd = ld.load("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]");
+  m.output_norm = ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
+  if (f.find_tensor("output.weight")) {
+    m.lm_head = ld.load("output.weight", {V, D}, "LM head [vocab, hidden]");
+    c.tied_embeddings = false;
+  } else {
+    c.tied_embeddings = true;
+  }
+
+  m.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights& w = m.layers[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
+    w.wq = ld.load(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
+    w.wk = ld.load(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
+    w.wv = ld.load(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
+    if (c.qkv_bias) {
+      w.bq = ld.load(p + "attn_q.bias", {H * d}, "query bias");
+      w.bk = ld.load(p + "attn_k.bias", {Hkv * d}, "key bias");
+      w.bv = ld.load(p + "attn_v.bias", {Hkv * d}, "value bias");
+    }
+    w.wo = ld.load(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
+    w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
+    w.w_gate = ld.load(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]");
+    w.w_up = ld.load(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]");
+    w.w_down = ld.load(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]");
+    if (c.architecture == "llama") {  // undo llama.cpp's Q/K row permutation (see model.hpp)
+      unpermute_qk_rows(w.wq, H, d, D);
+      unpermute_qk_rows(w.wk, Hkv, d, D);
+    }
+  }
+  m.sha256 = sha256_hex(f.file_data(), static_cast<size_t>(f.file_size()));
+  return m;
+}
+
+}  // namespace rkv

@@ -1,0 +1,226 @@
+// Loading a model from a Hugging Face folder: config.json + model.safetensors, or shards listed in
+// model.safetensors.index.json ("weight_map": {tensor name: file name}). Tensor names follow transformers'
+// LlamaForCausalLM / Qwen2ForCausalLM (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/errors.hpp"
+#include "model/model.hpp"
+#include "model/model_check.hpp"
+#include "model/safetensors.hpp"
+#include "core/sha256.hpp"
+
+namespace rkv {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw InputError(p.string() + ": cannot open");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+/// config.json integer field `key` (required unless `fallback`).
+int64_t cfg_int(const json& cfg, const std::string& key, const std::string& src, std::optional<int64_t> fallback = std::nullopt) {
+  if (cfg.contains(key) && !cfg[key].is_null()) {
+    if (!cfg[key].is_number_integer()) throw InputError(src + ": '" + key + "' must be an integer");
+    return cfg[key].get<int64_t>();
+  }
+  if (fallback) return *fallback;
+  throw InputError(src + ": missing '" + key + "'");
+}
+
+double cfg_num(const json& cfg, const std::string& key, const std::string& src, double fallback) {
+  if (cfg.contains(key) && !cfg[key].is_null()) {
+    if (!cfg[key].is_number()) throw InputError(src + ": '" + key + "' must be a number");
+    return cfg[key].get<double>();
+  }
+  return fallback;
+}
+
+bool cfg_bool(const json& cfg, const std::string& key, const std::string& src, bool fallback) {
+  if (cfg.contains(key) && !cfg[key].is_null()) {
+    if (!cfg[key].is_boolean()) throw InputError(src + ": '" + key + "' must be true or false");
+    return cfg[key].get<bool>();
+  }
+  return fallback;
+}
+
+struct Shards {
+  std::vector<SafetensorsFile> files;
+  std::map<std::string, std::pair<size_t, const SafetensorsTensor*>> by_name;
+};
+
+}  // namespace
+
+Model load_hf_model(const std::string& folder) {
+  const fs::path dir(folder);
+  const fs::path cfg_path = dir / "config.json";
+  if (!fs::exists(cfg_path)) throw InputError(folder + ": no config.json (expected a Hugging Face model folder)");
+  const std::string csrc = cfg_path.string();
+  const json cfg = read_json(cfg_path);
+  if (!cfg.is_object()) throw InputError(csrc + ": not a JSON object");
+
+  Model m;
+  m.path = folder;
+  m.format = "safetensors";
+  ModelConfig& c = m.config;
+  const std::string model_type = cfg.value("model_type", std::string());
+  std::string arch_name = model_type;
+  if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
+      cfg["architectures"][0].is_string()) {
+    arch_name += arch_name.empty() ? "" : " / ";
+    arch_name += cfg["architectures"][0].get<std::string>();
+  }
+  if (model_type == "llama" || model_type == "mistral") {
+    c.architecture = "llama";
+  } else if (model_type == "qwen2") {
+    c.architecture = "qwen2";
+  } else {
+    throw InputError(csrc + ": unsupported architecture '" + (arch_name.empty() ? "(no model_type)" : arch_name) +
+                     "' (supported model_type: llama, mistral, qwen2)");
+  }
+  c.n_layers = cfg_int(cfg, "num_hidden_layers", csrc);
+  c.d_model = cfg_int(cfg, "hidden_size", csrc);
+  c.d_ff = cfg_int(cfg, "intermediate_size", csrc);
+  c.n_heads = cfg_int(cfg, "num_attention_heads", csrc);
+  if (c.n_heads <= 0) throw InputError(csrc + ": 'num_attention_heads' must be positive");
+  c.n_kv_heads = cfg_int(cfg, "num_key_value_heads", csrc, c.n_heads);
+  c.head_dim = cfg_int(cfg, "head_dim", csrc, c.d_model / c.n_heads);
+  c.vocab_size = cfg_int(cfg, "vocab_size", csrc);
+  c.context_length = cfg_int(cfg, "max_position_embeddings", csrc, 0);
+  c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
+  c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
+  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, false);
+  c.qkv_bias = c.architecture == "qwen2";
+  if (c.architecture == "llama") {
+    if (cfg_bool(cfg, "attention_bias", csrc, false)) throw InputError(csrc + ": attention_bias = true is not supported for llama");
+    if (cfg_bool(cfg, "mlp_bias", csrc, false)) throw InputError(csrc + ": mlp_bias = true is not supported");
+  }
+  if (model_type == "mistral") {
+    c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
+  } else if (model_type == "qwen2" && cfg_bool(cfg, "use_sliding_window", csrc, false)) {
+    c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
+  }
+  if (cfg.contains("hidden_act") && cfg["hidden_act"] != "silu") {
+    throw InputError(csrc + ": hidden_act '" + cfg["hidden_act"].dump() + "' is not supported (only silu)");
+  }
+  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
+    const json& rs = cfg["rope_scaling"];
+    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    if (type == "default") {
+      type = "none";
+    } else if (type == "linear" || type == "llama3") {
+      c.rope_scaling.factor = cfg_num(rs, "factor", csrc, 0.0);
+      if (type == "llama3") {
+        c.rope_scaling.low_freq_factor = cfg_num(rs, "low_freq_factor", csrc, 1.0);
+        c.rope_scaling.high_freq_factor = cfg_num(rs, "high_freq_factor", csrc, 4.0);
+        c.rope_scaling.original_context_length = cfg_num(rs, "original_max_position_embeddings", csrc, 8192.0);
+      }
+    } else {
+      throw InputError(csrc + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
+    }
+    c.rope_scaling.type = type;
+  }
+  detail::finish_config(m, csrc);
+
+  // ---- shards ----
+  std::vector<std::string> names;
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    const json idx = read_json(index_path);
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
+      throw InputError(index_path.string() + ": no 'weight_map' object");
+    }
+    std::set<std::string> uniq;
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) throw InputError(index_path.string() + ": weight_map entry '" + it.key() + "' is not a file name");
+      const std::string fname = it.value().get<std::string>();
+      if (fname.find('/') != std::string::npos || fname == "..") {
+        throw InputError(index_path.string() + ": weight_map file '" + fname + "' is not a plain file name");
+      }
+      uniq.insert(fname);
+    }
+    names.assign(uniq.begin(), uniq.end());
+  } else if (fs::exists(dir / "model.safetensors")) {
+    names.push_back("model.safetensors");
+  } else {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_regular_file() && e.path().extension() == ".safetensors") names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+  }
+  if (names.empty()) throw InputError(folder + ": no *.safetensors files");
+
+  Shards sh;
+  sh.files.reserve(names.size());
+  for (const auto& n : names) sh.files.emplace_back((dir / n).string());
+  for (size_t k = 0; k < sh.files.size(); ++k) {
+    for (const auto& t : sh.files[k].tensors()) {
+      auto [it, fresh] = sh.by_name.emplace(t.name, std::make_pair(k, &t));
+      if (!fresh) {
+        throw InputError(folder + ": tensor '" + t.name + "' appears in both " + names[it->second.first] + " and " + names[k]);
+      }
+      m.source_tensors.push_back({t.name, t.dtype, t.shape});
+    }
+  }
+
+  auto load = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
+    auto it = sh.by_name.find(name);
+    if (it == sh.by_name.end()) {
+      throw InputError(folder + ": missing tensor '" + name + "' (expected shape " + detail::shape_str(expected) + ", " +
+                       what + ")");
+    }
+    const SafetensorsFile& f = sh.files[it->second.first];
+    const SafetensorsTensor& t = *it->second.second;
+    detail::check_shape(f.path(), name, t.shape, expected, what);
+    return safetensors_to_f32(f, t);
+  };
+
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff, V = c.vocab_size;
+  m.tok_embd = load("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]");
+  m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
+  if (!c.tied_embeddings) m.lm_head = load("lm_head.weight", {V, D}, "LM head [vocab, hidden]");
+  m.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights& w = m.layers[static_cast<size_t>(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
+    w.wq = load(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
+    w.wk = load(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
+    w.wv = load(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
+    if (c.qkv_bias) {
+      w.bq = load(p + "self_attn.q_proj.bias", {H * d}, "query bias");
+      w.bk = load(p + "self_attn.k_proj.bias", {Hkv * d}, "key bias");
+      w.bv = load(p + "self_attn.v_proj.bias", {Hkv * d}, "value bias");
+    }
+    w.wo = load(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
+    w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
+    w.w_gate = load(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]");
+    w.w_up = load(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]");
+    w.w_down = load(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]");
+  }
+
+  // Identity: hash of "name sha\n" lines for config.json and the shards, sorted by name.
+  std::vector<std::string> hashed = names;
+  hashed.push_back("config.json");
+  std::sort(hashed.begin(), hashed.end());
+  std::string manifest;
+  for (const auto& n : hashed) manifest += n + " " + sha256_file((dir / n).string()) + "\n";
+  m.sha256 = sha256_hex(manifest.data(), manifest.size());
+  return m;
+}
+
+}  // namespace rkv

@@ -1,0 +1,42 @@
+#include "model/model.hpp"
+
+#include <filesystem>
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+int64_t Model::parameter_count() const {
+  int64_t n = static_cast<int64_t>(tok_embd.size() + output_norm.size() + lm_head.size());
+  for (const auto& l : layers) {
+    n += static_cast<int64_t>(l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.bq.size() +
+                              l.bk.size() + l.bv.size() + l.wo.size() + l.ffn_norm.size() + l.w_gate.size() +
+                              l.w_up.size() + l.w_down.size());
+  }
+  return n;
+}
+
+void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim, int64_t cols) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t j = 0; j < half; ++j) {
+      for (int64_t s = 0; s < 2; ++s) {
+        const float* src = w.data() + (h * head_dim + 2 * j + s) * cols;  // GGUF (permuted) row
+        float* dst = out.data() + (h * head_dim + s * half + j) * cols;   // HF row
+        std::copy(src, src + cols, dst);
+      }
+    }
+  }
+  w.swap(out);
+}
+
+Model load_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError(path + ": no such file or folder (expected a .gguf file or a Hugging Face model folder)");
+  if (fs::is_directory(path, ec)) return load_hf_model(path);
+  return load_gguf_model(path);
+}
+
+}  // namespace rkv

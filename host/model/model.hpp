@@ -1,0 +1,112 @@
+// A decoder-only transformer held in float32: configuration and weights, loaded from a GGUF file or a Hugging Face
+// folder (config.json + *.safetensors).
+//
+// Supported architectures: `llama` (Llama 2/3/3.1 incl. llama3 rope scaling, Mistral, SmolLM) and `qwen2` (Q/K/V
+// biases). Anything else is an rkv::InputError naming the architecture.
+//
+// Canonical weight layout (both sources give bit-for-bit the same layout for the same weights):
+// - every matrix is row-major [out_features, in_features] (PyTorch nn.Linear layout), so y = x W^T;
+// - Q and K rows are in the Hugging Face order, where RoPE pairs dimension i with i + d/2 ("rotate_half").
+//   llama.cpp's converter permutes llama Q/K rows for its adjacent-pair RoPE (convert_hf_to_gguf.py `permute`:
+//   GGUF row h*d + 2j + s holds HF row h*d + s*d/2 + j, s in {0,1}, j < d/2); the GGUF loader undoes this.
+//   qwen2 GGUFs are not permuted (llama.cpp uses NeoX RoPE for qwen2).
+// - All weights are dequantized to float32 at load.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gguf.hpp"
+#include "model/rope.hpp"
+
+namespace rkv {
+
+/// Hyperparameters of a loaded model.
+struct ModelConfig {
+  std::string architecture;      ///< "llama" or "qwen2"
+  int64_t n_layers = 0;          ///< L
+  int64_t d_model = 0;           ///< D (hidden size)
+  int64_t n_heads = 0;           ///< H (query heads)
+  int64_t n_kv_heads = 0;        ///< H_kv (divides H)
+  int64_t head_dim = 0;          ///< d
+  int64_t d_ff = 0;              ///< F (SwiGLU hidden size)
+  int64_t vocab_size = 0;        ///< V
+  int64_t context_length = 0;    ///< trained context length (informational; not enforced)
+  float rms_eps = 1e-5f;         ///< RMSNorm epsilon
+  double rope_theta = 10000.0;   ///< RoPE base
+  RopeScaling rope_scaling;      ///< none / linear / llama3
+  bool rope_freq_factors = false;  ///< GGUF carried rope_freqs.weight (llama3 factors as divisors)
+  bool tied_embeddings = false;  ///< LM head shares token_embd
+  bool qkv_bias = false;         ///< Q/K/V projections have biases (qwen2)
+  int64_t sliding_window = 0;    ///< > 0: the model was trained with a sliding window (not applied; see forward)
+
+  int64_t group_size() const { return n_heads / n_kv_heads; }  ///< G = H / H_kv
+  /// Bytes the K and V cache of one token takes across all layers in float32: 2 * L * H_kv * d * 4.
+  int64_t kv_bytes_per_token() const { return 2 * n_layers * n_kv_heads * head_dim * 4; }
+};
+
+/// Weights of one transformer block, float32, row-major [out, in].
+struct LayerWeights {
+  std::vector<float> attn_norm;  ///< [D]
+  std::vector<float> wq;         ///< [H*d, D]
+  std::vector<float> wk;         ///< [H_kv*d, D]
+  std::vector<float> wv;         ///< [H_kv*d, D]
+  std::vector<float> bq;         ///< [H*d] or empty
+  std::vector<float> bk;         ///< [H_kv*d] or empty
+  std::vector<float> bv;         ///< [H_kv*d] or empty
+  std::vector<float> wo;         ///< [D, H*d]
+  std::vector<float> ffn_norm;   ///< [D]
+  std::vector<float> w_gate;     ///< [F, D]
+  std::vector<float> w_up;       ///< [F, D]
+  std::vector<float> w_down;     ///< [D, F]
+};
+
+/// Name, storage type and shape (PyTorch order) of a tensor as stored in the source file (for `model info`).
+struct SourceTensor {
+  std::string name;
+  std::string type;             ///< ggml type name ("q4_1") or safetensors dtype ("BF16")
+  std::vector<int64_t> shape;   ///< [rows, cols] for matrices
+};
+
+/// A loaded model. Immutable after load_model; const access is thread-safe. Move-only (large).
+struct Model {
+  ModelConfig config;
+  std::vector<float> tok_embd;     ///< [V, D]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;  ///< [D]
+  std::vector<float> lm_head;      ///< [V, D]; empty when config.tied_embeddings (then tok_embd is used)
+  std::vector<double> rope_inv_freq;  ///< [d/2], scaling and GGUF freq factors applied
+
+  std::string path;    ///< the GGUF file or the HF folder given to load_model
+  std::string format;  ///< "gguf" or "safetensors"
+  /// SHA-256 (hex) identifying the weights: of the GGUF file itself; for an HF folder, of the text
+  /// "<file name> <sha256 of file>\n" for config.json and every *.safetensors file, sorted by name.
+  std::string sha256;
+  std::vector<SourceTensor> source_tensors;  ///< every tensor of the source, in file order
+  /// The GGUF file (metadata for the tokenizer: tokenizer.ggml.*, chat template); null for HF folders.
+  std::shared_ptr<const GgufFile> gguf;
+
+  /// The LM head matrix [V, D]: lm_head, or tok_embd when tied.
+  const float* lm_head_weights() const { return lm_head.empty() ? tok_embd.data() : lm_head.data(); }
+  /// Number of parameters in the weights held (tied embeddings counted once).
+  int64_t parameter_count() const;
+};
+
+/// Loads a model from `path`: a .gguf file, or a folder with config.json and model.safetensors (or sharded
+/// model-*.safetensors with model.safetensors.index.json). Weights are dequantized to float32 and laid out as
+/// described at the top of this file; the SHA-256 of the source is computed.
+/// Throws rkv::InputError for a missing/unreadable path, an unsupported architecture (named), a missing required
+/// tensor or metadata key (named), a tensor of the wrong shape (named, with the expected shape), an unsupported
+/// tensor type, or an inconsistent configuration. Not thread-safe with respect to the files being modified.
+Model load_model(const std::string& path);
+
+/// Loaders for one source format (load_model dispatches on the path).
+Model load_gguf_model(const std::string& path);
+Model load_hf_model(const std::string& folder);
+
+/// Reorders the rows of a llama GGUF Q or K matrix [n_heads*head_dim, cols] from llama.cpp's permuted order back
+/// to the Hugging Face order (see the top of this file). In place. Also used for a [n_heads*head_dim] bias (cols = 1).
+void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim, int64_t cols);
+
+}  // namespace rkv

@@ -1,0 +1,59 @@
+#include "model/model_check.hpp"
+
+#include "core/errors.hpp"
+
+namespace rkv::detail {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+void check_shape(const std::string& source, const std::string& name, const std::vector<int64_t>& got,
+                 const std::vector<int64_t>& expected, const std::string& what) {
+  if (got != expected) {
+    throw InputError(source + ": tensor '" + name + "' has shape " + shape_str(got) + ", expected " +
+                     shape_str(expected) + " (" + what + ")");
+  }
+}
+
+void finish_config(Model& m, const std::string& source, const std::vector<float>& freq_factors) {
+  ModelConfig& c = m.config;
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2)");
+  }
+  auto positive = [&](int64_t v, const char* what) {
+    if (v <= 0) throw InputError(source + ": " + what + " must be positive, got " + std::to_string(v));
+  };
+  positive(c.n_layers, "the layer count");
+  positive(c.d_model, "the hidden size");
+  positive(c.n_heads, "the head count");
+  positive(c.n_kv_heads, "the KV head count");
+  positive(c.head_dim, "the head dimension");
+  positive(c.d_ff, "the feed-forward size");
+  positive(c.vocab_size, "the vocabulary size");
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw InputError(source + ": head count " + std::to_string(c.n_heads) + " is not a multiple of the KV head count " +
+                     std::to_string(c.n_kv_heads));
+  }
+  if (c.head_dim % 2 != 0) throw InputError(source + ": head dimension " + std::to_string(c.head_dim) + " is odd");
+  if (!(c.rms_eps > 0.0f)) throw InputError(source + ": RMSNorm epsilon must be positive");
+  try {
+    m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+    if (!freq_factors.empty()) {
+      if (freq_factors.size() != m.rope_inv_freq.size()) {
+        throw InputError("rope_freqs has " + std::to_string(freq_factors.size()) + " entries, expected " +
+                         std::to_string(m.rope_inv_freq.size()));
+      }
+      for (size_t i = 0; i < freq_factors.size(); ++i) {
+        if (!(freq_factors[i] > 0.0f)) throw InputError("rope_freqs entry " + std::to_string(i) + " is not positive");
+        m.rope_inv_freq[i] /= static_cast<double>(freq_factors[i]);
+      }
+    }
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+}  // namespace rkv::detail

@@ -1,0 +1,23 @@
+// Internal helpers shared by the GGUF and Hugging Face loaders (not a public header).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace rkv::detail {
+
+/// "[a, b]"
+std::string shape_str(const std::vector<int64_t>& s);
+
+/// Throws InputError "<source>: tensor '<name>' has shape [..], expected [..] (<what>)" when got != expected.
+void check_shape(const std::string& source, const std::string& name, const std::vector<int64_t>& got,
+                 const std::vector<int64_t>& expected, const std::string& what);
+
+/// Validates the configuration (positive sizes, H divisible by H_kv, even head_dim, supported architecture) and
+/// fills model.rope_inv_freq from it; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
+/// given. Throws InputError naming `source`.
+void finish_config(Model& model, const std::string& source, const std::vector<float>& freq_factors = {});
+
+}  // namespace rkv::detail

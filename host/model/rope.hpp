@@ -1,0 +1,55 @@
+// Rotary position embedding (RoPE) frequencies and the rotate_half rotation.
+//
+// Frequencies (Su et al. 2021, "RoFormer", eq. 15; Hugging Face transformers _compute_default_rope_parameters):
+//   inv_freq[i] = theta^(-2i / d),  i = 0 .. d/2 - 1
+// Scaling variants (transformers modeling_rope_utils.py):
+//   linear: inv_freq[i] / factor
+//   llama3 (_compute_llama3_parameters; Llama 3.1): with wavelen = 2 pi / inv_freq,
+//     low_wavelen = original_context / low_freq_factor, high_wavelen = original_context / high_freq_factor:
+//     wavelen < high_wavelen  -> inv_freq (unchanged)
+//     wavelen > low_wavelen   -> inv_freq / factor
+//     otherwise               -> (1 - s) inv_freq / factor + s inv_freq,
+//                                s = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+// llama.cpp stores the llama3 result in GGUF as per-frequency divisors (tensor rope_freqs.weight):
+// inv_freq[i] / rope_freqs[i].
+//
+// Rotation (the Hugging Face layout, "rotate_half", GPT-NeoX style): for a head vector x[0..d), pair i couples x[i]
+// and x[i + d/2] with angle a = pos * inv_freq[i]:
+//   x'[i]       = x[i] cos a - x[i + d/2] sin a
+//   x'[i + d/2] = x[i + d/2] cos a + x[i] sin a
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rkv {
+
+struct RopeScaling {
+  std::string type = "none";  ///< "none", "linear" or "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;             ///< llama3 only
+  double high_freq_factor = 4.0;            ///< llama3 only
+  double original_context_length = 8192.0;  ///< llama3 only
+};
+
+/// inv_freq[d/2] for head dimension `head_dim` (even, > 0), base `theta` (> 0) and `scaling`.
+/// Throws rkv::InputError for an odd head_dim, a non-positive theta or factor, or an unknown scaling type.
+/// Computed in double precision. Pure, thread-safe.
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling);
+
+/// cos/sin tables for `n` positions: cos_out[t * half + i] = cos(positions[t] * inv_freq[i]) (half = inv_freq.size()),
+/// computed in double and rounded to float. `cos_out`, `sin_out` are resized to n * half.
+void rope_tables(const std::vector<double>& inv_freq, const int64_t* positions, int64_t n, std::vector<float>& cos_out,
+                 std::vector<float>& sin_out);
+
+/// Rotates one head vector x[2 * half] in place (rotate_half layout above) with that position's cos/sin rows
+/// (`half` values each).
+inline void rope_rotate_half(float* x, int64_t half, const float* cos, const float* sin) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i] + a * sin[i];
+  }
+}
+
+}  // namespace rkv

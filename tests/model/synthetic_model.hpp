@@ -1,0 +1,238 @@
+// Test helper: small random models held in memory, and writers that store them as GGUF files (with llama.cpp's Q/K
+// permutation) or Hugging Face folders. Not part of the library.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf_writer.hpp"
+#include "model/half.hpp"
+#include "model/model.hpp"
+#include "model/rope.hpp"
+
+namespace rkv_test {
+
+/// Deterministic uniform numbers in [-1, 1) (64-bit LCG, top bits).
+struct Lcg {
+  uint64_t s;
+  explicit Lcg(uint64_t seed) : s(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+  float next() {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+};
+
+inline std::vector<float> random_vec(Lcg& r, size_t n, float scale, float offset = 0.0f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = offset + scale * r.next();
+  return v;
+}
+
+/// A small configuration: llama-like by default.
+inline rkv::ModelConfig small_config(const std::string& arch = "llama", int64_t H = 4, int64_t Hkv = 2, int64_t d = 8,
+                                     int64_t layers = 2) {
+  rkv::ModelConfig c;
+  c.architecture = arch;
+  c.n_layers = layers;
+  c.n_heads = H;
+  c.n_kv_heads = Hkv;
+  c.head_dim = d;
+  c.d_model = 16;
+  c.d_ff = 24;
+  c.vocab_size = 40;
+  c.context_length = 256;
+  c.rms_eps = 1e-5f;
+  c.rope_theta = 10000.0;
+  c.tied_embeddings = true;
+  c.qkv_bias = arch == "qwen2";
+  return c;
+}
+
+/// Random weights for `c` (matrices uniform in +-1/sqrt(in), norms around 1, embeddings +-1).
+inline rkv::Model random_model(const rkv::ModelConfig& c, uint64_t seed) {
+  Lcg r(seed);
+  rkv::Model m;
+  m.config = c;
+  const size_t D = static_cast<size_t>(c.d_model), H = static_cast<size_t>(c.n_heads),
+               Hkv = static_cast<size_t>(c.n_kv_heads), d = static_cast<size_t>(c.head_dim),
+               F = static_cast<size_t>(c.d_ff), V = static_cast<size_t>(c.vocab_size);
+  const float sD = 1.0f / std::sqrt(static_cast<float>(D)), sHd = 1.0f / std::sqrt(static_cast<float>(H * d)),
+              sF = 1.0f / std::sqrt(static_cast<float>(F));
+  m.tok_embd = random_vec(r, V * D, 1.0f);
+  m.output_norm = random_vec(r, D, 0.2f, 1.0f);
+  if (!c.tied_embeddings) m.lm_head = random_vec(r, V * D, sD);
+  m.layers.resize(static_cast<size_t>(c.n_layers));
+  for (auto& w : m.layers) {
+    w.attn_norm = random_vec(r, D, 0.2f, 1.0f);
+    w.wq = random_vec(r, H * d * D, 2.0f * sD);
+    w.wk = random_vec(r, Hkv * d * D, 2.0f * sD);
+    w.wv = random_vec(r, Hkv * d * D, sD);
+    if (c.qkv_bias) {
+      w.bq = random_vec(r, H * d, 0.5f);
+      w.bk = random_vec(r, Hkv * d, 0.5f);
+      w.bv = random_vec(r, Hkv * d, 0.5f);
+    }
+    w.wo = random_vec(r, D * H * d, sHd);
+    w.ffn_norm = random_vec(r, D, 0.2f, 1.0f);
+    w.w_gate = random_vec(r, F * D, 2.0f * sD);
+    w.w_up = random_vec(r, F * D, 2.0f * sD);
+    w.w_down = random_vec(r, D * F, sF);
+  }
+  m.rope_inv_freq = rkv::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  return m;
+}
+
+/// llama.cpp's converter permutation (convert_hf_to_gguf.py `permute`) written in the HF -> GGUF direction:
+/// reshape rows to (heads, 2, d/2), swap the last two axes. GGUF row h*d + 2j + s <- HF row h*d + s*d/2 + j.
+inline std::vector<float> permute_for_gguf(const std::vector<float>& w, int64_t heads, int64_t d, int64_t cols) {
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t j = 0; j < d / 2; ++j)
+        std::memcpy(out.data() + (h * d + 2 * j + s) * cols, w.data() + (h * d + s * (d / 2) + j) * cols,
+                    static_cast<size_t>(cols) * sizeof(float));
+  return out;
+}
+
+/// Writes `m` as a GGUF file in llama.cpp's conventions (F32 tensors; llama Q/K permuted).
+inline GgufWriter gguf_writer_for(const rkv::Model& m) {
+  const rkv::ModelConfig& c = m.config;
+  GgufWriter w;
+  const std::string a = c.architecture;
+  w.add_string("general.architecture", a);
+  w.add_u32(a + ".block_count", static_cast<uint32_t>(c.n_layers));
+  w.add_u32(a + ".context_length", static_cast<uint32_t>(c.context_length));
+  w.add_u32(a + ".embedding_length", static_cast<uint32_t>(c.d_model));
+  w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.d_ff));
+  w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  w.add_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  if (c.head_dim != c.d_model / c.n_heads) w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+  const uint64_t D = static_cast<uint64_t>(c.d_model), Hd = static_cast<uint64_t>(c.n_heads * c.head_dim),
+                 Kd = static_cast<uint64_t>(c.n_kv_heads * c.head_dim), F = static_cast<uint64_t>(c.d_ff),
+                 V = static_cast<uint64_t>(c.vocab_size);
+  w.add_tensor_f32("token_embd.weight", {D, V}, m.tok_embd);
+  w.add_tensor_f32("output_norm.weight", {D}, m.output_norm);
+  if (!c.tied_embeddings) w.add_tensor_f32("output.weight", {D, V}, m.lm_head);
+  const bool perm = c.architecture == "llama";
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const auto& L = m.layers[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.add_tensor_f32(p + "attn_norm.weight", {D}, L.attn_norm);
+    w.add_tensor_f32(p + "attn_q.weight", {D, Hd}, perm ? permute_for_gguf(L.wq, c.n_heads, c.head_dim, c.d_model) : L.wq);
+    w.add_tensor_f32(p + "attn_k.weight", {D, Kd}, perm ? permute_for_gguf(L.wk, c.n_kv_heads, c.head_dim, c.d_model) : L.wk);
+    w.add_tensor_f32(p + "attn_v.weight", {D, Kd}, L.wv);
+    if (c.qkv_bias) {
+      w.add_tensor_f32(p + "attn_q.bias", {Hd}, L.bq);
+      w.add_tensor_f32(p + "attn_k.bias", {Kd}, L.bk);
+      w.add_tensor_f32(p + "attn_v.bias", {Kd}, L.bv);
+    }
+    w.add_tensor_f32(p + "attn_output.weight", {Hd, D}, L.wo);
+    w.add_tensor_f32(p + "ffn_norm.weight", {D}, L.ffn_norm);
+    w.add_tensor_f32(p + "ffn_gate.weight", {D, F}, L.w_gate);
+    w.add_tensor_f32(p + "ffn_up.weight", {D, F}, L.w_up);
+    w.add_tensor_f32(p + "ffn_down.weight", {F, D}, L.w_down);
+  }
+  return w;
+}
+
+/// A safetensors file under construction: tensors are stored in insertion order, F32 or BF16.
+struct SafetensorsWriter {
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  void add(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& v,
+           const std::string& dtype = "F32") {
+    const uint64_t begin = data.size();
+    for (float x : v) {
+      if (dtype == "F32") {
+        uint8_t b[4];
+        std::memcpy(b, &x, 4);
+        data.insert(data.end(), b, b + 4);
+      } else {
+        const uint16_t h = dtype == "BF16" ? rkv::fp32_to_bf16(x) : rkv::fp32_to_fp16(x);
+        data.push_back(static_cast<uint8_t>(h & 0xFF));
+        data.push_back(static_cast<uint8_t>(h >> 8));
+      }
+    }
+    header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {begin, static_cast<uint64_t>(data.size())}}};
+  }
+  std::vector<uint8_t> bytes(const std::string& header_text = "") const {
+    std::string h = header_text.empty() ? header.dump() : header_text;
+    std::vector<uint8_t> out;
+    out.reserve(8 + h.size() + data.size());
+    const uint64_t n = h.size();
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+    for (char ch : h) out.push_back(static_cast<uint8_t>(ch));
+    out.insert(out.end(), data.begin(), data.end());
+    return out;
+  }
+  void write(const std::string& path) const { GgufWriter::write_file(path, bytes()); }
+};
+
+/// HF config.json for `c`.
+inline nlohmann::json hf_config(const rkv::ModelConfig& c) {
+  return {{"model_type", c.architecture},
+          {"architectures", {c.architecture == "llama" ? "LlamaForCausalLM" : "Qwen2ForCausalLM"}},
+          {"num_hidden_layers", c.n_layers},
+          {"hidden_size", c.d_model},
+          {"intermediate_size", c.d_ff},
+          {"num_attention_heads", c.n_heads},
+          {"num_key_value_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim},
+          {"vocab_size", c.vocab_size},
+          {"max_position_embeddings", c.context_length},
+          {"rms_norm_eps", c.rms_eps},
+          {"rope_theta", c.rope_theta},
+          {"hidden_act", "silu"},
+          {"tie_word_embeddings", c.tied_embeddings}};
+}
+
+/// Adds `m`'s tensors with HF names to `w`.
+inline void add_hf_tensors(SafetensorsWriter& w, const rkv::Model& m, const std::string& dtype, int64_t first_layer,
+                           int64_t end_layer, bool globals) {
+  const rkv::ModelConfig& c = m.config;
+  const int64_t D = c.d_model, Hd = c.n_heads * c.head_dim, Kd = c.n_kv_heads * c.head_dim, F = c.d_ff,
+                V = c.vocab_size;
+  if (globals) {
+    w.add("model.embed_tokens.weight", {V, D}, m.tok_embd, dtype);
+    w.add("model.norm.weight", {D}, m.output_norm, dtype);
+    if (!c.tied_embeddings) w.add("lm_head.weight", {V, D}, m.lm_head, dtype);
+  }
+  for (int64_t l = first_layer; l < end_layer; ++l) {
+    const auto& L = m.layers[static_cast<size_t>(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    w.add(p + "input_layernorm.weight", {D}, L.attn_norm, dtype);
+    w.add(p + "self_attn.q_proj.weight", {Hd, D}, L.wq, dtype);
+    w.add(p + "self_attn.k_proj.weight", {Kd, D}, L.wk, dtype);
+    w.add(p + "self_attn.v_proj.weight", {Kd, D}, L.wv, dtype);
+    if (c.qkv_bias) {
+      w.add(p + "self_attn.q_proj.bias", {Hd}, L.bq, dtype);
+      w.add(p + "self_attn.k_proj.bias", {Kd}, L.bk, dtype);
+      w.add(p + "self_attn.v_proj.bias", {Kd}, L.bv, dtype);
+    }
+    w.add(p + "self_attn.o_proj.weight", {D, Hd}, L.wo, dtype);
+    w.add(p + "post_attention_layernorm.weight", {D}, L.ffn_norm, dtype);
+    w.add(p + "mlp.gate_proj.weight", {F, D}, L.w_gate, dtype);
+    w.add(p + "mlp.up_proj.weight", {F, D}, L.w_up, dtype);
+    w.add(p + "mlp.down_proj.weight", {D, F}, L.w_down, dtype);
+  }
+}
+
+/// Writes `m` as an HF folder with one model.safetensors.
+inline void write_hf_folder(const rkv::Model& m, const std::filesystem::path& dir, const std::string& dtype = "F32") {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << hf_config(m.config).dump(2);
+  SafetensorsWriter w;
+  add_hf_tensors(w, m, dtype, 0, m.config.n_layers, true);
+  w.write((dir / "model.safetensors").string());
+}
+
+}  // namespace rkv_test
