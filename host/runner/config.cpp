@@ -259,7 +259,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   if (needs_profile && !cell.signal)
     throw InputError(c.origin + ": allocator '" + cell.allocator->id +
                      "' needs a sensitivity profile: add a [signal] section with plugin = \"id\"");
-  if (!needs_profile) cell.signal.reset();  // the signal does not change what this cell computes
+  cell.uses_profile = needs_profile;  // otherwise the signal does not change what this cell computes
 
   const toml::table* b = sub_table(c, root, "budget", "budget");
   if (!b) throw InputError(c.origin + ": a [budget] section with fraction = f or tokens = N is required");
@@ -346,7 +346,7 @@ std::string cell_label(const CellConfig& cell) {
   if (cell.full_cache) return "full cache";
   std::ostringstream os;
   os << short_id(cell.allocator->id);
-  if (cell.signal) os << "(" << short_id(cell.signal->id) << ")";
+  if (cell.uses_profile) os << "(" << short_id(cell.signal->id) << ")";
   os << " + " << short_id(cell.scorer->id);
   if (cell.budget_fraction) os << " @ f=" << *cell.budget_fraction;
   else os << " @ " << *cell.budget_tokens << " tok";
@@ -360,7 +360,7 @@ std::string effective_key(const CellConfig& cell) {
     if (p) os << p->id << "{" << p->params.to_string() << "}";
     os << "|";
   };
-  plugin(cell.signal);
+  plugin(cell.uses_profile ? cell.signal : std::nullopt);
   plugin(cell.scorer);
   plugin(cell.allocator);
   if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;

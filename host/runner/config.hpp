@@ -70,7 +70,8 @@ struct LongBenchConfig {
 
 /// The effective configuration of one ablation cell.
 struct CellConfig {
-  std::optional<PluginChoice> signal;  ///< absent for allocators that need no profile, and the full-cache cell
+  std::optional<PluginChoice> signal;  ///< the configured signal (may be absent when the allocator needs no profile)
+  bool uses_profile = false;           ///< the allocator sets RKV_FLAG_NEEDS_PROFILE (only then the signal matters)
   std::optional<PluginChoice> scorer;  ///< absent for the full-cache cell
   std::optional<PluginChoice> allocator;
   std::optional<double> budget_fraction;
