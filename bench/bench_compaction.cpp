@@ -131,7 +131,7 @@ void BM_Compress(benchmark::State& state, const char* scorer) {
     rkv::LayerKV layer = f.kv;
     state.ResumeTiming();
     const rkv::AttentionStats st = f.stats(layer);
-    const rkv::LayerCompression r = rkv::compress_layer(*f.inst, f.req, layer, 0, kH, kBudget, &st);
+    const rkv::LayerCompression r = rkv::compress_layer(*f.inst, f.req, layer, {0, kH, kBudget, -1, &st, nullptr});
     bytes_before = r.compaction.bytes_before;
     bytes_after = r.compaction.bytes_after;
     benchmark::DoNotOptimize(layer.k.data());

@@ -69,6 +69,26 @@ TEST(CompactLayer, KeepsTheSelectedRowsAndFreesMemory) {
   EXPECT_EQ(l.k_at(2, 2)[1], float(2000 + 110 + 1));
 }
 
+TEST(CompactLayer, KeepsTheUncompressedTailAfterTheSelection) {
+  // 8 positions held, only T = 6 eligible (e.g. compress the context, keep the 2 question positions).
+  rkv::LayerKV l = make_layer(2, 8, 2, 10);
+  const rkv::CompactionReport r = rkv::compact_layer(l, selection(2, 6, {{1, 4}, {0, 5}}));
+  EXPECT_EQ(r.length_before, 8);
+  EXPECT_EQ(r.length_after, 4);
+  EXPECT_EQ(l.length, 4);
+  EXPECT_EQ(l.capacity, 4);
+  EXPECT_EQ(r.bytes_after, size_t(2 * 2 * 4 * 2) * sizeof(float));
+  const int64_t want[2][4] = {{1, 4, 6, 7}, {0, 5, 6, 7}};
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(l.k_at(h, i)[1], float(1000 * h + 10 * want[h][i] + 1));
+      EXPECT_EQ(l.v_at(h, i)[0], -float(1000 * h + 10 * want[h][i]));
+    }
+  // A selected position inside the tail is rejected (only 0 .. T-1 are eligible).
+  rkv::LayerKV m = make_layer(1, 8, 2, 8);
+  EXPECT_THROW(rkv::compact_layer(m, selection(1, 6, {{6}})), rkv::InputError);
+}
+
 TEST(CompactLayer, UntouchedSelectionLeavesTheLayerAlone) {
   rkv::LayerKV l = make_layer(2, 6, 2, 9);
   const rkv::LayerKV orig = l;
@@ -89,7 +109,7 @@ TEST(CompactLayer, UntouchedSelectionLeavesTheLayerAlone) {
 TEST(CompactLayer, RejectsMismatchesAndLeavesTheLayerUnchanged) {
   rkv::LayerKV l = make_layer(2, 6, 2, 6);
   const rkv::LayerKV orig = l;
-  EXPECT_THROW(rkv::compact_layer(l, selection(2, 7, {{0}, {1}})), rkv::InputError);      // T differs
+  EXPECT_THROW(rkv::compact_layer(l, selection(2, 7, {{0}, {1}})), rkv::InputError);      // T beyond the cache
   EXPECT_THROW(rkv::compact_layer(l, selection(1, 6, {{0}})), rkv::InputError);           // head count differs
   EXPECT_THROW(rkv::compact_layer(l, selection(2, 6, {{0}, {6}})), rkv::InputError);      // position out of range
   EXPECT_EQ(l.k, orig.k);

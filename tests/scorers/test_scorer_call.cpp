@@ -136,7 +136,7 @@ std::string run_bad(const std::string& mode) {
   try {
     const rkv::ScorerRequirements req = rkv::query_scorer_requirements(inst, kSmolLM2);
     rkv::LayerKV kv = test_layer(3, 6, 64);
-    const rkv::LayerCompression r = rkv::compress_layer(inst, req, kv, 5, 9, 3, nullptr);
+    const rkv::LayerCompression r = rkv::compress_layer(inst, req, kv, {5, 9, 3, -1, nullptr, nullptr});
     // mode ok: scores = position, nothing protected -> the 3 most recent; the warning carries id and layer.
     EXPECT_EQ(std::vector<int64_t>(r.selection.head_positions(2), r.selection.head_positions(2) + 3),
               (std::vector<int64_t>{3, 4, 5}));
@@ -150,6 +150,24 @@ std::string run_bad(const std::string& mode) {
 }
 
 TEST(RunScorer, AcceptsAGoodScorerAndPassesContiguousKeys) { EXPECT_EQ(run_bad("ok"), ""); }
+
+TEST(RunScorer, CompressesOnlyTheEligiblePrefixAndKeepsTheTail) {
+  // 8 positions cached, T = 6 eligible: the scorer sees [3, 6, 64] keys (rows 100 h + p checked by the plugin);
+  // scores = position -> b_l 3 keeps {3, 4, 5}, then the tail {6, 7}.
+  const rkv::PluginInfo& info = registry().resolve("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  const rkv::PluginInstance inst = rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {}), host);
+  const rkv::ScorerRequirements req = rkv::query_scorer_requirements(inst, kSmolLM2);
+  rkv::LayerKV kv = test_layer(3, 8, 64);
+  const rkv::LayerCompression r = rkv::compress_layer(inst, req, kv, {0, 9, 3, 6, nullptr, nullptr});
+  EXPECT_EQ(r.selection.prefix_tokens, 6);
+  EXPECT_EQ(kv.length, 5);
+  for (int64_t h = 0; h < 3; ++h)
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(kv.k_at(h, i)[0], float(100 * h + 3 + i));
+  // T beyond the cache is refused.
+  rkv::LayerKV small = test_layer(3, 4, 64);
+  EXPECT_THROW(rkv::compress_layer(inst, req, small, {0, 9, 2, 6, nullptr, nullptr}), rkv::InputError);
+}
 
 TEST(RunScorer, RejectsNonFiniteScoresNamingThePlugin) {
   for (const char* mode : {"nan", "inf"}) {

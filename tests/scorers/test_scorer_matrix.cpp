@@ -220,7 +220,7 @@ TEST_P(ScorerMatrix, KeepsHandComputedPositions) {
         rkv::QueriesView{q.data(), H, T, d}, rkv::KeysView{kv.k.data(), Hkv, T, d, kv.capacity * d},
         req.stats_options());
     const rkv::LayerCompression res =
-        rkv::compress_layer(inst, req, kv, static_cast<int64_t>(l), H, lc.budget, &stats);
+        rkv::compress_layer(inst, req, kv, {static_cast<int64_t>(l), H, lc.budget, -1, &stats, nullptr});
 
     const bool warned = std::any_of(res.warnings.begin(), res.warnings.end(), [](const std::string& w) {
       return w.find("below the scorer's protected count") != std::string::npos;
