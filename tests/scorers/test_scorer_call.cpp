@@ -97,7 +97,9 @@ TEST(ScorerPlugins, ParamSpecsHaveDocsBoundsAndTheIssuesDefaults) {
       EXPECT_STREQ(spec->default_string, w.def_string);
       ASSERT_NE(spec->choices, nullptr);
     }
-    if (w.type == RKV_PARAM_BOOL) EXPECT_EQ(spec->default_bool, 0);
+    if (w.type == RKV_PARAM_BOOL) {
+      EXPECT_EQ(spec->default_bool, 0);
+    }
   }
   // Out-of-range and unknown choices are refused before an instance exists; an even kernel by the plugin.
   const rkv::PluginInfo& snap = registry().resolve("snapkv", RKV_KIND_SCORER);
@@ -141,8 +143,9 @@ std::string run_bad(const std::string& mode) {
     EXPECT_EQ(std::vector<int64_t>(r.selection.head_positions(2), r.selection.head_positions(2) + 3),
               (std::vector<int64_t>{3, 4, 5}));
     EXPECT_EQ(r.warnings.size(), 1u);
-    if (!r.warnings.empty())
+    if (!r.warnings.empty()) {
       EXPECT_EQ(r.warnings[0], "scorer 'org.ripplekv.test.bad_scorer' (layer 5): bad_scorer says hello");
+    }
     return "";
   } catch (const rkv::InputError& e) {
     return e.what();
