@@ -39,8 +39,16 @@ class Pool {
     cv_.notify_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
-    stop_ = false;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+    // A worker starts from the generation current now, so a job posted before the thread first runs is not missed
+    // (reading the generation inside the new thread lost such a wakeup and deadlocked run()).
+    uint64_t start_generation = 0;
+    {
+      std::unique_lock<std::mutex> lk(m_);
+      stop_ = false;
+      start_generation = generation_;
+    }
+    for (int i = 0; i < workers; ++i)
+      threads_.emplace_back([this, i, start_generation] { loop(i + 1, start_generation); });
   }
 
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -71,12 +79,7 @@ class Pool {
   std::mutex busy;  ///< held by the thread currently using the pool
 
  private:
-  void loop(int index) {
-    uint64_t seen = 0;
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      seen = generation_;
-    }
+  void loop(int index, uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* job = nullptr;
       {
