@@ -135,6 +135,7 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
     }
     if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   } else if (name_ == "llama2") {
+    if (messages.empty()) raise(name_, "no messages (the template reads messages[0])");
     const bool has_system = !messages.empty() && messages[0].role == "system";
     const std::size_t first = has_system ? 1 : 0;
     for (std::size_t i = first; i < messages.size(); ++i) {

@@ -13,7 +13,8 @@
 //   llama3   {bos}<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> ...
 //            [<|start_header_id|>assistant<|end_header_id|>\n\n]. Reference: Meta-Llama-3-8B-Instruct.
 //   llama2   {bos}[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user, stripped} [/INST] {assistant, stripped} {eos}...
-//            Reference: Llama-2-7b-chat-hf. Roles must alternate user/assistant after an optional system message.
+//            Reference: Llama-2-7b-chat-hf. Roles must alternate user/assistant after an optional system message; an
+//            empty conversation is an error (the template reads messages[0]).
 //   mistral  {bos}[INST] {user} [/INST]{assistant}{eos}[ ] ... Reference: Mistral-7B-Instruct-v0.1 (with a space after
 //            each EOS) and v0.2 (without). Only user and assistant roles; they must alternate.
 //

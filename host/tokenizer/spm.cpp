@@ -32,8 +32,9 @@ struct Later {
 std::vector<std::string_view> spm_merge(std::string_view text, const std::unordered_map<std::string_view, int32_t>& ids,
                                         const std::vector<float>& scores) {
   std::vector<Symbol> sym;
+  char32_t cp;
   for (std::size_t pos = 0; pos < text.size();) {
-    const std::size_t n = std::min(utf8::sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+    const std::size_t n = std::max<std::size_t>(utf8::decode(text, pos, cp), 1);  // an invalid byte stands alone
     const auto i = static_cast<int32_t>(sym.size());
     sym.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(n), i - 1, -1});
     if (i > 0) sym[i - 1].next = i;

@@ -17,7 +17,9 @@
 namespace rkv {
 
 /// Merges `text` and returns its symbols in order (views into `text`, concatenating to it). `ids` maps token texts to
-/// ids and `scores[id]` is each token's score. Any byte string is accepted (cut by utf8::sequence_length).
+/// ids and `scores[id]` is each token's score. Any byte string is accepted: it is cut into well-formed UTF-8 characters,
+/// and each byte that does not start one is a symbol of its own. (llama.cpp cuts by the lead byte alone, so an invalid
+/// lead byte such as 0xFF swallows the next three bytes, e.g. an escaped space; the two agree on valid UTF-8.)
 std::vector<std::string_view> spm_merge(std::string_view text, const std::unordered_map<std::string_view, int32_t>& ids,
                                         const std::vector<float>& scores);
 

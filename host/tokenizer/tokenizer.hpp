@@ -13,7 +13,9 @@
 //          token as a whole is emitted directly when the family ignores merges (Llama 3).
 //     SPM: a space is put in front when the vocabulary adds a space prefix and the stretch is the first one or follows
 //          a special token; spaces become U+2581; score-ordered merges; characters missing from the vocabulary are
-//          spelled with <0xXX> byte tokens. Invalid UTF-8 is kept byte-exact through the byte tokens.
+//          spelled with <0xXX> byte tokens. Invalid UTF-8 is kept byte-exact through the byte tokens: each byte that
+//          does not start a well-formed sequence is a character of its own (llama.cpp lets an invalid lead byte take
+//          the next bytes with it; the ids agree on valid UTF-8).
 //  NUL bytes are ordinary text (U+0000). No input makes encode() fail or crash.
 //
 // Decoding (llama.cpp llama_detokenize with remove_special = false): the concatenation of each token's text, where a
@@ -21,7 +23,8 @@
 // are rendered as their text unless `render_special` is false; for SPM vocabularies with a space prefix, one leading
 // space of the first token is dropped. No clean-up of spaces before punctuation is done, so
 // decode(encode(t, false, false)) == t for every valid UTF-8 text t of a BPE vocabulary and for every byte string of an
-// SPM vocabulary with byte fallback, unless user-defined tokens with strip flags eat whitespace.
+// SPM vocabulary with byte fallback, unless user-defined tokens with strip flags eat whitespace, and except that a
+// U+2581 in the text of an SPM vocabulary (SentencePiece's own space mark) may decode as a space.
 //
 // Thread rules: a Tokenizer is immutable after loading; all const methods may run concurrently. Copies share the data.
 #pragma once

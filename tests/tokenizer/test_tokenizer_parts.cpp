@@ -352,6 +352,9 @@ TEST(TokenizerSpm, InvalidUtf8IsKeptByteExact) {
   const auto ids = tok.encode(text, false, false);
   EXPECT_EQ(ids, (Ids{263, 3 + 0xFF, 3 + 0xE2, 3 + 0x82}));
   EXPECT_EQ(tok.decode(ids), text);
+  // 0xFF would start a 4-byte sequence by its high bits; it stands alone, so the escaped space after it survives.
+  EXPECT_EQ(tok.encode("hi\xFF hi", false, false), (Ids{263, 3 + 0xFF, 263}));
+  EXPECT_EQ(tok.decode(tok.encode("hi\xFF hi", false, false)), "hi\xFF hi");
   const std::string nul("h\0i", 3);
   EXPECT_EQ(tok.decode(tok.encode(nul, false, false)), nul);
 }
