@@ -40,7 +40,9 @@ class Pool {
     for (auto& t : threads_) t.join();
     threads_.clear();
     stop_ = false;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+    // Each worker starts from the generation current now, so a job posted before it first runs is not missed.
+    const uint64_t start = generation_;
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i, start] { loop(i + 1, start); });
   }
 
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -71,12 +73,7 @@ class Pool {
   std::mutex busy;  ///< held by the thread currently using the pool
 
  private:
-  void loop(int index) {
-    uint64_t seen = 0;
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      seen = generation_;
-    }
+  void loop(int index, uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* job = nullptr;
       {
