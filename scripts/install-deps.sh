@@ -6,7 +6,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libpcre2-dev
+  libopenblas-dev libpcre2-dev libssl-dev
   python3 python3-venv python3-pip gnuplot-nox
 )
 missing=()

@@ -6,7 +6,7 @@
 #include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
-#include "model/sha256.hpp"
+#include "core/sha256.hpp"
 
 namespace rkv {
 

@@ -13,7 +13,7 @@
 #include "model/model.hpp"
 #include "model/model_check.hpp"
 #include "model/safetensors.hpp"
-#include "model/sha256.hpp"
+#include "core/sha256.hpp"
 
 namespace rkv {
 

@@ -8,7 +8,7 @@
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
-#include "model/sha256.hpp"
+#include "core/sha256.hpp"
 #include "synthetic_model.hpp"
 
 namespace {

@@ -1,0 +1,54 @@
+// RippleKV allocator: more budget to layers whose cache perturbation moves the output more (DESIGN.md "ripplekv
+// allocator"; the paper's equations are not in its text, this is the project's reading):
+//
+//   s^_l = (s_l - min s) / (max s - min s)      (all zeros when the profile is constant)
+//   m_l  = r ^ s^_l                             (r >= 1; multipliers before clipping span exactly [1, r])
+//   m_l  = clip(m_l, 1/gamma, gamma)            (gamma >= 1)
+//   m_l  = m_l / mean(m)                        (mean 1 over A)
+//   b_l  = (B / |A|) * m_l                      (the host integerizes)
+//
+// r = 1 is exactly uniform. Budgets are invariant to a positive affine change of the profile; profiles may be
+// negative (only NaN, infinity or a wrong length are rejected, by the host).
+#include <ripplekv/sdk.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+class RippleKV final : public rkv::sdk::Allocator {
+ public:
+  static rkv::sdk::Descriptor describe() {
+    return rkv::sdk::Descriptor("org.ripplekv.allocator.ripplekv", RKV_KIND_ALLOCATOR, "1.0.0",
+                                "RippleKV: budget multipliers r^(normalized sensitivity), clipped to [1/gamma, gamma]")
+        .param(rkv::sdk::Param::Float("r", 1.5, "multiplier ratio between the most and least sensitive layer").min(1.0))
+        .param(rkv::sdk::Param::Float("gamma", 2.0, "clip multipliers to [1/gamma, gamma]").min(1.0))
+        .flags(RKV_FLAG_NEEDS_PROFILE);
+  }
+  RippleKV(const rkv::sdk::Params& p, const rkv::sdk::Host&) : r_(p.get_float("r")), gamma_(p.get_float("gamma")) {}
+
+  void allocate(const rkv::sdk::AllocationRequest& req, double* budgets, rkv::sdk::Diagnostics&) override {
+    const int64_t n = req.n_layers;
+    const double* s = req.profile;
+    const double s_min = *std::min_element(s, s + n);
+    const double s_max = *std::max_element(s, s + n);
+    const double range = s_max - s_min;
+
+    double mean_m = 0.0;
+    for (int64_t l = 0; l < n; ++l) {
+      const double s_hat = range > 0.0 ? (s[l] - s_min) / range : 0.0;
+      const double m = std::clamp(std::pow(r_, s_hat), 1.0 / gamma_, gamma_);
+      budgets[l] = m;
+      mean_m += m / static_cast<double>(n);
+    }
+    const double per_layer = static_cast<double>(req.budget_total) / static_cast<double>(n);
+    for (int64_t l = 0; l < n; ++l) budgets[l] = per_layer * budgets[l] / mean_m;
+  }
+
+ private:
+  double r_, gamma_;
+};
+
+}  // namespace
+
+RKV_PLUGIN(RippleKV)

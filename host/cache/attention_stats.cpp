@@ -1,0 +1,132 @@
+#include "cache/attention_stats.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// In place: row[0..n) <- softmax(row[0..n)), max-subtracted, fp32.
+void softmax_row(float* row, int64_t n) {
+  float m = row[0];
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, row[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - m);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
+}  // namespace
+
+AttentionStatsAccumulator::AttentionStatsAccumulator(int64_t n_heads, int64_t prefix_tokens, int64_t n_queries,
+                                                     const AttentionStatsOptions& options)
+    : window_(options.window_attention), cumulative_(options.cumulative_attention) {
+  if (prefix_tokens < 1) throw InputError("attention statistics: prefix length T must be >= 1, got " + str(prefix_tokens));
+  if (n_heads < 1) throw InputError("attention statistics: n_heads must be >= 1, got " + str(n_heads));
+  if (n_queries < 1 || n_queries > prefix_tokens)
+    throw InputError("attention statistics: n_queries must be in [1, T = " + str(prefix_tokens) + "], got " +
+                     str(n_queries));
+  if (window_ && options.window < 1)
+    throw InputError("attention statistics: window attention needs a window >= 1, got " + str(options.window));
+  const int64_t T = prefix_tokens;
+  stats_.n_heads = n_heads;
+  stats_.prefix_tokens = T;
+  stats_.window = window_ ? std::min(options.window, T) : 0;
+  const size_t ht = static_cast<size_t>(n_heads * T);
+  if (window_) stats_.window_attention.assign(ht, 0.0f);
+  if (cumulative_) stats_.cumulative_attention.assign(ht, 0.0f);
+  if (options.query_counts) {
+    // Queries T - n_queries .. T - 1; those with t >= j number min(n_queries, T - j).
+    stats_.query_counts.resize(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) stats_.query_counts[static_cast<size_t>(j)] = static_cast<float>(std::min(n_queries, T - j));
+  }
+}
+
+void AttentionStatsAccumulator::add_rows(int64_t head, int64_t t0, int64_t n_rows, const float* probs, int64_t ld) {
+  const int64_t T = stats_.prefix_tokens;
+  if (head < 0 || head >= stats_.n_heads || t0 < 0 || n_rows < 0 || t0 + n_rows > T || ld < t0 + n_rows)
+    throw InputError("attention statistics: add_rows(head " + str(head) + ", t0 " + str(t0) + ", rows " +
+                     str(n_rows) + ", ld " + str(ld) + ") is outside H = " + str(stats_.n_heads) + ", T = " + str(T));
+  const int64_t window_start = T - stats_.window;
+  float* win = window_ ? stats_.window_attention.data() + head * T : nullptr;
+  float* cum = cumulative_ ? stats_.cumulative_attention.data() + head * T : nullptr;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t t = t0 + r;
+    const float* p = probs + r * ld;
+    if (cum)
+      for (int64_t j = 0; j <= t; ++j) cum[j] += p[j];
+    if (win && t >= window_start)
+      for (int64_t j = 0; j <= t; ++j) win[j] += p[j];
+  }
+}
+
+AttentionStats AttentionStatsAccumulator::finish() { return std::move(stats_); }
+
+AttentionStats compute_attention_stats(const QueriesView& q, const KeysView& k, const AttentionStatsOptions& opt) {
+  const int64_t T = k.length, H = q.n_heads, Hkv = k.n_kv_heads, d = q.head_dim, nq = q.n_queries;
+  if (!q.data || !k.data) throw InputError("attention statistics: queries or keys missing");
+  if (d < 1 || k.head_dim != d)
+    throw InputError("attention statistics: query head_dim " + str(d) + " differs from key head_dim " + str(k.head_dim));
+  if (Hkv < 1 || H < 1 || H % Hkv != 0)
+    throw InputError("attention statistics: n_heads " + str(H) + " is not a multiple of n_kv_heads " + str(Hkv));
+  if (k.head_stride < T * d)
+    throw InputError("attention statistics: key head_stride " + str(k.head_stride) + " is below length * head_dim");
+  if (nq < 1 || nq > T)
+    throw InputError("attention statistics: n_queries must be in [1, T = " + str(T) + "], got " + str(nq));
+  if (opt.cumulative_attention && nq != T)
+    throw InputError("attention statistics: cumulative attention needs the queries of all T = " + str(T) +
+                     " prompt positions, got " + str(nq));
+  const int64_t w = opt.window_attention ? std::min(opt.window, T) : 0;
+  if (opt.window_attention && w > nq)
+    throw InputError("attention statistics: window " + str(w) + " is larger than the " + str(nq) + " queries given");
+
+  AttentionStatsAccumulator acc(H, T, nq, opt);
+  if (!opt.window_attention && !opt.cumulative_attention) return acc.finish();
+
+  const int64_t G = H / Hkv;
+  const int64_t first_row = opt.cumulative_attention ? 0 : T - w;  // absolute position of the first query used
+  const int64_t q_offset = T - nq;                                  // absolute position of queries row 0
+  const int64_t block = std::max<int64_t>(1, opt.query_block);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> s(static_cast<size_t>(std::min(block, T - first_row) * T));
+
+  for (int64_t h = 0; h < H; ++h) {
+    const float* kh = k.data + (h / G) * k.head_stride;
+    for (int64_t t0 = first_row; t0 < T; t0 += block) {
+      const int64_t rows = std::min(block, T - t0);
+      const int64_t cols = t0 + rows;  // keys 0 .. t0 + rows - 1 are visible to the last row of the block
+      const float* qh = q.data + (h * nq + (t0 - q_offset)) * d;
+      // S[rows, cols] = scale * Q[t0 : t0 + rows] K[0 : cols]^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(cols),
+                  static_cast<int>(d), scale, qh, static_cast<int>(d), kh, static_cast<int>(d), 0.0f, s.data(),
+                  static_cast<int>(cols));
+      for (int64_t r = 0; r < rows; ++r) softmax_row(s.data() + r * cols, t0 + r + 1);
+      acc.add_rows(h, t0, rows, s.data(), cols);
+    }
+  }
+  return acc.finish();
+}
+
+std::vector<float> window_queries(const QueriesView& q, int64_t window) {
+  if (window < 1) throw InputError("window queries: window must be >= 1, got " + str(window));
+  const int64_t w = std::min(window, q.n_queries), d = q.head_dim;
+  std::vector<float> out(static_cast<size_t>(q.n_heads * w * d));
+  for (int64_t h = 0; h < q.n_heads; ++h)
+    std::memcpy(out.data() + h * w * d, q.data + (h * q.n_queries + (q.n_queries - w)) * d,
+                static_cast<size_t>(w * d) * sizeof(float));
+  return out;
+}
+
+}  // namespace rkv

@@ -1,0 +1,103 @@
+// Attention statistics that scorers ask for (abi/ripplekv/plugin.h, RKV_STAT_*; DESIGN.md "Algorithms").
+//
+// Notation: H query heads, H_kv KV heads, G = H / H_kv (query head h reads KV head h / G), head dim d, T prompt
+// positions. A[h, t, j] = softmax_j(q_{h,t} . k_{h/G,j} / sqrt(d)) over the causal keys j <= t, in fp32.
+//
+//   window attention      W[h, j] = sum_{t = T-w}^{T-1} A[h, t, j]         (SnapKV's observation-window vote)
+//   cumulative attention  C[h, j] = sum_{t = j}^{T-1}   A[h, t, j]         (H2O's accumulated attention)
+//   query counts          n[j]    = #{queries t summed above with t >= j}   (T - j for all prompt queries; H2O's
+//                                                                         normalizer)
+//
+// Both sums are computed blockwise over queries: a block of rows of Q K^T comes from one OpenBLAS sgemm, is turned
+// into causal softmax rows, and added into the column sums, so no [H, T, T] array is ever materialized (the largest
+// temporary is [query_block, T] floats).
+//
+// Two ways in:
+//  - compute_attention_stats(): from queries after RoPE and keys after RoPE (when the forward did not keep them);
+//  - AttentionStatsAccumulator: a forward that already has the softmax rows of its attention adds them with
+//    add_rows() and pays only for the column sums.
+//
+// Thread rules: functions are reentrant; an AttentionStatsAccumulator is used from one thread at a time. OpenBLAS
+// may use its own threads inside sgemm.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace rkv {
+
+/// Queries after RoPE of the last `n_queries` prompt positions (T - n_queries .. T - 1), float32
+/// [n_heads, n_queries, head_dim] row-major and contiguous. Borrowed.
+struct QueriesView {
+  const float* data = nullptr;
+  int64_t n_heads = 0;
+  int64_t n_queries = 0;
+  int64_t head_dim = 0;
+};
+
+/// Keys after RoPE of positions 0 .. length - 1, float32 [n_kv_heads, length, head_dim] with `head_stride` floats
+/// between heads (length * head_dim when contiguous; capacity * head_dim for a LayerKV). Rows of one head are
+/// contiguous. Borrowed.
+struct KeysView {
+  const float* data = nullptr;
+  int64_t n_kv_heads = 0;
+  int64_t length = 0;
+  int64_t head_dim = 0;
+  int64_t head_stride = 0;
+};
+
+/// Which statistics to compute.
+struct AttentionStatsOptions {
+  bool window_attention = false;      ///< W [H, T] over the last `window` queries
+  bool cumulative_attention = false;  ///< C [H, T] over all T prompt queries (needs n_queries == T)
+  bool query_counts = false;          ///< n [T]
+  int64_t window = 0;                 ///< w, clamped to T; must be >= 1 when window_attention is set
+  int64_t query_block = 64;           ///< query rows per sgemm block (memory: query_block * T floats)
+};
+
+/// The statistics of one layer of one example. Vectors are empty unless requested.
+struct AttentionStats {
+  int64_t n_heads = 0;                     ///< H
+  int64_t prefix_tokens = 0;               ///< T
+  int64_t window = 0;                      ///< effective w = min(requested w, T); 0 when no window sum
+  std::vector<float> window_attention;     ///< float32 [H, T]; zero for keys no window query sees (none: j < T)
+  std::vector<float> cumulative_attention; ///< float32 [H, T]
+  std::vector<float> query_counts;         ///< float32 [T], n[j] = min(n_queries, T - j)
+};
+
+/// Adds causal softmax rows into window and cumulative column sums (the fused path of a forward pass).
+class AttentionStatsAccumulator {
+ public:
+  /// Prepares zeroed sums for H = n_heads heads over T = prefix_tokens keys. `options.window` is clamped to T.
+  /// `n_queries` is the number of prompt queries the caller will add per head (for query_counts; T normally).
+  /// Throws rkv::InputError when T < 1, n_heads < 1, n_queries outside [1, T], or window_attention is set with a
+  /// window < 1.
+  AttentionStatsAccumulator(int64_t n_heads, int64_t prefix_tokens, int64_t n_queries,
+                            const AttentionStatsOptions& options);
+
+  /// Adds `n_rows` softmax rows of head `head` for the absolute query positions t0 .. t0 + n_rows - 1.
+  /// probs: float32 [n_rows, ld] row-major; row r holds A[head, t0 + r, j] for j = 0 .. t0 + r (entries past the
+  /// diagonal are ignored). Each row adds to the window sums when t >= T - w and to the cumulative sums always.
+  /// Throws rkv::InputError for a head or row range outside [0, H) x [0, T) or ld < t0 + n_rows.
+  void add_rows(int64_t head, int64_t t0, int64_t n_rows, const float* probs, int64_t ld);
+
+  /// The sums so far (moves them out; the accumulator is empty afterwards).
+  AttentionStats finish();
+
+ private:
+  AttentionStats stats_;
+  bool window_ = false, cumulative_ = false;
+};
+
+/// Computes the requested statistics of one layer from queries and keys after RoPE (see the file comment for the
+/// formulas; softmax scale 1/sqrt(d), fp32, max-subtracted).
+/// Cost: O(rows * T * d) for the sgemm plus O(rows * T) exponentials, rows = T with cumulative attention, else w.
+/// Throws rkv::InputError when shapes disagree (head_dim, H % H_kv != 0, n_queries > T), when cumulative attention
+/// is asked with n_queries < T, or when the window is larger than n_queries.
+AttentionStats compute_attention_stats(const QueriesView& queries, const KeysView& keys,
+                                       const AttentionStatsOptions& options);
+
+/// The queries of the last `window` positions (clamped to n_queries): float32 [H, w, d], a copy
+/// (RKV_STAT_WINDOW_QUERIES). Throws rkv::InputError when window < 1.
+std::vector<float> window_queries(const QueriesView& queries, int64_t window);
+
+}  // namespace rkv

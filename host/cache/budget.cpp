@@ -1,0 +1,99 @@
+#include "cache/budget.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+int64_t budget_total_from_fraction(double f, int64_t T, int64_t n_layers) {
+  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+  if (T < 1 || n_layers < 1)
+    throw InputError("budget needs T >= 1 and |A| >= 1 (got T = " + std::to_string(T) +
+                     ", |A| = " + std::to_string(n_layers) + ")");
+  return static_cast<int64_t>(std::floor(f * static_cast<double>(T) * static_cast<double>(n_layers) + 0.5));
+}
+
+int64_t budget_total_from_tokens(int64_t tokens, int64_t T, int64_t n_layers) {
+  if (tokens < 1) throw InputError("budget tokens must be >= 1 (got " + std::to_string(tokens) + ")");
+  if (T < 1 || n_layers < 1)
+    throw InputError("budget needs T >= 1 and |A| >= 1 (got T = " + std::to_string(T) +
+                     ", |A| = " + std::to_string(n_layers) + ")");
+  return std::min(tokens, T) * n_layers;
+}
+
+namespace {
+
+double clamped_sum(const std::vector<double>& x, double lambda, double T) {
+  double s = 0;
+  for (double v : x) s += std::clamp(lambda * v, 1.0, T);
+  return s;
+}
+
+}  // namespace
+
+std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B, int64_t T) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  if (n < 1) throw InputError("no compressible layers to allocate");
+  if (B < n)
+    throw InputError("global budget B = " + std::to_string(B) + " is below the number of compressible layers |A| = " +
+                     std::to_string(n) + ": every layer keeps at least one position; raise the budget");
+  if (B > n * T)
+    throw InputError("global budget B = " + std::to_string(B) + " exceeds |A| * T = " + std::to_string(n * T));
+  for (double v : x)
+    if (!std::isfinite(v) || v < 0) throw InputError("budgets must be finite and non-negative");
+
+  // 1. Water-filling: sum_l clamp(lambda * x_l, 1, T) is continuous and non-decreasing in lambda.
+  const double Td = static_cast<double>(T), Bd = static_cast<double>(B);
+  std::vector<double> y(x.size());
+  const double xmax = *std::max_element(x.begin(), x.end());
+  if (xmax <= 0.0 || B == n * T || B == n) {
+    std::fill(y.begin(), y.end(), B == n * T ? Td : (B == n ? 1.0 : Bd / static_cast<double>(n)));
+  } else {
+    // With lambda -> infinity every x_l > 0 reaches T and every x_l = 0 stays at 1. When even that is short of B,
+    // the remainder goes evenly to the zero layers (the limit of giving every layer an infinitesimal share).
+    const int64_t n_zero = std::count(x.begin(), x.end(), 0.0);
+    const double reachable = static_cast<double>(n - n_zero) * Td + static_cast<double>(n_zero);
+    if (reachable < Bd) {
+      const double rest = (Bd - static_cast<double>(n - n_zero) * Td) / static_cast<double>(n_zero);
+      for (size_t l = 0; l < x.size(); ++l) y[l] = x[l] > 0.0 ? Td : std::clamp(rest, 1.0, Td);
+    } else {
+      double lo = 0.0, hi = 1.0;
+      while (clamped_sum(x, hi, Td) < Bd) hi *= 2.0;
+      for (int it = 0; it < 200; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        if (mid <= lo || mid >= hi) break;
+        (clamped_sum(x, mid, Td) < Bd ? lo : hi) = mid;
+      }
+      for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], 1.0, Td);
+    }
+  }
+
+  // 2. Largest remainder: floors, then +1 to the largest fractional parts (ties: lower layer index).
+  std::vector<int64_t> b(x.size());
+  for (size_t l = 0; l < y.size(); ++l) b[l] = static_cast<int64_t>(std::floor(y[l]));
+  int64_t remaining = B - std::accumulate(b.begin(), b.end(), int64_t{0});
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t c) { return (y[a] - std::floor(y[a])) > (y[c] - std::floor(y[c])); });
+  // `remaining` is tiny (at most |A|) up to rounding of lambda; loop until the sum is exact.
+  while (remaining > 0) {
+    bool gave = false;
+    for (size_t k = 0; k < order.size() && remaining > 0; ++k)
+      if (b[order[k]] < T) ++b[order[k]], --remaining, gave = true;
+    if (!gave) break;
+  }
+  while (remaining < 0) {
+    bool took = false;
+    for (size_t k = order.size(); k-- > 0 && remaining < 0;)
+      if (b[order[k]] > 1) --b[order[k]], ++remaining, took = true;
+    if (!took) break;
+  }
+  return b;
+}
+
+}  // namespace rkv

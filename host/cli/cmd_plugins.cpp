@@ -1,0 +1,130 @@
+// `ripplekv plugins list [--json]` and `ripplekv plugins describe ID`.
+#include <boost/program_options.hpp>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "plugin/params.hpp"
+#include "plugin/registry.hpp"
+
+namespace po = boost::program_options;
+
+namespace rkv::cli {
+namespace {
+
+nlohmann::json param_spec_json(const rkv_param_spec& s) {
+  nlohmann::json j;
+  j["name"] = s.name;
+  j["type"] = param_type_name(s.type);
+  j["doc"] = s.doc ? s.doc : "";
+  switch (s.type) {
+    case RKV_PARAM_BOOL: j["default"] = s.default_bool != 0; break;
+    case RKV_PARAM_INT: j["default"] = s.default_int; break;
+    case RKV_PARAM_FLOAT: j["default"] = s.default_float; break;
+    default: j["default"] = s.default_string ? s.default_string : ""; break;
+  }
+  if (s.has_min) j["min"] = s.min;
+  if (s.has_max) j["max"] = s.max;
+  if (s.type == RKV_PARAM_CHOICE && s.choices) {
+    j["choices"] = nlohmann::json::array();
+    for (const char* const* c = s.choices; *c; ++c) j["choices"].push_back(*c);
+  }
+  return j;
+}
+
+nlohmann::json plugin_json(const PluginInfo& p) {
+  nlohmann::json j;
+  j["id"] = p.id();
+  j["kind"] = plugin_kind_name(p.descriptor->kind);
+  j["version"] = p.descriptor->version;
+  j["path"] = p.library->path;
+  j["description"] = p.descriptor->description ? p.descriptor->description : "";
+  j["params"] = nlohmann::json::array();
+  if (p.descriptor->params)
+    for (const rkv_param_spec* const* s = p.descriptor->params; *s; ++s) j["params"].push_back(param_spec_json(**s));
+  return j;
+}
+
+const char* kUsage =
+    "usage: ripplekv plugins list [--json] [--plugin-path DIR]...\n"
+    "       ripplekv plugins describe ID [--json] [--plugin-path DIR]...\n\n"
+    "Plugins are searched in --plugin-path folders, then $RIPPLEKV_PLUGIN_PATH (':'-separated), then the plugin\n"
+    "folder beside libripplekv. ID may be a full id or its last component when unambiguous.\n";
+
+int run_plugins(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("json", "print JSON")(
+      "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra plugin folder or library (repeatable)")(
+      "action", po::value<std::string>(), "list | describe")("id", po::value<std::string>(), "plugin id");
+  po::positional_options_description pos;
+  pos.add("action", 1).add("id", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + "\n" + kUsage);
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << opts;
+    return 0;
+  }
+  if (!vm.count("action")) throw UsageError(std::string("missing action (list or describe)\n") + kUsage);
+  const std::string action = vm["action"].as<std::string>();
+  const bool json = vm.count("json") != 0;
+  std::vector<std::string> extra;
+  if (vm.count("plugin-path")) extra = vm["plugin-path"].as<std::vector<std::string>>();
+
+  if (action == "list") {
+    if (vm.count("id")) throw UsageError("'plugins list' takes no positional argument");
+    const PluginRegistry reg = PluginRegistry::discover(extra);
+    if (json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& p : reg.plugins()) arr.push_back(plugin_json(p));
+      std::cout << arr.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << std::left << std::setw(36) << "ID" << std::setw(11) << "KIND" << std::setw(9) << "VERSION"
+              << "DESCRIPTION\n";
+    for (const auto& p : reg.plugins())
+      std::cout << std::left << std::setw(36) << p.id() << std::setw(11) << plugin_kind_name(p.descriptor->kind)
+                << std::setw(9) << p.descriptor->version << p.descriptor->description << "\n"
+                << std::string(36, ' ') << "library: " << p.library->path << "\n";
+    return 0;
+  }
+  if (action == "describe") {
+    if (!vm.count("id")) throw UsageError("'plugins describe' needs a plugin ID");
+    const PluginRegistry reg = PluginRegistry::discover(extra);
+    const PluginInfo& p = reg.resolve(vm["id"].as<std::string>());
+    if (json) {
+      std::cout << plugin_json(p).dump(2) << "\n";
+      return 0;
+    }
+    std::cout << p.id() << " (" << plugin_kind_name(p.descriptor->kind) << ", version " << p.descriptor->version
+              << ")\n  " << p.descriptor->description << "\n  library: " << p.library->path << "\n";
+    if (p.descriptor->flags & RKV_FLAG_NEEDS_PROFILE) std::cout << "  needs a sensitivity profile\n";
+    std::cout << "\nparameters:\n";
+    bool any = false;
+    if (p.descriptor->params)
+      for (const rkv_param_spec* const* sp = p.descriptor->params; *sp; ++sp) {
+        any = true;
+        const nlohmann::json j = param_spec_json(**sp);
+        std::cout << "  " << std::left << std::setw(12) << (*sp)->name << std::setw(8) << j["type"].get<std::string>()
+                  << "default " << j["default"].dump();
+        if (j.contains("min")) std::cout << ", min " << j["min"].dump();
+        if (j.contains("max")) std::cout << ", max " << j["max"].dump();
+        if (j.contains("choices")) std::cout << ", choices " << j["choices"].dump();
+        std::cout << "\n" << std::string(22, ' ') << j["doc"].get<std::string>() << "\n";
+      }
+    if (!any) std::cout << "  (none)\n";
+    return 0;
+  }
+  throw UsageError("unknown action '" + action + "' (expected list or describe)\n" + kUsage);
+}
+
+}  // namespace
+
+RKV_CLI_COMMAND("plugins", "list plugins or describe one plugin's parameters", run_plugins);
+
+}  // namespace rkv::cli

@@ -1,0 +1,129 @@
+#include "eval/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace rkv {
+
+namespace {
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double percentile_sorted(const std::vector<double>& s, double q) {
+  if (s.empty()) return kNaN;
+  const double pos = q * static_cast<double>(s.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, s.size() - 1);
+  return s[lo] + (pos - static_cast<double>(lo)) * (s[hi] - s[lo]);
+}
+}  // namespace
+
+double mean_of(const std::vector<double>& x) {
+  if (x.empty()) return kNaN;
+  return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+std::vector<double> average_ranks(const std::vector<double>& x) {
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  std::vector<double> ranks(x.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
+    const double avg = 0.5 * static_cast<double>(i + j) + 1.0;  // ranks i+1 .. j+1
+    for (size_t k = i; k <= j; ++k) ranks[order[k]] = avg;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+double spearman_rho(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) return kNaN;
+  const std::vector<double> rx = average_ranks(x), ry = average_ranks(y);
+  const double mx = mean_of(rx), my = mean_of(ry);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < rx.size(); ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my);
+    sxx += (rx[i] - mx) * (rx[i] - mx);
+    syy += (ry[i] - my) * (ry[i] - my);
+  }
+  if (sxx == 0 || syy == 0) return kNaN;
+  return sxy / std::sqrt(sxx * syy);
+}
+
+Interval bootstrap_interval(size_t n, const std::function<double(const std::vector<size_t>&)>& statistic,
+                            uint64_t seed, int n_resamples, double level) {
+  if (n == 0) return {kNaN, kNaN};
+  std::mt19937_64 rng(seed);
+  std::vector<double> stats;
+  stats.reserve(static_cast<size_t>(n_resamples));
+  std::vector<size_t> idx(n);
+  for (int r = 0; r < n_resamples; ++r) {
+    for (auto& i : idx) i = static_cast<size_t>(rng() % n);
+    const double s = statistic(idx);
+    if (!std::isnan(s)) stats.push_back(s);
+  }
+  std::sort(stats.begin(), stats.end());
+  const double tail = 0.5 * (1.0 - level);
+  return {percentile_sorted(stats, tail), percentile_sorted(stats, 1.0 - tail)};
+}
+
+Interval bootstrap_mean_ci(const std::vector<double>& x, uint64_t seed, int n_resamples, double level) {
+  return bootstrap_interval(
+      x.size(),
+      [&](const std::vector<size_t>& idx) {
+        double s = 0;
+        for (size_t i : idx) s += x[i];
+        return s / static_cast<double>(idx.size());
+      },
+      seed, n_resamples, level);
+}
+
+PairedComparison paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, uint64_t seed,
+                                  int n_resamples) {
+  PairedComparison out;
+  const size_t n = std::min(a.size(), b.size());
+  out.n = n;
+  if (n == 0) return out;
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
+  const double m = mean_of(d);
+  out.mean_difference = m;
+  out.ci = bootstrap_mean_ci(d, seed, n_resamples);
+  double ss = 0;
+  for (double v : d) ss += (v - m) * (v - m);
+  const double sd = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
+  out.effect_size = sd > 0 ? m / sd : 0.0;
+  // Null distribution: resample the recentred differences.
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ull);
+  int extreme = 0;
+  for (int r = 0; r < n_resamples; ++r) {
+    double s = 0;
+    for (size_t k = 0; k < n; ++k) s += d[static_cast<size_t>(rng() % n)] - m;
+    if (std::fabs(s / static_cast<double>(n)) >= std::fabs(m) - 1e-15) ++extreme;
+  }
+  out.p_value = (static_cast<double>(extreme) + 1.0) / (static_cast<double>(n_resamples) + 1.0);
+  if (m == 0.0) out.p_value = 1.0;
+  return out;
+}
+
+double split_half_spearman(const std::vector<std::vector<double>>& per_example) {
+  const size_t n = per_example.size();
+  if (n < 2) return kNaN;
+  const size_t L = per_example[0].size(), half = n / 2;
+  std::vector<double> first(L, 0.0), second(L, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t l = 0; l < L; ++l) (i < half ? first : second)[l] += per_example[i][l];
+  return spearman_rho(first, second);
+}
+
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace rkv

@@ -1,0 +1,95 @@
+#include "plugin/instance.hpp"
+
+#include <cstring>
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+const char* status_name(rkv_status s) {
+  switch (s) {
+    case RKV_OK: return "ok";
+    case RKV_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case RKV_ERROR_INTERNAL: return "internal error";
+    case RKV_ERROR_CANCELLED: return "cancelled";
+    case RKV_ERROR_UNSUPPORTED: return "unsupported";
+    case RKV_ERROR_OUT_OF_MEMORY: return "out of memory";
+  }
+  return "unknown status";
+}
+
+DiagnosticLog::DiagnosticLog() : abi_{sizeof(rkv_diagnostics), this, &DiagnosticLog::report} {}
+
+void DiagnosticLog::report(void* ctx, rkv_diag_level level, const char* message) {
+  auto* self = static_cast<DiagnosticLog*>(ctx);
+  const std::string m = message ? message : "";
+  if (level == RKV_DIAG_ERROR) self->errors_.push_back(m);
+  else if (level == RKV_DIAG_WARNING) self->warnings_.push_back(m);
+}
+
+std::string DiagnosticLog::error_text() const {
+  if (errors_.empty()) return "no message";
+  std::string s;
+  for (const auto& e : errors_) s += (s.empty() ? "" : "; ") + e;
+  return s;
+}
+
+HostServices::HostServices()
+    : abi_{sizeof(rkv_host), RKV_ABI_VERSION_MAJOR, RKV_ABI_VERSION_MINOR, this, &HostServices::is_cancelled,
+           &HostServices::get_service} {}
+
+int32_t HostServices::is_cancelled(void* ctx) { return static_cast<HostServices*>(ctx)->cancelled_.load() ? 1 : 0; }
+
+const void* HostServices::get_service(void* ctx, const char* id) {
+  auto* self = static_cast<HostServices*>(ctx);
+  if (!id) return nullptr;
+  for (const auto& [name, table] : self->services_)
+    if (name == id) return table;
+  return nullptr;
+}
+
+void HostServices::set_service(const std::string& id, const void* table) {
+  for (auto& s : services_)
+    if (s.first == id) {
+      s.second = table;
+      return;
+    }
+  services_.emplace_back(id, table);
+}
+
+PluginInstance PluginInstance::create(const PluginInfo& info, const ParamSet& params, const HostServices& host) {
+  DiagnosticLog log;
+  rkv_plugin_instance* inst = nullptr;
+  const rkv_status s = info.library->abi->create(info.descriptor->id, host.abi(), params.abi(), log.abi(), &inst);
+  if (s != RKV_OK || !inst)
+    throw InputError("plugin '" + info.id() + "': create failed (" + status_name(s) + "): " + log.error_text());
+  if (!RKV_HAS_FIELD(inst, rkv_plugin_instance, destroy) || !inst->get_interface || !inst->destroy)
+    throw InputError("plugin '" + info.id() + "': instance struct lacks get_interface/destroy");
+  return PluginInstance(info, inst);
+}
+
+PluginInstance::PluginInstance(PluginInstance&& o) noexcept : info_(o.info_), inst_(o.inst_) { o.inst_ = nullptr; }
+
+PluginInstance& PluginInstance::operator=(PluginInstance&& o) noexcept {
+  if (this != &o) {
+    if (inst_) inst_->destroy(inst_);
+    info_ = o.info_;
+    inst_ = o.inst_;
+    o.inst_ = nullptr;
+  }
+  return *this;
+}
+
+PluginInstance::~PluginInstance() {
+  if (inst_) inst_->destroy(inst_);
+}
+
+const void* PluginInstance::interface(const char* interface_id) const {
+  const void* vt = inst_->get_interface(inst_, interface_id);
+  if (!vt)
+    throw InputError("plugin '" + id() + "' does not serve interface '" + interface_id + "' (its kind is " +
+                     plugin_kind_name(info_.descriptor->kind) + ")");
+  return vt;
+}
+
+}  // namespace rkv

@@ -1,0 +1,62 @@
+// The host side of "rkv.scorer/1": ask a scorer what it needs, build its input tensors, call it, validate its
+// scores (abi/ripplekv/plugin.h; DESIGN.md "Plugin ABI").
+//
+// Thread rules: one PluginInstance is never called from two threads at once (the ABI's rule); these functions add
+// no shared state.
+#pragma once
+#include <ripplekv/plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/attention_stats.hpp"
+#include "cache/kv_cache.hpp"
+#include "cache/selection.hpp"
+#include "plugin/instance.hpp"
+
+namespace rkv {
+
+/// What a scorer declared for a model shape (rkv_scorer_requirements, validated).
+struct ScorerRequirements {
+  uint64_t stats = 0;   ///< RKV_STAT_* mask
+  int64_t window = 0;   ///< w for window attention / window queries (>= 1 when either is requested)
+  int64_t sinks = 0;    ///< leading positions protected
+  int64_t recent = 0;   ///< trailing positions protected
+
+  bool wants(uint64_t stat) const { return (stats & stat) != 0; }
+  /// The window after clamping to T (what rkv_scorer_inputs.window carries).
+  int64_t effective_window(int64_t prefix_tokens) const;
+  ProtectedSpec protected_spec() const { return ProtectedSpec{sinks, recent}; }
+  /// Number of distinct protected positions for a prefix of T (sinks and recent may overlap).
+  int64_t protected_count(int64_t prefix_tokens) const;
+  /// The attention statistics to compute for this scorer (compute_attention_stats / AttentionStatsAccumulator).
+  AttentionStatsOptions stats_options() const;
+};
+
+/// Calls requirements() of scorer `inst` for `shape`. Throws rkv::InputError naming the plugin when it fails or
+/// declares unknown statistics bits, negative counts, or a window < 1 while asking for window statistics.
+ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const rkv_attention_shape& shape);
+
+/// What one score() call sees: one layer of one example after prefill.
+struct ScorerCallInputs {
+  int64_t layer = 0;          ///< model layer index
+  int64_t n_heads = 0;        ///< H (the attention statistics' first dimension)
+  const LayerKV* kv = nullptr;     ///< keys after RoPE and values; positions 0 .. T - 1 with T = kv->length
+  const AttentionStats* stats = nullptr;         ///< must hold every statistic the scorer asked for (else null)
+  const std::vector<float>* window_queries = nullptr;  ///< [H, w, d] when RKV_STAT_WINDOW_QUERIES was asked
+};
+
+/// The scorer's output for one layer.
+struct ScoreResult {
+  std::vector<float> scores;          ///< float32 [H_kv, T], all finite
+  std::vector<std::string> warnings;  ///< the plugin's warnings, prefixed with its id and the layer
+};
+
+/// Calls score() of `inst` for one layer. Only the statistics in `req` are passed (other tensors are NULL); keys
+/// and values are passed as contiguous [H_kv, T, d] views (copied when the layer has spare capacity).
+/// Throws rkv::InputError naming the plugin id when a requested statistic is missing or of the wrong shape, when
+/// the call fails, or when a returned score is NaN or infinite (naming the KV head and position).
+ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in);
+
+}  // namespace rkv

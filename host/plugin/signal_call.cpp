@@ -1,0 +1,56 @@
+#include "plugin/signal_call.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+SignalOutput run_signal(const PluginInstance& inst, int64_t L, int64_t N, const rkv_profiler_v1* profiler) {
+  const std::string who = "signal '" + inst.id() + "'";
+  if (L < 1 || N < 1) throw InputError(who + ": needs at least one layer and one calibration example");
+  const auto* vt = static_cast<const rkv_signal_v1*>(inst.interface(RKV_INTERFACE_SIGNAL_V1));
+  if (!RKV_HAS_FIELD(vt, rkv_signal_v1, profile) || !vt->profile) throw InputError(who + ": vtable lacks profile");
+
+  std::vector<double> s(static_cast<size_t>(L), std::nan("")), d(static_cast<size_t>(N * L), std::nan(""));
+  int64_t s_shape[1] = {L}, d_shape[2] = {N, L};
+  DLTensor s_t{}, d_t{};
+  s_t.data = s.data();
+  s_t.device = DLDevice{kDLCPU, 0};
+  s_t.ndim = 1;
+  s_t.dtype = DLDataType{kDLFloat, 64, 1};
+  s_t.shape = s_shape;
+  d_t = s_t;
+  d_t.data = d.data();
+  d_t.ndim = 2;
+  d_t.shape = d_shape;
+
+  rkv_signal_request req{};
+  req.struct_size = sizeof req;
+  req.n_layers = L;
+  req.n_examples = N;
+  req.profiler = profiler;
+  DiagnosticLog log;
+  const rkv_status st = vt->profile(inst.raw(), &req, &s_t, &d_t, log.abi());
+  if (st == RKV_ERROR_CANCELLED) throw Cancelled();
+  if (st != RKV_OK) throw InputError(who + " failed (" + status_name(st) + "): " + log.error_text());
+
+  SignalOutput out;
+  for (int64_t l = 0; l < L; ++l)
+    if (!std::isfinite(s[static_cast<size_t>(l)]))
+      throw InputError(who + " returned a non-finite sensitivity for layer " + std::to_string(l));
+  out.s = s;
+  out.per_example.assign(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(L)));
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t l = 0; l < L; ++l) {
+      const double v = d[static_cast<size_t>(i * L + l)];
+      if (!std::isfinite(v))
+        throw InputError(who + " returned a non-finite value for example " + std::to_string(i) + ", layer " +
+                         std::to_string(l));
+      out.per_example[static_cast<size_t>(i)][static_cast<size_t>(l)] = v;
+    }
+  for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
+  return out;
+}
+
+}  // namespace rkv

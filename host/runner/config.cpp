@@ -1,0 +1,570 @@
+#include "runner/config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/errors.hpp"
+#include "eval/stats.hpp"
+#include "core/sha256.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+// ---- paths ------------------------------------------------------------------------------------------------------
+
+std::string asset_cache_dir() {
+  if (const char* c = std::getenv("RIPPLEKV_CACHE"); c && *c) return c;
+  const char* home = std::getenv("HOME");
+  return (fs::path(home ? home : "/root") / ".cache" / "ripplekv").string();
+}
+
+std::string resolve_config_path(const std::string& value, const std::string& base_dir) {
+  std::string v = value;
+  if (v.rfind("austen:", 0) == 0) return (fs::path(asset_cache_dir()) / "austen" / (v.substr(7) + ".txt")).string();
+  // ${VAR}
+  for (size_t pos; (pos = v.find("${")) != std::string::npos;) {
+    const size_t end = v.find('}', pos);
+    if (end == std::string::npos) break;
+    const std::string name = v.substr(pos + 2, end - pos - 2);
+    const char* env = std::getenv(name.c_str());
+    std::string rep = env ? env : "";
+    if (name == "RIPPLEKV_CACHE" && rep.empty()) rep = asset_cache_dir();
+    v = v.substr(0, pos) + rep + v.substr(end + 1);
+  }
+  if (!v.empty() && v[0] == '~') {
+    const char* home = std::getenv("HOME");
+    v = std::string(home ? home : "/root") + v.substr(1);
+  }
+  fs::path p(v);
+  if (p.is_relative() && !base_dir.empty()) p = fs::path(base_dir) / p;
+  return p.lexically_normal().string();
+}
+
+namespace {
+
+// ---- TOML helpers -------------------------------------------------------------------------------------------------
+
+struct Ctx {
+  std::string origin;    // config file name for messages
+  std::string base_dir;  // for relative paths
+};
+
+std::string where(const Ctx& c, const toml::node& n, const std::string& key) {
+  std::ostringstream os;
+  os << c.origin;
+  if (n.source().begin.line) os << ":" << n.source().begin.line;
+  os << ": '" << key << "'";
+  return os.str();
+}
+
+std::string where_table(const Ctx& c, const toml::table& t, const std::string& key) {
+  std::ostringstream os;
+  os << c.origin;
+  if (t.source().begin.line) os << ":" << t.source().begin.line;
+  os << ": [" << key << "]";
+  return os.str();
+}
+
+void check_keys(const Ctx& c, const toml::table& t, const std::string& table_name,
+                const std::vector<std::string>& allowed) {
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    const std::string full = table_name.empty() ? key : table_name + "." + key;
+    std::string msg = where(c, v, full) + " is not a known key";
+    if (!allowed.empty()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      msg += (table_name.empty() ? std::string(" at the top level") : " in [" + table_name + "]") + "; valid: " +
+             list + "; did you mean '" + closest_match(key, allowed) + "'?";
+    }
+    throw InputError(msg);
+  }
+}
+
+const toml::table* sub_table(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full) {
+  const toml::node* n = t.get(key);
+  if (!n) return nullptr;
+  if (!n->is_table()) throw InputError(where(c, *n, full) + " must be a table");
+  return n->as_table();
+}
+
+int64_t get_int(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full, int64_t def,
+                int64_t min_value) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_integer()) throw InputError(where(c, *n, full) + " must be an integer");
+  const int64_t v = n->as_integer()->get();
+  if (v < min_value)
+    throw InputError(where(c, *n, full) + " must be >= " + std::to_string(min_value) + " (got " + std::to_string(v) + ")");
+  return v;
+}
+
+double get_float(const Ctx& c, const toml::node& n, const std::string& full) {
+  if (n.is_floating_point()) return n.as_floating_point()->get();
+  if (n.is_integer()) return static_cast<double>(n.as_integer()->get());
+  throw InputError(where(c, n, full) + " must be a number");
+}
+
+std::string get_string(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full,
+                       const std::string& def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_string()) throw InputError(where(c, *n, full) + " must be a string");
+  return n->as_string()->get();
+}
+
+bool get_bool(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full, bool def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_boolean()) throw InputError(where(c, *n, full) + " must be true or false");
+  return n->as_boolean()->get();
+}
+
+std::vector<std::string> get_string_list(const Ctx& c, const toml::table& t, const std::string& key,
+                                         const std::string& full) {
+  std::vector<std::string> out;
+  const toml::node* n = t.get(key);
+  if (!n) return out;
+  if (!n->is_array()) throw InputError(where(c, *n, full) + " must be an array of strings");
+  for (const auto& e : *n->as_array()) {
+    if (!e.is_string()) throw InputError(where(c, e, full) + " must be an array of strings");
+    out.push_back(e.as_string()->get());
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> get_number_list(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full,
+                               std::vector<T> def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (!n->is_array()) throw InputError(where(c, *n, full) + " must be an array of numbers");
+  std::vector<T> out;
+  for (const auto& e : *n->as_array()) {
+    if constexpr (std::is_integral_v<T>) {
+      if (!e.is_integer()) throw InputError(where(c, e, full) + " must be an array of integers");
+      out.push_back(static_cast<T>(e.as_integer()->get()));
+    } else {
+      out.push_back(static_cast<T>(get_float(c, e, full)));
+    }
+  }
+  return out;
+}
+
+ParamValue to_param_value(const Ctx& c, const toml::node& n, const std::string& full) {
+  if (n.is_boolean()) return n.as_boolean()->get();
+  if (n.is_integer()) return n.as_integer()->get();
+  if (n.is_floating_point()) return n.as_floating_point()->get();
+  if (n.is_string()) return n.as_string()->get();
+  throw InputError(where(c, n, full) + " must be a bool, number or string");
+}
+
+nlohmann::json to_json(const toml::node& n) {
+  if (n.is_boolean()) return n.as_boolean()->get();
+  if (n.is_integer()) return n.as_integer()->get();
+  if (n.is_floating_point()) return n.as_floating_point()->get();
+  if (n.is_string()) return n.as_string()->get();
+  std::ostringstream os;
+  n.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
+
+std::string short_id(const std::string& id) {
+  const auto dot = id.rfind('.');
+  return dot == std::string::npos ? id : id.substr(dot + 1);
+}
+
+// ---- sections ----------------------------------------------------------------------------------------------------
+
+DataConfig parse_data(const Ctx& c, const toml::table& t, const std::string& name, bool calibration) {
+  std::vector<std::string> keys = {"files", "examples", "prefix_tokens", "seed"};
+  if (calibration) keys.push_back("window_tokens");
+  check_keys(c, t, name, keys);
+  DataConfig d;
+  for (const auto& f : get_string_list(c, t, "files", name + ".files")) {
+    const std::string p = resolve_config_path(f, c.base_dir);
+    if (!fs::is_regular_file(p))
+      throw InputError(where(c, *t.get("files"), name + ".files") + ": file '" + f + "' (" + p +
+                       ") does not exist" + (f.rfind("austen:", 0) == 0 ? "; fetch it with scripts/fetch-assets" : ""));
+    d.files.push_back(p);
+  }
+  if (d.files.empty()) throw InputError(where_table(c, t, name) + " needs files = [...] (e.g. \"austen:emma\")");
+  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1);
+  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", calibration ? 1024 : 1024, 1);
+  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1);
+  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0));
+  return d;
+}
+
+/// [signal] / [scorer] / [allocator]: resolves `plugin`, validates the params in [kind.<short id>].
+std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table& root, const std::string& kind_name,
+                                                 rkv_plugin_kind kind, const PluginRegistry& reg) {
+  const toml::table* t = sub_table(c, root, kind_name, kind_name);
+  if (!t) return std::nullopt;
+  const toml::node* pn = t->get("plugin");
+  if (!pn) throw InputError(where_table(c, *t, kind_name) + " needs plugin = \"id\"");
+  if (!pn->is_string()) throw InputError(where(c, *pn, kind_name + ".plugin") + " must be a string");
+  PluginChoice choice;
+  try {
+    choice.info = &reg.resolve(pn->as_string()->get(), kind);
+  } catch (const InputError& e) {
+    throw InputError(where(c, *pn, kind_name + ".plugin") + ": " + e.what());
+  }
+  choice.id = choice.info->id();
+  // Every other key must be a param table named after a plugin of this kind (validated against that plugin).
+  for (const auto& [k, v] : *t) {
+    const std::string key(k.str());
+    if (key == "plugin") continue;
+    const std::string full = kind_name + "." + key;
+    if (!v.is_table())
+      throw InputError(where(c, v, full) + " is not a known key in [" + kind_name +
+                       "]; plugin params go in a table [" + kind_name + "." + short_id(choice.id) + "]");
+    const PluginInfo* owner = nullptr;
+    try {
+      owner = &reg.resolve(key, kind);
+    } catch (const InputError& e) {
+      throw InputError(where(c, v, full) + ": table names no " + kind_name + " plugin: " + e.what());
+    }
+    std::vector<UserParam> user;
+    for (const auto& [pk, pv] : *v.as_table()) {
+      const std::string pkey(pk.str());
+      std::ostringstream origin;
+      origin << c.origin << ":" << pv.source().begin.line;
+      user.push_back(UserParam{pkey, to_param_value(c, pv, full + "." + pkey), false, origin.str()});
+    }
+    const ParamSet set = ParamSet::validate(*owner->descriptor, user);  // errors name plugin, key and line
+    if (owner == choice.info) choice.params = set;
+  }
+  if (!t->get(short_id(choice.id)) && !t->get(choice.id))
+    choice.params = ParamSet::validate(*choice.info->descriptor, {});
+  return choice;
+}
+
+CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg) {
+  CellConfig cell;
+  cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
+  cell.scorer = parse_plugin_section(c, root, "scorer", RKV_KIND_SCORER, reg);
+  cell.allocator = parse_plugin_section(c, root, "allocator", RKV_KIND_ALLOCATOR, reg);
+  if (!cell.scorer) throw InputError(c.origin + ": a [scorer] section with plugin = \"id\" is required");
+  if (!cell.allocator) throw InputError(c.origin + ": an [allocator] section with plugin = \"id\" is required");
+  const bool needs_profile = (cell.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
+  if (needs_profile && !cell.signal)
+    throw InputError(c.origin + ": allocator '" + cell.allocator->id +
+                     "' needs a sensitivity profile: add a [signal] section with plugin = \"id\"");
+  cell.uses_profile = needs_profile;  // otherwise the signal does not change what this cell computes
+
+  const toml::table* b = sub_table(c, root, "budget", "budget");
+  if (!b) throw InputError(c.origin + ": a [budget] section with fraction = f or tokens = N is required");
+  check_keys(c, *b, "budget", {"fraction", "tokens", "layers"});
+  const toml::node* f = b->get("fraction");
+  const toml::node* tk = b->get("tokens");
+  if ((f != nullptr) == (tk != nullptr))
+    throw InputError(where_table(c, *b, "budget") + " needs exactly one of fraction = f or tokens = N");
+  if (f) {
+    const double v = get_float(c, *f, "budget.fraction");
+    if (!(v > 0.0 && v <= 1.0))
+      throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
+    cell.budget_fraction = v;
+  } else {
+    cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1);
+  }
+  return cell;
+}
+
+/// Sets a dotted key in a table (creating intermediate tables); used to apply a sweep value.
+void set_dotted(toml::table& root, const std::string& dotted, const toml::node& value) {
+  toml::table* t = &root;
+  std::stringstream ss(dotted);
+  std::vector<std::string> parts;
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    toml::node* n = t->get(parts[i]);
+    if (!n) {
+      t->insert_or_assign(parts[i], toml::table{});
+      n = t->get(parts[i]);
+    }
+    t = n->as_table();
+  }
+  t->insert_or_assign(parts.back(), value);
+}
+
+/// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget).
+void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::string& key, const PluginRegistry& reg) {
+  std::stringstream ss(key);
+  std::vector<std::string> parts;
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget"};
+  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
+  if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
+  if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
+    fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget (did you mean '" +
+         closest_match(parts[0], sections) + "'?)");
+  if (parts[0] == "budget") {
+    const std::vector<std::string> keys = {"fraction", "tokens"};
+    if (parts.size() != 2 || std::find(keys.begin(), keys.end(), parts[1]) == keys.end())
+      fail("unknown budget key; valid: budget.fraction, budget.tokens");
+    return;
+  }
+  const rkv_plugin_kind kind =
+      parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
+  if (parts.size() == 2) {
+    if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
+    return;
+  }
+  if (parts.size() != 3) fail("plugin params are swept as \"" + parts[0] + ".<plugin>.<param>\"");
+  const PluginInfo* info = nullptr;
+  try {
+    info = &reg.resolve(parts[1], kind);
+  } catch (const InputError& e) {
+    fail(e.what());
+  }
+  std::vector<std::string> names;
+  for (auto* s = info->descriptor->params; s && *s; ++s) names.emplace_back((*s)->name);
+  if (std::find(names.begin(), names.end(), parts[2]) == names.end()) {
+    std::string list;
+    for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    fail("plugin '" + info->id() + "' has no parameter '" + parts[2] + "'" +
+         (names.empty() ? "" : "; valid: " + list + "; did you mean '" + closest_match(parts[2], names) + "'?"));
+  }
+}
+
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string cell_label(const CellConfig& cell) {
+  if (cell.full_cache) return "full cache";
+  std::ostringstream os;
+  os << short_id(cell.allocator->id);
+  if (cell.uses_profile) os << "(" << short_id(cell.signal->id) << ")";
+  os << " + " << short_id(cell.scorer->id);
+  if (cell.budget_fraction) os << " @ f=" << *cell.budget_fraction;
+  else os << " @ " << *cell.budget_tokens << " tok";
+  return os.str();
+}
+
+std::string effective_key(const CellConfig& cell) {
+  if (cell.full_cache) return "full";
+  std::ostringstream os;
+  auto plugin = [&](const std::optional<PluginChoice>& p) {
+    if (p) os << p->id << "{" << p->params.to_string() << "}";
+    os << "|";
+  };
+  plugin(cell.uses_profile ? cell.signal : std::nullopt);
+  plugin(cell.scorer);
+  plugin(cell.allocator);
+  if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;
+  else os << "tokens=" << *cell.budget_tokens;
+  return os.str();
+}
+
+RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
+  RunPlan plan;
+  plan.config_text = text;
+  plan.config_sha256 = sha256_hex(text.data(), text.size());
+
+  check_keys(c, root, "",
+             {"plugin_paths", "model", "data", "signal", "scorer", "allocator", "budget", "compression", "tasks",
+              "sweep", "output"});
+  for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
+    plan.plugin_paths.push_back(resolve_config_path(p, c.base_dir));
+  plan.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(plan.plugin_paths));
+
+  // [model]
+  const toml::table* m = sub_table(c, root, "model", "model");
+  if (!m) throw InputError(c.origin + ": a [model] section with path = \"...\" is required");
+  check_keys(c, *m, "model", {"path", "backend", "threads"});
+  const std::string mp = get_string(c, *m, "path", "model.path", "");
+  if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
+  plan.model_path = resolve_config_path(mp, c.base_dir);
+  if (!fs::exists(plan.model_path))
+    throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path +
+                     "' does not exist (scripts/fetch-assets fetches SmolLM2)");
+  plan.backend = get_string(c, *m, "backend", "model.backend", "cpu");
+  if (plan.backend != "cpu" && plan.backend != "cuda" && plan.backend != "auto")
+    throw InputError(where(c, *m->get("backend"), "model.backend") + " must be \"cpu\", \"cuda\" or \"auto\"");
+  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0);
+
+  // [data]
+  const toml::table* d = sub_table(c, root, "data", "data");
+  if (!d) throw InputError(c.origin + ": a [data] section with [data.calibration] and [data.eval] is required");
+  check_keys(c, *d, "data", {"calibration", "eval"});
+  const toml::table* cal = sub_table(c, *d, "calibration", "data.calibration");
+  const toml::table* ev = sub_table(c, *d, "eval", "data.eval");
+  if (!cal || !ev) throw InputError(c.origin + ": both [data.calibration] and [data.eval] are required");
+  plan.calibration = parse_data(c, *cal, "data.calibration", true);
+  plan.eval = parse_data(c, *ev, "data.eval", false);
+  for (const auto& f : plan.calibration.files)
+    if (std::find(plan.eval.files.begin(), plan.eval.files.end(), f) != plan.eval.files.end())
+      throw InputError(where_table(c, *ev, "data.eval") + ": file '" + f +
+                       "' is also a calibration file; calibration and evaluation sets must be disjoint");
+
+  // [compression], [tasks], [output]
+  if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
+    check_keys(c, *cp, "compression", {"query_aware"});
+    plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
+  }
+  if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
+    check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});
+    if (t->get("run")) plan.tasks = get_string_list(c, *t, "run", "tasks.run");
+    const std::vector<std::string> known = {"lm_fidelity", "needle", "longbench"};
+    for (const auto& name : plan.tasks)
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        throw InputError(where(c, *t->get("run"), "tasks.run") + ": unknown task '" + name +
+                         "'; known: lm_fidelity, needle, longbench; did you mean '" + closest_match(name, known) + "'?");
+    if (plan.tasks.empty()) throw InputError(where(c, *t->get("run"), "tasks.run") + " lists no task");
+    if (const toml::table* lf = sub_table(c, *t, "lm_fidelity", "tasks.lm_fidelity")) {
+      check_keys(c, *lf, "tasks.lm_fidelity", {"continuation_tokens"});
+      plan.continuation_tokens = get_int(c, *lf, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1);
+    }
+    if (const toml::table* nd = sub_table(c, *t, "needle", "tasks.needle")) {
+      check_keys(c, *nd, "tasks.needle", {"context_tokens", "depths", "trials", "seed"});
+      plan.needle.context_tokens =
+          get_number_list<int64_t>(c, *nd, "context_tokens", "tasks.needle.context_tokens", plan.needle.context_tokens);
+      plan.needle.depths = get_number_list<double>(c, *nd, "depths", "tasks.needle.depths", plan.needle.depths);
+      for (int64_t n : plan.needle.context_tokens)
+        if (n < 64) throw InputError(where(c, *nd->get("context_tokens"), "tasks.needle.context_tokens") + " must be >= 64");
+      for (double x : plan.needle.depths)
+        if (!(x >= 0.0 && x <= 1.0)) throw InputError(where(c, *nd->get("depths"), "tasks.needle.depths") + " must be in [0, 1]");
+      plan.needle.trials = get_int(c, *nd, "trials", "tasks.needle.trials", 2, 1);
+      plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0));
+    }
+    if (const toml::table* lb = sub_table(c, *t, "longbench", "tasks.longbench")) {
+      check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
+      for (const auto& f : get_string_list(c, *lb, "files", "tasks.longbench.files")) {
+        const std::string p = resolve_config_path(f, c.base_dir);
+        if (!fs::is_regular_file(p))
+          throw InputError(where(c, *lb->get("files"), "tasks.longbench.files") + ": file '" + p + "' does not exist");
+        plan.longbench.files.push_back(p);
+      }
+      plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0);
+      if (const toml::table* ds = sub_table(c, *lb, "datasets", "tasks.longbench.datasets")) {
+        for (const auto& [k, v] : *ds) {
+          const std::string name(k.str()), full = "tasks.longbench.datasets." + name;
+          if (!v.is_table()) throw InputError(where(c, v, full) + " must be a table");
+          check_keys(c, *v.as_table(), full, {"prompt", "max_new_tokens"});
+          LongBenchDataset lbd;
+          lbd.prompt = get_string(c, *v.as_table(), "prompt", full + ".prompt", "");
+          lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0);
+          plan.longbench.datasets[name] = lbd;
+        }
+      }
+    }
+    if (std::find(plan.tasks.begin(), plan.tasks.end(), "longbench") != plan.tasks.end() && plan.longbench.files.empty())
+      throw InputError(c.origin + ": task longbench needs [tasks.longbench] files = [\"...jsonl\"]");
+  }
+  if (const toml::table* o = sub_table(c, root, "output", "output")) {
+    check_keys(c, *o, "output", {"dir", "bootstrap_resamples"});
+    const std::string dir = get_string(c, *o, "dir", "output.dir", "");
+    if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
+    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100);
+  }
+  if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
+    plan.compressible_layers = get_number_list<int64_t>(c, *b, "layers", "budget.layers", {});
+    for (int64_t l : plan.compressible_layers)
+      if (l < 0) throw InputError(where(c, *b->get("layers"), "budget.layers") + " must hold layer indices >= 0");
+  }
+
+  // [sweep]: the cartesian product of every listed key.
+  std::vector<std::pair<std::string, std::vector<const toml::node*>>> axes;
+  toml::table base = root;
+  if (const toml::table* sw = sub_table(c, root, "sweep", "sweep")) {
+    for (const auto& [k, v] : *sw) {
+      const std::string key(k.str());
+      check_sweep_key(c, v, key, *plan.registry);
+      if (!v.is_array() || v.as_array()->empty())
+        throw InputError(where(c, v, "sweep." + key) + " must be a non-empty array of values");
+      std::vector<const toml::node*> values;
+      for (const auto& e : *v.as_array()) values.push_back(&e);
+      axes.emplace_back(key, values);
+    }
+    base.erase("sweep");
+  }
+  {
+    std::ostringstream os;
+    os << base;
+    const std::string base_text = os.str();
+    plan.base_sha256 = sha256_hex(base_text.data(), base_text.size());
+    std::ostringstream all;
+    all << root;
+    const std::string all_text = all.str();
+    plan.run_id = sha256_hex(all_text.data(), all_text.size()).substr(0, 16);
+  }
+
+  // The full-cache reference first.
+  Cell full;
+  full.values = nlohmann::json::object();
+  full.config.full_cache = true;
+  full.id = hex16(fnv1a64("full-cache"));
+  full.label = "full cache";
+  full.effective_key = "full";
+  plan.cells.push_back(full);
+
+  std::vector<size_t> index(axes.size(), 0);
+  std::set<std::string> seen_ids;
+  while (true) {
+    toml::table cell_table = base;
+    nlohmann::json values = nlohmann::json::object();
+    for (size_t a = 0; a < axes.size(); ++a) {
+      set_dotted(cell_table, axes[a].first, *axes[a].second[index[a]]);
+      values[axes[a].first] = to_json(*axes[a].second[index[a]]);
+    }
+    Cell cell;
+    try {
+      cell.config = parse_cell(c, cell_table, *plan.registry);
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) + (axes.empty() ? "" : " (in sweep cell " + values.dump() + ")"));
+    }
+    cell.values = values;
+    cell.id = hex16(fnv1a64(values.dump()));
+    cell.label = cell_label(cell.config);
+    cell.effective_key = effective_key(cell.config);
+    if (seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
+    size_t a = 0;
+    for (; a < axes.size(); ++a) {
+      if (++index[a] < axes[a].second.size()) break;
+      index[a] = 0;
+    }
+    if (a == axes.size()) break;
+  }
+  return plan;
+}
+
+}  // namespace
+
+RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": TOML syntax error: "
+       << e.description();
+    throw InputError(os.str());
+  }
+  Ctx c{origin, base_dir};
+  RunPlan plan = build_plan(std::move(root), text, c);
+  plan.config_path = origin;
+  return plan;
+}
+
+RunPlan load_run_plan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("config '" + path + "': cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string base = fs::absolute(fs::path(path)).parent_path().string();
+  return load_run_plan_from_string(ss.str(), path, base);
+}
+
+}  // namespace rkv

@@ -1,0 +1,131 @@
+// Ablation configs: the TOML a researcher writes, validated into a RunPlan of cells (issue "ablation runner").
+//
+// Schema (every key optional unless marked; unknown keys are errors naming the line and the closest valid key):
+//
+//   plugin_paths = ["dir", ...]                 extra plugin folders searched first
+//   [model]       path (required), backend = "cpu"|"cuda"|"auto", threads = 0 (0: all cores)
+//   [data.calibration] / [data.eval]
+//                 files = ["austen:emma", "path/to/text.txt", ...]   ("austen:NAME" is the fetched novel)
+//                 examples, prefix_tokens, window_tokens (calibration), seed
+//   [signal] / [scorer] / [allocator]
+//                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
+//   [budget]      fraction = f in (0, 1]  |  tokens = N (average per-layer budget); layers = [] (A; empty: all)
+//   [compression] query_aware = false
+//   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
+//   [tasks.lm_fidelity] continuation_tokens
+//   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
+//   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
+//   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
+//                 "budget.fraction", "scorer.snapkv.window")
+//   [output]      dir, bootstrap_resamples
+//
+// Relative paths are relative to the config file's folder; "~" and ${VAR} are expanded; ${RIPPLEKV_CACHE} defaults
+// to ~/.cache/ripplekv.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plugin/params.hpp"
+#include "plugin/registry.hpp"
+
+namespace rkv {
+
+struct DataConfig {
+  std::vector<std::string> files;  ///< resolved paths
+  int64_t examples = 8;
+  int64_t prefix_tokens = 1024;
+  int64_t window_tokens = 32;
+  uint64_t seed = 0;
+};
+
+/// One plugin as a cell uses it: resolved id and validated params.
+struct PluginChoice {
+  std::string id;
+  const PluginInfo* info = nullptr;
+  ParamSet params;
+};
+
+struct NeedleConfig {
+  std::vector<int64_t> context_tokens = {1024};
+  std::vector<double> depths = {0.1, 0.3, 0.5, 0.7, 0.9};
+  int64_t trials = 2;  ///< passkeys per (length, depth)
+  uint64_t seed = 7;
+};
+
+struct LongBenchDataset {
+  std::string prompt;        ///< template with {context} and {input}
+  int64_t max_new_tokens = 0;
+};
+
+struct LongBenchConfig {
+  std::vector<std::string> files;
+  int64_t max_context_tokens = 0;  ///< 0: the model's context length
+  std::map<std::string, LongBenchDataset> datasets;  ///< overrides of LongBench's defaults
+};
+
+/// The effective configuration of one ablation cell.
+struct CellConfig {
+  std::optional<PluginChoice> signal;  ///< the configured signal (may be absent when the allocator needs no profile)
+  bool uses_profile = false;           ///< the allocator sets RKV_FLAG_NEEDS_PROFILE (only then the signal matters)
+  std::optional<PluginChoice> scorer;  ///< absent for the full-cache cell
+  std::optional<PluginChoice> allocator;
+  std::optional<double> budget_fraction;
+  std::optional<int64_t> budget_tokens;
+  bool full_cache = false;
+};
+
+/// One cell of the sweep: its swept values, a stable id, and the key of its effective inputs.
+struct Cell {
+  nlohmann::json values;    ///< {"allocator.plugin": "uniform", "budget.fraction": 0.1, ...}; {} for full cache
+  std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards)
+  std::string label;        ///< human-readable, e.g. "ripplekv f=0.1"
+  std::string effective_key;///< equal for cells that compute the same thing (e.g. uniform under two signals)
+  CellConfig config;
+};
+
+/// A validated run: the shared (non-swept) settings and the cells.
+struct RunPlan {
+  std::string config_path;
+  std::string config_text;
+  std::string config_sha256;      ///< sha256 of the config file's bytes
+  std::string base_sha256;        ///< sha256 of the config without [sweep] (what --resume compares)
+  std::string run_id;             ///< hash of the whole config (same for every shard of one sweep)
+  std::vector<std::string> plugin_paths;
+  std::string model_path;
+  std::string backend = "cpu";
+  int64_t threads = 0;
+  DataConfig calibration, eval;
+  std::vector<int64_t> compressible_layers;  ///< empty: all layers
+  bool query_aware = false;
+  std::vector<std::string> tasks = {"lm_fidelity"};
+  int64_t continuation_tokens = 64;
+  NeedleConfig needle;
+  LongBenchConfig longbench;
+  std::string output_dir;
+  int64_t bootstrap_resamples = 2000;
+  std::vector<Cell> cells;        ///< the full-cache reference first, then the sweep's cartesian product
+  std::shared_ptr<PluginRegistry> registry;
+};
+
+/// Parses and validates `path` (TOML). Checks: syntax (line and column), unknown sections and keys (closest match),
+/// types, lengths > 0, budget fraction in (0, 1], sweep keys that exist, plugin ids and their params (against the
+/// plugins' own param specs), files that exist, calibration and evaluation sets disjoint. Errors are rkv::InputError
+/// naming the file, the line and the key.
+RunPlan load_run_plan(const std::string& path);
+
+/// Same, from TOML text (`origin` names it in messages; relative paths resolve against `base_dir`).
+RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir);
+
+/// Expands "~", ${VAR} (RIPPLEKV_CACHE defaults to ~/.cache/ripplekv) and "austen:NAME"; relative paths are joined
+/// to base_dir.
+std::string resolve_config_path(const std::string& value, const std::string& base_dir);
+
+/// The asset cache folder ($RIPPLEKV_CACHE or ~/.cache/ripplekv).
+std::string asset_cache_dir();
+
+}  // namespace rkv
