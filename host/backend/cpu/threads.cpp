@@ -39,16 +39,10 @@ class Pool {
     cv_.notify_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
-    // A worker starts from the generation current now, so a job posted before the thread first runs is not missed
-    // (reading the generation inside the new thread lost such a wakeup and deadlocked run()).
-    uint64_t start_generation = 0;
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      stop_ = false;
-      start_generation = generation_;
-    }
-    for (int i = 0; i < workers; ++i)
-      threads_.emplace_back([this, i, start_generation] { loop(i + 1, start_generation); });
+    stop_ = false;
+    // Each worker starts from the generation current now, so a job posted before it first runs is not missed.
+    const uint64_t start = generation_;
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i, start] { loop(i + 1, start); });
   }
 
   int workers() const { return static_cast<int>(threads_.size()); }

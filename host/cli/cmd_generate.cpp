@@ -1,0 +1,118 @@
+// `ripplekv generate`: text generation with the CPU backend (greedy by default).
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+#include "backend/cpu/generate.hpp"
+#include "backend/cpu/threads.hpp"
+#include "cli/command.hpp"
+#include "core/errors.hpp"
+#include "model/model.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+/// Length of the longest prefix of s that does not end inside a UTF-8 sequence.
+size_t complete_utf8_prefix(const std::string& s) {
+  size_t n = s.size();
+  size_t back = 0;
+  while (back < 4 && back < n && (static_cast<unsigned char>(s[n - 1 - back]) & 0xC0) == 0x80) ++back;
+  if (back == n) return n;
+  const unsigned char lead = static_cast<unsigned char>(s[n - 1 - back]);
+  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return need > back + 1 ? n - 1 - back : n;
+}
+
+int run_generate(const std::vector<std::string>& args) {
+  std::string model_path, prompt, system, template_name;
+  int64_t max_new = 256;
+  float temperature = 0.0f, top_p = 1.0f;
+  uint64_t seed = 0;
+  int threads = 0;
+  po::options_description opts(
+      "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
+      "                         [--top-p P] [--seed S] [--threads N]\n\n"
+      "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
+      "model's chat template) on the CPU backend and prints it. Greedy unless --temperature > 0. Stops at any\n"
+      "end-of-generation token of the model or after N tokens. Timing goes to stderr.\n\noptions");
+  opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
+      "prompt", po::value(&prompt), "prompt text")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
+      "system", po::value(&system), "system message (with --chat)")(
+      "chat-template", po::value(&template_name), "template family to use instead of detecting it (chatml, llama3, llama2, mistral)")(
+      "max-new-tokens", po::value(&max_new)->default_value(256), "maximum number of generated tokens")(
+      "temperature", po::value(&temperature)->default_value(0.0f), "sampling temperature; 0 = greedy")(
+      "top-p", po::value(&top_p)->default_value(1.0f), "nucleus sampling mass in (0, 1]")(
+      "seed", po::value(&seed)->default_value(0), "random seed for sampling")(
+      "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw rkv::cli::UsageError(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (model_path.empty()) throw rkv::cli::UsageError("--model is required");
+  if (!vm.count("prompt")) throw rkv::cli::UsageError("--prompt is required");
+  if (max_new < 0) throw rkv::cli::UsageError("--max-new-tokens must be >= 0");
+  if (threads < 0) throw rkv::cli::UsageError("--threads must be >= 0");
+  const bool chat = vm["chat"].as<bool>();
+  if (!chat && (vm.count("system") || vm.count("chat-template"))) {
+    throw rkv::cli::UsageError("--system and --chat-template need --chat");
+  }
+  rkv::cpu::set_num_threads(threads);
+
+  const rkv::Model model = rkv::load_model(model_path);
+  const rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(model_path);
+  if (tok.n_vocab() > model.config.vocab_size) {
+    throw rkv::InputError(model_path + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                          " tokens but the model only " + std::to_string(model.config.vocab_size));
+  }
+  std::vector<int32_t> ids;
+  if (chat) {
+    const rkv::ChatTemplate tmpl = rkv::ChatTemplate::for_tokenizer(tok, template_name);
+    std::vector<rkv::ChatMessage> messages;
+    if (vm.count("system")) messages.push_back({"system", system});
+    messages.push_back({"user", prompt});
+    ids = tok.encode(tmpl.apply(messages, true), tok.add_bos_by_default(), true);
+  } else {
+    ids = tok.encode(prompt, tok.add_bos_by_default(), false);
+  }
+  if (ids.empty()) throw rkv::cli::UsageError("the prompt encodes to no tokens");
+
+  rkv::cpu::GenerateOptions g;
+  g.max_new_tokens = max_new;
+  g.sampling = {temperature, top_p, seed};
+  g.stop_ids = tok.end_of_generation_ids();
+  std::vector<int32_t> out;
+  size_t printed = 0;
+  const auto res = rkv::cpu::generate(model, ids, g, [&](int32_t id) {
+    out.push_back(id);
+    const std::string text = tok.decode(out, false);
+    const size_t upto = complete_utf8_prefix(text);
+    if (upto > printed) {
+      std::cout << text.substr(printed, upto - printed) << std::flush;
+      printed = upto;
+    }
+    return true;
+  });
+  const std::string text = tok.decode(out, false);
+  if (text.size() > printed) std::cout << text.substr(printed);
+  std::cout << std::endl;
+  std::cerr << "[" << ids.size() << " prompt tokens, " << res.tokens.size() << " generated"
+            << (res.stopped ? ", stopped at end-of-generation" : "") << "; prefill "
+            << static_cast<double>(ids.size()) / std::max(res.prefill_seconds, 1e-9) << " tok/s, decode "
+            << static_cast<double>(res.tokens.size()) / std::max(res.decode_seconds, 1e-9) << " tok/s, "
+            << rkv::cpu::num_threads() << " threads]\n";
+  return 0;
+}
+
+}  // namespace
+
+RKV_CLI_COMMAND("generate", "generate text with a model on the CPU", run_generate);

@@ -1,0 +1,215 @@
+// The real SmolLM2-135M-Instruct (label `model`): configuration, prefill vs token-by-token decode, an independent
+// numpy reference written the Hugging Face way, the same model exported as an F32 Hugging Face folder, llama.cpp's
+// logits (committed fixture), and the capital-of-France answer through the CLI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "../backend/naive_forward.hpp"
+#include "backend/cpu/forward.hpp"
+#include "common/assets.hpp"
+#include "model/half.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rkv::cpu::LogitsFor;
+
+/// The model, loaded once for the whole test program.
+const rkv::Model& smollm2() {
+  static std::unique_ptr<rkv::Model> m;
+  if (!m) m = std::make_unique<rkv::Model>(rkv::load_model(rkv_test::smollm2_gguf().string()));
+  return *m;
+}
+
+const rkv::Tokenizer& tokenizer() {
+  static std::unique_ptr<rkv::Tokenizer> t;
+  if (!t) t = std::make_unique<rkv::Tokenizer>(rkv::Tokenizer::from_gguf(*smollm2().gguf));
+  return *t;
+}
+
+std::vector<float> all_logits(const rkv::Model& m, const std::vector<int32_t>& ids) {
+  rkv::cpu::Workspace ws;
+  rkv::KVCache cache = rkv::cpu::make_cache(m, static_cast<int64_t>(ids.size()));
+  return rkv::cpu::prefill(m, ids, 0, cache, ws, LogitsFor::All);
+}
+
+fs::path venv_python() { return rkv_test::asset_cache_dir() / "venv" / "bin" / "python"; }
+
+int run(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<float> v;
+  float x;
+  while (in.read(reinterpret_cast<char*>(&x), 4)) v.push_back(x);
+  return v;
+}
+
+const std::vector<std::string>& reference_prompts() {
+  static const std::vector<std::string> p = {
+      "The capital of France is",
+      "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want "
+      "of a wife. However little known the feelings or views of such a man may be on his first entering a "
+      "neighbourhood, this truth is so well fixed in the minds of the surrounding families",
+      "<|im_start|>user\nWrite one sentence about the sea.<|im_end|>\n<|im_start|>assistant\n"};
+  return p;
+}
+
+TEST(SmolLM2, ConfigAndWeights) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  const rkv::ModelConfig& c = smollm2().config;
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_layers, 30);
+  EXPECT_EQ(c.n_heads, 9);
+  EXPECT_EQ(c.n_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.d_model, 576);
+  EXPECT_EQ(c.d_ff, 1536);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_EQ(c.rope_theta, 100000.0);
+  EXPECT_EQ(smollm2().parameter_count(), 134515008);
+  EXPECT_EQ(c.kv_bytes_per_token(), 2 * 30 * 3 * 64 * 4);
+  EXPECT_EQ(smollm2().sha256.size(), 64u);
+}
+
+TEST(SmolLM2, PrefillMatchesTokenByTokenDecode) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  const rkv::Model& m = smollm2();
+  const std::vector<int32_t> ids = tokenizer().encode(reference_prompts()[1], false, false);
+  ASSERT_GT(ids.size(), 40u);
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.config.vocab_size;
+  const std::vector<float> all = all_logits(m, ids);
+  rkv::cpu::Workspace ws;
+  rkv::KVCache cache = rkv::cpu::make_cache(m, 8);  // grows while decoding
+  std::vector<float> dec;
+  for (int64_t t = 0; t < T; ++t) {
+    const auto lg = rkv::cpu::decode_step(m, ids[static_cast<size_t>(t)], t, cache, ws);
+    dec.insert(dec.end(), lg.begin(), lg.end());
+  }
+  const double err = rkv_test::max_rel_err(dec, all, T, V);
+  std::printf("prefill vs decode on %lld tokens: max|delta|/max|logit| = %.3g\n", static_cast<long long>(T), err);
+  EXPECT_LT(err, 1e-4);
+}
+
+TEST(SmolLM2, MatchesTheNumpyHuggingFaceReference) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  RKV_REQUIRE_ASSET(venv_python());
+  const rkv::Model& m = smollm2();
+  const fs::path dir = fs::path(testing::TempDir()) / "rkv_numpy_ref";
+  fs::create_directories(dir);
+  nlohmann::json j;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : reference_prompts()) prompts.push_back(tokenizer().encode(p, false, true));
+  j["prompts"] = prompts;
+  std::ofstream(dir / "ids.json") << j.dump();
+  const std::string cmd = venv_python().string() + " " + RKV_TEST_SOURCE_DIR "/tests/reference/hf_reference.py --model " +
+                          rkv_test::smollm2_gguf().string() + " --ids " + (dir / "ids.json").string() + " --out " +
+                          (dir / "ref_").string();
+  ASSERT_EQ(run(cmd), 0) << cmd;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float> ref = read_f32(dir / ("ref_" + std::to_string(i) + ".f32"));
+    const int64_t T = static_cast<int64_t>(prompts[i].size()), V = m.config.vocab_size;
+    ASSERT_EQ(ref.size(), static_cast<size_t>(T * V));
+    const double err = rkv_test::max_rel_err(all_logits(m, prompts[i]), ref, T, V);
+    std::printf("prompt %zu (%lld tokens): max|delta|/max|logit| vs numpy = %.3g\n", i, static_cast<long long>(T), err);
+    EXPECT_LT(err, 1e-4) << "prompt " << i;
+  }
+}
+
+TEST(SmolLM2, F32HuggingFaceExportGivesTheSameLogits) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  RKV_REQUIRE_ASSET(venv_python());
+  const fs::path dir = fs::path(testing::TempDir()) / "rkv_smollm2_hf";
+  fs::remove_all(dir);
+  const std::string cmd = venv_python().string() + " " + RKV_TEST_SOURCE_DIR "/tests/reference/gguf_to_hf.py --model " +
+                          rkv_test::smollm2_gguf().string() + " --out " + dir.string();
+  ASSERT_EQ(run(cmd), 0) << cmd;
+  const rkv::Model hf = rkv::load_model(dir.string());
+  EXPECT_EQ(hf.format, "safetensors");
+  EXPECT_TRUE(hf.config.tied_embeddings);
+  const std::vector<int32_t> ids = tokenizer().encode(reference_prompts()[1], false, false);
+  const int64_t T = static_cast<int64_t>(ids.size()), V = hf.config.vocab_size;
+  const double err = rkv_test::max_rel_err(all_logits(hf, ids), all_logits(smollm2(), ids), T, V);
+  std::printf("HF F32 folder vs GGUF: max|delta|/max|logit| = %.3g\n", err);
+  EXPECT_LT(err, 1e-6);
+  fs::remove_all(dir);
+}
+
+TEST(SmolLM2, AgreesWithLlamaCpp) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  const fs::path fx = fs::path(RKV_TEST_SOURCE_DIR) / "tests" / "fixtures" / "llamacpp";
+  if (!fs::exists(fx / "logits.json")) GTEST_SKIP() << "no llama.cpp fixture at " << fx;
+  nlohmann::json j;
+  std::ifstream(fx / "logits.json") >> j;
+  const int64_t V = j["n_vocab"].get<int64_t>();
+  ASSERT_EQ(V, smollm2().config.vocab_size);
+  double kl_sum = 0;
+  int64_t positions = 0, checked = 0;
+  for (const auto& p : j["prompts"]) {
+    const std::vector<int32_t> ids = p["ids"].get<std::vector<int32_t>>();
+    const int64_t n = p["n_positions"].get<int64_t>(), T = static_cast<int64_t>(ids.size());
+    std::ifstream in(fx / p["logits_file"].get<std::string>(), std::ios::binary);
+    std::vector<uint16_t> raw(static_cast<size_t>(n * V));
+    ASSERT_TRUE(in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * 2)));
+    const std::vector<float> ours = all_logits(smollm2(), ids);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* a = ours.data() + (T - n + r) * V;
+      std::vector<double> lp(static_cast<size_t>(V)), lq(static_cast<size_t>(V));
+      double mp = -1e300, mq = -1e300;
+      for (int64_t v = 0; v < V; ++v) {
+        lp[v] = rkv::fp16_to_fp32(raw[static_cast<size_t>(r * V + v)]);
+        lq[v] = a[v];
+        mp = std::max(mp, lp[v]);
+        mq = std::max(mq, lq[v]);
+      }
+      double sp = 0, sq = 0;
+      for (int64_t v = 0; v < V; ++v) { sp += std::exp(lp[v] - mp); sq += std::exp(lq[v] - mq); }
+      const double zp = mp + std::log(sp), zq = mq + std::log(sq);
+      double kl = 0;  // KL(llama.cpp || ours)
+      int64_t top1 = 0, top2 = -1;
+      for (int64_t v = 0; v < V; ++v) {
+        const double p_ = std::exp(lp[v] - zp);
+        kl += p_ * ((lp[v] - zp) - (lq[v] - zq));
+        if (lp[v] > lp[top1]) { top2 = top1; top1 = v; } else if (v != top1 && (top2 < 0 || lp[v] > lp[top2])) top2 = v;
+      }
+      kl_sum += kl;
+      ++positions;
+      if (lp[top1] - lp[top2] > 0.1) {
+        ++checked;
+        EXPECT_EQ(rkv::cpu::argmax(a, V), top1) << "prompt '" << p["text"].get<std::string>().substr(0, 30)
+                                                << "' position " << T - n + r;
+      }
+    }
+  }
+  const double mean_kl = kl_sum / static_cast<double>(positions);
+  std::printf("llama.cpp: mean KL %.3g over %lld positions; argmax checked at %lld positions\n", mean_kl,
+              static_cast<long long>(positions), static_cast<long long>(checked));
+  EXPECT_LT(mean_kl, 2e-3);
+}
+
+TEST(SmolLM2, GenerateAnswersTheCapitalOfFrance) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  const std::string out_file = (fs::path(testing::TempDir()) / "rkv_generate_out.txt").string();
+  const std::string cmd = std::string(RKV_TEST_BINARY_DIR "/bin/ripplekv generate --model ") +
+                          rkv_test::smollm2_gguf().string() +
+                          " --chat --prompt 'What is the capital of France?' --max-new-tokens 32 --threads 2 > " + out_file;
+  ASSERT_EQ(run(cmd), 0) << cmd;
+  std::ifstream in(out_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::printf("answer: %s", text.c_str());
+  EXPECT_NE(text.find("Paris"), std::string::npos) << text;
+}
+
+}  // namespace
