@@ -21,151 +21,183 @@ std::vector<LongBenchDataset> make_table() {
   using M = LongBenchMetric;
   std::vector<LongBenchDataset> d;
   d.push_back({"narrativeqa",
-         "You are given a story, which can be either a novel or a movie script, and a question. Answer the question as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n"
-         "\n"
-         "Story: {context}\n"
-         "\n"
-         "Now, answer the question based on the story as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n"
-         "\n"
-         "Question: {input}\n"
-         "\n"
-         "Answer:",
-         128, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "You are given a story, which can be either a novel or a movie script, and a question. Answer the question as "
+      "concisely as you can, using a single phrase if possible. Do not provide any explanation.\n"
+      "\n"
+      "Story: {context}\n"
+      "\n"
+      "Now, answer the question based on the story as concisely as you can, using a single phrase if possible. Do "
+      "not provide any explanation.\n"
+      "\n"
+      "Question: {input}\n"
+      "\n"
+      "Answer:",
+      128, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"qasper",
-         "You are given a scientific article and a question. Answer the question as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write \"unanswerable\". If the question is a yes/no question, answer \"yes\", \"no\", or \"unanswerable\". Do not provide any explanation.\n"
-         "\n"
-         "Article: {context}\n"
-         "\n"
-         " Answer the question based on the above article as concisely as you can, using a single phrase or sentence if possible. If the question cannot be answered based on the information in the article, write \"unanswerable\". If the question is a yes/no question, answer \"yes\", \"no\", or \"unanswerable\". Do not provide any explanation.\n"
-         "\n"
-         "Question: {input}\n"
-         "\n"
-         "Answer:",
-         128, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "You are given a scientific article and a question. Answer the question as concisely as you can, using a "
+      "single phrase or sentence if possible. If the question cannot be answered based on the information in the "
+      "article, write \"unanswerable\". If the question is a yes/no question, answer \"yes\", \"no\", or "
+      "\"unanswerable\". Do not provide any explanation.\n"
+      "\n"
+      "Article: {context}\n"
+      "\n"
+      " Answer the question based on the above article as concisely as you can, using a single phrase or sentence if "
+      "possible. If the question cannot be answered based on the information in the article, write \"unanswerable\". "
+      "If the question is a yes/no question, answer \"yes\", \"no\", or \"unanswerable\". Do not provide any "
+      "explanation.\n"
+      "\n"
+      "Question: {input}\n"
+      "\n"
+      "Answer:",
+      128, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"multifieldqa_en",
-         "Read the following text and answer briefly.\n"
-         "\n"
-         "{context}\n"
-         "\n"
-         "Now, answer the following question based on the above text, only give me the answer and do not output any other words.\n"
-         "\n"
-         "Question: {input}\n"
-         "Answer:",
-         64, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Read the following text and answer briefly.\n"
+      "\n"
+      "{context}\n"
+      "\n"
+      "Now, answer the following question based on the above text, only give me the answer and do not output any "
+      "other words.\n"
+      "\n"
+      "Question: {input}\n"
+      "Answer:",
+      64, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"hotpotqa",
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "The following are given passages.\n"
-         "{context}\n"
-         "\n"
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "Question: {input}\n"
-         "Answer:",
-         32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "The following are given passages.\n"
+      "{context}\n"
+      "\n"
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "Question: {input}\n"
+      "Answer:",
+      32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"2wikimqa",
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "The following are given passages.\n"
-         "{context}\n"
-         "\n"
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "Question: {input}\n"
-         "Answer:",
-         32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "The following are given passages.\n"
+      "{context}\n"
+      "\n"
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "Question: {input}\n"
+      "Answer:",
+      32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"musique",
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "The following are given passages.\n"
-         "{context}\n"
-         "\n"
-         "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
-         "\n"
-         "Question: {input}\n"
-         "Answer:",
-         32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "The following are given passages.\n"
+      "{context}\n"
+      "\n"
+      "Answer the question based on the given passages. Only give me the answer and do not output any other words.\n"
+      "\n"
+      "Question: {input}\n"
+      "Answer:",
+      32, M::qa_f1, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"gov_report",
-         "You are given a report by a government agency. Write a one-page summary of the report.\n"
-         "\n"
-         "Report:\n"
-         "{context}\n"
-         "\n"
-         "Now, write a one-page summary of the report.\n"
-         "\n"
-         "Summary:",
-         512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "You are given a report by a government agency. Write a one-page summary of the report.\n"
+      "\n"
+      "Report:\n"
+      "{context}\n"
+      "\n"
+      "Now, write a one-page summary of the report.\n"
+      "\n"
+      "Summary:",
+      512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"qmsum",
-         "You are given a meeting transcript and a query containing a question or instruction. Answer the query in one or more sentences.\n"
-         "\n"
-         "Transcript:\n"
-         "{context}\n"
-         "\n"
-         "Now, answer the query based on the above meeting transcript in one or more sentences.\n"
-         "\n"
-         "Query: {input}\n"
-         "Answer:",
-         512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "You are given a meeting transcript and a query containing a question or instruction. Answer the query in one "
+      "or more sentences.\n"
+      "\n"
+      "Transcript:\n"
+      "{context}\n"
+      "\n"
+      "Now, answer the query based on the above meeting transcript in one or more sentences.\n"
+      "\n"
+      "Query: {input}\n"
+      "Answer:",
+      512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"multi_news",
-         "You are given several news passages. Write a one-page summary of all news. \n"
-         "\n"
-         "News:\n"
-         "{context}\n"
-         "\n"
-         "Now, write a one-page summary of all the news.\n"
-         "\n"
-         "Summary:",
-         512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "You are given several news passages. Write a one-page summary of all news. \n"
+      "\n"
+      "News:\n"
+      "{context}\n"
+      "\n"
+      "Now, write a one-page summary of all the news.\n"
+      "\n"
+      "Summary:",
+      512, M::rouge, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"trec",
-         "Please determine the type of the question below. Here are some examples of questions.\n"
-         "\n"
-         "{context}\n"
-         "{input}",
-         64, M::classification, /*use_chat_template=*/false, /*first_line_only=*/true, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Please determine the type of the question below. Here are some examples of questions.\n"
+      "\n"
+      "{context}\n"
+      "{input}",
+      64, M::classification, /*use_chat_template=*/false, /*first_line_only=*/true,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"triviaqa",
-         "Answer the question based on the given passage. Only give me the answer and do not output any other words. The following are some examples.\n"
-         "\n"
-         "{context}\n"
-         "\n"
-         "{input}",
-         32, M::qa_f1, /*use_chat_template=*/false, /*first_line_only=*/true, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Answer the question based on the given passage. Only give me the answer and do not output any other words. "
+      "The following are some examples.\n"
+      "\n"
+      "{context}\n"
+      "\n"
+      "{input}",
+      32, M::qa_f1, /*use_chat_template=*/false, /*first_line_only=*/true,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"samsum",
-         "Summarize the dialogue into a few short sentences. The following are some examples.\n"
-         "\n"
-         "{context}\n"
-         "\n"
-         "{input}",
-         128, M::rouge, /*use_chat_template=*/false, /*first_line_only=*/true, /*stop_at_newline=*/true, /*min_new_tokens=*/1});
+      "Summarize the dialogue into a few short sentences. The following are some examples.\n"
+      "\n"
+      "{context}\n"
+      "\n"
+      "{input}",
+      128, M::rouge, /*use_chat_template=*/false, /*first_line_only=*/true,
+      /*stop_at_newline=*/true, /*min_new_tokens=*/1});
   d.push_back({"passage_count",
-         "There are some paragraphs below sourced from Wikipedia. Some of them may be duplicates. Please carefully read these paragraphs and determine how many unique paragraphs there are after removing duplicates. In other words, how many non-repeating paragraphs are there in total?\n"
-         "\n"
-         "{context}\n"
-         "\n"
-         "Please enter the final count of unique paragraphs after removing duplicates. The output format should only contain the number, such as 1, 2, 3, and so on.\n"
-         "\n"
-         "The final answer is: ",
-         32, M::count, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "There are some paragraphs below sourced from Wikipedia. Some of them may be duplicates. Please carefully read "
+      "these paragraphs and determine how many unique paragraphs there are after removing duplicates. In other "
+      "words, how many non-repeating paragraphs are there in total?\n"
+      "\n"
+      "{context}\n"
+      "\n"
+      "Please enter the final count of unique paragraphs after removing duplicates. The output format should only "
+      "contain the number, such as 1, 2, 3, and so on.\n"
+      "\n"
+      "The final answer is: ",
+      32, M::count, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"passage_retrieval_en",
-         "Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the abstract is from.\n"
-         "\n"
-         "{context}\n"
-         "\n"
-         "The following is an abstract.\n"
-         "\n"
-         "{input}\n"
-         "\n"
-         "Please enter the number of the paragraph that the abstract is from. The answer format must be like \"Paragraph 1\", \"Paragraph 2\", etc.\n"
-         "\n"
-         "The answer is: ",
-         32, M::retrieval, /*use_chat_template=*/true, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the abstract "
+      "is from.\n"
+      "\n"
+      "{context}\n"
+      "\n"
+      "The following is an abstract.\n"
+      "\n"
+      "{input}\n"
+      "\n"
+      "Please enter the number of the paragraph that the abstract is from. The answer format must be like "
+      "\"Paragraph 1\", \"Paragraph 2\", etc.\n"
+      "\n"
+      "The answer is: ",
+      32, M::retrieval, /*use_chat_template=*/true, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"lcc",
-         "Please complete the code given below. \n"
-         "{context}Next line of code:\n",
-         64, M::code_sim, /*use_chat_template=*/false, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Please complete the code given below. \n"
+      "{context}Next line of code:\n",
+      64, M::code_sim, /*use_chat_template=*/false, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   d.push_back({"repobench-p",
-         "Please complete the code given below. \n"
-         "{context}{input}Next line of code:\n",
-         64, M::code_sim, /*use_chat_template=*/false, /*first_line_only=*/false, /*stop_at_newline=*/false, /*min_new_tokens=*/0});
+      "Please complete the code given below. \n"
+      "{context}{input}Next line of code:\n",
+      64, M::code_sim, /*use_chat_template=*/false, /*first_line_only=*/false,
+      /*stop_at_newline=*/false, /*min_new_tokens=*/0});
   return d;
 }
 
@@ -227,7 +259,7 @@ LongBenchDataset longbench_dataset(std::string_view name, const LongBenchOverrid
   return ds;
 }
 
-// ---- Prompt templates ------------------------------------------------------------------------------------------------
+// ---- Prompt templates -----------------------------------------------------------------------------------------------
 
 const std::vector<std::string>& longbench_template_fields() {
   static const std::vector<std::string> fields = {"context", "input", "dataset", "language", "_id", "length"};
@@ -253,7 +285,9 @@ void parse_template(std::string_view t, std::string_view what, std::string* out,
         continue;
       }
       const size_t close = t.find('}', i + 1);
-      if (close == std::string_view::npos) fail("'{' at byte " + std::to_string(i) + " is never closed (write '{{' for a brace)");
+      if (close == std::string_view::npos) {
+        fail("'{' at byte " + std::to_string(i) + " is never closed (write '{{' for a brace)");
+      }
       const std::string_view name = t.substr(i + 1, close - i - 1);
       if (name.find('{') != std::string_view::npos) fail("nested '{' in field '{" + std::string(name) + "}'");
       if (name.find_first_of("!:") != std::string_view::npos) {
@@ -305,7 +339,7 @@ std::string format_longbench_prompt(std::string_view template_text, const LongBe
   return out;
 }
 
-// ---- Truncation and prompt ids ---------------------------------------------------------------------------------------
+// ---- Truncation and prompt ids --------------------------------------------------------------------------------------
 
 std::vector<int32_t> truncate_middle(const std::vector<int32_t>& ids, size_t max_length) {
   if (max_length < 2) {
@@ -357,7 +391,7 @@ std::string longbench_prediction(const Tokenizer& tokenizer, const std::vector<i
   return tokenizer.decode(generated, /*render_special=*/false);
 }
 
-// ---- Scoring ---------------------------------------------------------------------------------------------------------
+// ---- Scoring --------------------------------------------------------------------------------------------------------
 
 std::string longbench_postprocess(const LongBenchDataset& ds, std::string_view prediction) {
   if (!ds.first_line_only) return std::string(prediction);
@@ -390,8 +424,8 @@ void check_longbench_record(const LongBenchRecord& record, const LongBenchDatase
       try {
         retrieval_score("", a);
       } catch (const InputError&) {
-        throw InputError(record.source + ": dataset '" + ds.name + "' needs answers of the form \"Paragraph N\", got \"" +
-                         a.substr(0, 80) + "\"");
+        throw InputError(record.source + ": dataset '" + ds.name +
+                         "' needs answers of the form \"Paragraph N\", got \"" + a.substr(0, 80) + "\"");
       }
     }
   }

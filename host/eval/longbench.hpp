@@ -23,8 +23,9 @@
 //
 // The built-in table is LongBench v1's config/dataset2prompt.json, config/dataset2maxlen.json and eval.py
 // dataset2metric for the 16 English datasets (THUDM/LongBench at 8ae23fd: narrativeqa reads "as concisely"; older
-// copies of the file spell it "asconcisely" -- a config override can restore that). The Chinese datasets (multifieldqa_zh,
-// dureader, vcsum, lsht, passage_retrieval_zh) are not included: their metrics need the jieba segmenter.
+// copies of the file spell it "asconcisely" -- a config override can restore that). The Chinese datasets
+// (multifieldqa_zh, dureader, vcsum, lsht, passage_retrieval_zh) are not included: their metrics need the jieba
+// segmenter.
 //
 // Thread rules: everything here is pure or reads only its arguments; safe to call concurrently.
 #pragma once
@@ -93,8 +94,8 @@ const std::vector<std::string>& longbench_template_fields();
 /// ("{input!r}", "{length:5}", not supported), an unmatched "{" or a single "}".
 void check_prompt_template(std::string_view template_text, std::string_view what);
 
-/// template.format(**record): each "{field}" replaced by the record's value ("length" as a decimal integer), "{{"/"}}" by
-/// one brace. Throws rkv::InputError as check_prompt_template does.
+/// template.format(**record): each "{field}" replaced by the record's value ("length" as a decimal integer),
+/// "{{"/"}}" by one brace. Throws rkv::InputError as check_prompt_template does.
 std::string format_longbench_prompt(std::string_view template_text, const LongBenchRecord& record);
 
 /// LongBench's middle truncation: when ids.size() > max_length, half = max_length / 2 (integer division) and the result

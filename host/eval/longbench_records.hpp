@@ -9,8 +9,8 @@
 //   "dataset"      string          the dataset name, e.g. "hotpotqa" (LongBench-E files: "hotpotqa_e" also accepted)
 //   "_id"          string          optional here (LongBench always has it; nothing is computed from it)
 //   "language"     string          optional ("en", "zh")
-// Other keys are ignored. Blank lines (only whitespace) are skipped; a UTF-8 byte order mark at the start of the file is
-// ignored. Every error is an rkv::InputError that names the file, the 1-based line and the key, and says what was
+// Other keys are ignored. Blank lines (only whitespace) are skipped; a UTF-8 byte order mark at the start of the file
+// is ignored. Every error is an rkv::InputError that names the file, the 1-based line and the key, and says what was
 // expected, e.g. "data/trec.jsonl:12: key 'answers' must be an array of strings, got number".
 //
 // No LongBench data ships with ripplekv: the user points the config at their own copy.

@@ -138,7 +138,7 @@ std::vector<std::string> split_words(const std::vector<std::string>& sentences) 
 
 }  // namespace
 
-// ---- QA F1 -----------------------------------------------------------------------------------------------------------
+// ---- QA F1 ----------------------------------------------------------------------------------------------------------
 
 std::string normalize_answer(std::string_view text) {
   const std::string lowered = pytext::python_lower(text);  // valid UTF-8 from here on
@@ -180,7 +180,7 @@ double qa_f1_score(std::string_view prediction, std::string_view ground_truth) {
                   pytext::python_split(normalize_answer(ground_truth)));
 }
 
-// ---- ROUGE-L ---------------------------------------------------------------------------------------------------------
+// ---- ROUGE-L --------------------------------------------------------------------------------------------------------
 
 size_t lcs_length(const std::vector<std::string>& x, const std::vector<std::string>& y) {
   WordIds ids;
@@ -240,7 +240,7 @@ double rouge_score(std::string_view prediction, std::string_view ground_truth) {
   return rouge_l_summary_level(hyp, ref).f;
 }
 
-// ---- Classification, retrieval, count --------------------------------------------------------------------------------
+// ---- Classification, retrieval, count -------------------------------------------------------------------------------
 
 double classification_score(std::string_view prediction, std::string_view ground_truth,
                             const std::vector<std::string>& all_classes) {
@@ -293,7 +293,7 @@ double count_score(std::string_view prediction, std::string_view ground_truth) {
   return fraction_equal(find_digit_runs(prediction), utf8::sanitize(ground_truth));
 }
 
-// ---- Code edit similarity --------------------------------------------------------------------------------------------
+// ---- Code edit similarity -------------------------------------------------------------------------------------------
 
 std::string code_sim_line(std::string_view prediction) {
   const std::string clean = utf8::sanitize(prediction);

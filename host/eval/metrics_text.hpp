@@ -1,6 +1,6 @@
-// LongBench's text metrics (THUDM/LongBench v1, metrics.py), one pure function each, on UTF-8 text. Each returns a score
-// in [0, 1] for one prediction against one ground truth; LongBench scores an example by the maximum over its answers
-// and a dataset by 100 * the mean over examples (eval/longbench.hpp does both).
+// LongBench's text metrics (THUDM/LongBench v1, metrics.py), one pure function each, on UTF-8 text. Each returns a
+// score in [0, 1] for one prediction against one ground truth; LongBench scores an example by the maximum over its
+// answers and a dataset by 100 * the mean over examples (eval/longbench.hpp does both).
 //
 // Text is handled as Python 3 `str` is (eval/metrics_python_text.hpp): code points, Unicode lowercase, Unicode
 // whitespace for split(); regexes are matched with PCRE2 in UTF + UCP mode, whose \d (\p{Nd}) and \w (letters, numbers,
@@ -34,7 +34,8 @@
 //   count_score            as retrieval_score, with the ground truth itself as the number (string equality).
 //   code_sim_score         the prediction's first line (after removing leading "\n", lines cut at "\n") containing
 //                          none of "`", "#", "//" anywhere (metrics.py tests containment, not a prefix; "" when every
-//                          line has one), then fuzz.ratio(line, ground_truth) / 100 (eval/metrics_sequence_matcher.hpp).
+//                          line has one), then fuzz.ratio(line, ground_truth) / 100
+//                          (eval/metrics_sequence_matcher.hpp).
 //
 // All functions are pure and thread-safe.
 #pragma once
@@ -45,7 +46,8 @@
 
 namespace rkv {
 
-/// LongBench normalize_answer: lower -> remove string.punctuation -> replace \b(a|an|the)\b by " " -> " ".join(split()).
+/// LongBench normalize_answer: lower -> remove string.punctuation -> replace \b(a|an|the)\b by " " ->
+/// " ".join(split()).
 /// Example: "The  Answer, is: an Apple!" -> "answer is apple".
 std::string normalize_answer(std::string_view text);
 

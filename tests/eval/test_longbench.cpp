@@ -30,7 +30,7 @@ rkv::LongBenchRecord make_record(const std::string& dataset, const std::string& 
   return r;
 }
 
-// ---- Dataset table ---------------------------------------------------------------------------------------------------
+// ---- Dataset table --------------------------------------------------------------------------------------------------
 
 TEST(LongBenchTable, MatchesLongBenchConfig) {
   // config/dataset2maxlen.json and eval.py dataset2metric of LongBench v1, English datasets, in LongBench's order.
@@ -99,7 +99,7 @@ TEST(LongBenchTable, LookupAndOverrides) {
   EXPECT_THROW(rkv::longbench_dataset("qasper", bad_template), rkv::InputError);
 }
 
-// ---- Prompt templates ------------------------------------------------------------------------------------------------
+// ---- Prompt templates -----------------------------------------------------------------------------------------------
 
 TEST(LongBenchPrompt, HotpotqaTemplateFilled) {
   const auto ds = rkv::longbench_dataset("hotpotqa");
@@ -144,7 +144,7 @@ TEST(LongBenchPrompt, FormatRules) {
   }
 }
 
-// ---- Truncation ------------------------------------------------------------------------------------------------------
+// ---- Truncation -----------------------------------------------------------------------------------------------------
 
 TEST(LongBenchTruncate, KeepsFirstAndLastHalf) {
   const Ids ids{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -236,7 +236,7 @@ TEST(LongBenchGeneration, StopIdsAndPrediction) {
   EXPECT_EQ(rkv::longbench_prediction(tok, {'4', '2', 257}), "42");
 }
 
-// ---- Scoring ---------------------------------------------------------------------------------------------------------
+// ---- Scoring --------------------------------------------------------------------------------------------------------
 
 TEST(LongBenchScore, FirstLinePostProcessing) {
   const auto trivia = rkv::longbench_dataset("triviaqa");
@@ -263,7 +263,8 @@ TEST(LongBenchScore, MaxOverAnswers) {
   EXPECT_DOUBLE_EQ(rkv::longbench_example_score(rkv::longbench_dataset("trec"), "Date\nCity", trec_rec), 1.0);
   // passage_count: numbers [3, 4] against "3" -> 0.5.
   EXPECT_DOUBLE_EQ(
-      rkv::longbench_example_score(rkv::longbench_dataset("passage_count"), "3 or 4", make_record("passage_count", "", "c", {"3"})),
+      rkv::longbench_example_score(rkv::longbench_dataset("passage_count"), "3 or 4",
+                                   make_record("passage_count", "", "c", {"3"})),
       0.5);
 }
 
@@ -278,7 +279,8 @@ TEST(LongBenchScore, RecordChecks) {
     EXPECT_NE(std::string(e.what()).find("test.jsonl:1"), std::string::npos) << e.what();
   }
   const auto retrieval = rkv::longbench_dataset("passage_retrieval_en");
-  EXPECT_NO_THROW(rkv::check_longbench_record(make_record("passage_retrieval_en", "a", "c", {"Paragraph 4"}), retrieval));
+  EXPECT_NO_THROW(
+      rkv::check_longbench_record(make_record("passage_retrieval_en", "a", "c", {"Paragraph 4"}), retrieval));
   EXPECT_THROW(rkv::check_longbench_record(make_record("passage_retrieval_en", "a", "c", {"4"}), retrieval),
                rkv::InputError);
 }

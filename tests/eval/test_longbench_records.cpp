@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "core/errors.hpp"
 #include "eval/longbench_records.hpp"
 
@@ -12,7 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kGood =
-    R"({"input": "Who wrote Emma?", "context": "Emma is a novel by Jane Austen.", "answers": ["Jane Austen", "Austen"],)"
+    R"({"input": "Who wrote Emma?", "context": "Emma is a novel by Jane Austen.",)"
+    R"( "answers": ["Jane Austen", "Austen"],)"
     R"( "length": 6, "dataset": "hotpotqa", "language": "en", "all_classes": null, "_id": "abc123"})";
 
 // The message of the InputError `f` throws ("" when it throws nothing).
@@ -93,7 +96,8 @@ TEST(LongBenchRecords, WrongTypesAreNamed) {
   EXPECT_EQ(parse(R"(["a"])", "1", R"("Date")"), "f:4: key 'all_classes' must be an array of strings, got string");
   const std::string input = error_of([] {
     rkv::parse_longbench_record(
-        R"({"input": null, "context": "c", "answers": ["a"], "length": 1, "all_classes": null, "dataset": "d"})", "f", 5);
+        R"({"input": null, "context": "c", "answers": ["a"], "length": 1, "all_classes": null, "dataset": "d"})",
+        "f", 5);
   });
   EXPECT_EQ(input, "f:5: key 'input' must be a string, got null");
 }
@@ -101,8 +105,9 @@ TEST(LongBenchRecords, WrongTypesAreNamed) {
 class TempFile {
  public:
   explicit TempFile(const std::string& content) {
-    path_ = fs::temp_directory_path() / ("rkv_longbench_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl");
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("rkv_longbench_" + std::to_string(::getpid()) + "_" + test->name() + ".jsonl");
     std::ofstream(path_, std::ios::binary) << content;
   }
   ~TempFile() { fs::remove(path_); }
@@ -115,7 +120,8 @@ class TempFile {
 TEST(LongBenchRecords, ReadsAFileSkippingBlankLines) {
   // Line 1 with a byte order mark, line 2 blank, line 3 with CRLF.
   const std::string second =
-      R"({"input": "", "context": "doc", "answers": ["sum"], "all_classes": null, "length": 3, "dataset": "gov_report"})";
+      R"({"input": "", "context": "doc", "answers": ["sum"], "all_classes": null, "length": 3,)"
+      R"( "dataset": "gov_report"})";
   TempFile f(std::string("\xEF\xBB\xBF") + kGood + "\n\n" + second + "\r\n");
   const auto records = rkv::read_longbench_jsonl(f.path());
   ASSERT_EQ(records.size(), 2u);

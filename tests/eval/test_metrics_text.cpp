@@ -9,7 +9,7 @@ namespace {
 
 using Words = std::vector<std::string>;
 
-// ---- normalize_answer ------------------------------------------------------------------------------------------------
+// ---- normalize_answer -----------------------------------------------------------------------------------------------
 
 TEST(NormalizeAnswer, LowercasePunctuationArticlesWhitespace) {
   // lower: "the  answer, is: an apple!" -> no punctuation: "the  answer is an apple"
@@ -32,11 +32,12 @@ TEST(NormalizeAnswer, UnicodeEdgeCases) {
   EXPECT_EQ(rkv::normalize_answer("\xC3\xA9the"), "\xC3\xA9the");
   // ... while "€" (a currency symbol) is not: "the€" -> " €" -> "€".
   EXPECT_EQ(rkv::normalize_answer("the\xE2\x82\xAC"), "\xE2\x82\xAC");
-  // NO-BREAK SPACE and EM SPACE are whitespace and non-word: "a\u00A0cat\u2003sat" -> " \u00A0cat\u2003sat" -> "cat sat".
+  // NO-BREAK SPACE and EM SPACE are whitespace and non-word:
+  // "a\u00A0cat\u2003sat" -> " \u00A0cat\u2003sat" -> "cat sat".
   EXPECT_EQ(rkv::normalize_answer("a\xC2\xA0" "cat\xE2\x80\x83sat"), "cat sat");
 }
 
-// ---- qa_f1_score -----------------------------------------------------------------------------------------------------
+// ---- qa_f1_score ----------------------------------------------------------------------------------------------------
 
 TEST(QaF1, TokenOverlap) {
   // pred "The cat sat on the mat" -> [cat, sat, on, mat] (4); truth "a cat on a mat" -> [cat, on, mat] (3).
@@ -58,7 +59,7 @@ TEST(QaF1, TokenF1OnLists) {
   EXPECT_DOUBLE_EQ(rkv::token_f1({}, {}), 0.0);
 }
 
-// ---- LCS and ROUGE-L -------------------------------------------------------------------------------------------------
+// ---- LCS and ROUGE-L ------------------------------------------------------------------------------------------------
 
 TEST(Lcs, KnownSequences) {
   // CLRS 15.4: x = ABCBDAB, y = BDCABA: LCS length 4.
@@ -118,7 +119,7 @@ TEST(RougeL, EmptyTextsScoreZero) {
   EXPECT_DOUBLE_EQ(rkv::rouge_score("word", "word"), 2.0 * (1.0 / (2.0 + 1e-8)));
 }
 
-// ---- classification_score --------------------------------------------------------------------------------------------
+// ---- classification_score -------------------------------------------------------------------------------------------
 
 TEST(Classification, MatchesAmongClasses) {
   const Words classes{"city", "country", "state"};
@@ -145,7 +146,7 @@ TEST(Classification, RemovalDuringIterationSkipsTheNextElement) {
   EXPECT_DOUBLE_EQ(rkv::classification_score("abc", "abc", {"a", "ab", "abc"}), 0.5);
 }
 
-// ---- retrieval_score and count_score ---------------------------------------------------------------------------------
+// ---- retrieval_score and count_score --------------------------------------------------------------------------------
 
 TEST(Retrieval, ParagraphNumber) {
   // Truth id 12. Prediction numbers [12] -> 1/1; [12, 3] -> 1/2; [7] -> 0; none -> 0.
@@ -177,7 +178,7 @@ TEST(Count, NumbersEqualToTheTruth) {
   EXPECT_EQ(rkv::find_digit_runs("a1b22c333"), (Words{"1", "22", "333"}));
 }
 
-// ---- code_sim_score --------------------------------------------------------------------------------------------------
+// ---- code_sim_score -------------------------------------------------------------------------------------------------
 
 TEST(CodeSim, FirstLineWithoutCommentOrFence) {
   // Leading newlines go; "```python" and "# comment" contain "`" / "#"; the first clean line is "x = foo(1)".
