@@ -12,6 +12,7 @@
 
 #include "../backend/naive_forward.hpp"
 #include "backend/cpu/forward.hpp"
+#include "backend/cpu/sampling.hpp"
 #include "common/assets.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
