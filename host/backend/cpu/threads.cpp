@@ -40,7 +40,11 @@ class Pool {
     for (auto& t : threads_) t.join();
     threads_.clear();
     stop_ = false;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+    // A new worker starts from the current generation (read here, not in the thread): a job posted before the thread
+    // first takes the lock must still be seen by it, or run() would wait for it forever.
+    const uint64_t start_generation = generation_;
+    for (int i = 0; i < workers; ++i)
+      threads_.emplace_back([this, i, start_generation] { loop(i + 1, start_generation); });
   }
 
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -71,12 +75,7 @@ class Pool {
   std::mutex busy;  ///< held by the thread currently using the pool
 
  private:
-  void loop(int index) {
-    uint64_t seen = 0;
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      seen = generation_;
-    }
+  void loop(int index, uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* job = nullptr;
       {
