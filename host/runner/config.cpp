@@ -453,7 +453,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           const std::string name(k.str()), full = "tasks.longbench.datasets." + name;
           if (!v.is_table()) throw InputError(where(c, v, full) + " must be a table");
           check_keys(c, *v.as_table(), full, {"prompt", "max_new_tokens"});
-          LongBenchDataset lbd;
+          LongBenchDatasetConfig lbd;
           lbd.prompt = get_string(c, *v.as_table(), "prompt", full + ".prompt", "");
           lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0);
           plan.longbench.datasets[name] = lbd;
