@@ -9,8 +9,13 @@
 namespace rkv {
 
 namespace {
-const char* kIntro = "There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n\n";
-const char* kQuestion = "\n\nWhat is the pass key?";
+const char* kIntro =
+    "There is an important pass key hidden inside a lot of irrelevant text. Find it and memorize it. I will quiz you "
+    "about the pass key.\n\n";
+const char* kQuestion = "\n\nWhat is the 5-digit pass key?";
+// The assistant's answer is primed with this prefix, as in the passkey evaluations of Landmark Attention and
+// LongLoRA, so that a small chat model answers with the number rather than a paraphrase.
+const char* kAnswerPrefix = "The pass key is";
 
 std::string needle_sentence(const std::string& key) {
   return " The pass key is " + key + ". Remember it. " + key + " is the pass key. ";
@@ -23,7 +28,7 @@ std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::
   const std::vector<int32_t> hay = tok.encode(haystack_text, false, false);
   // Tokens the template, intro, needle and question add (measured on an empty haystack).
   const std::string empty_prompt =
-      chat.apply({{"user", std::string(kIntro) + needle_sentence("00000") + kQuestion}}, true);
+      chat.apply({{"user", std::string(kIntro) + needle_sentence("00000") + kQuestion}}, true) + kAnswerPrefix;
   const int64_t overhead = static_cast<int64_t>(tok.encode(empty_prompt, false, true).size());
   std::vector<NeedlePrompt> out;
   std::mt19937_64 rng(cfg.seed);
@@ -49,7 +54,7 @@ std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::
         const std::string after =
             tok.decode(std::vector<int32_t>(hay.begin() + cut, hay.begin() + start + n_hay), false);
         const std::string context = std::string(kIntro) + before + needle_sentence(p.passkey) + after;
-        const std::string prompt = chat.apply({{"user", context + kQuestion}}, true);
+        const std::string prompt = chat.apply({{"user", context + kQuestion}}, true) + kAnswerPrefix;
         const std::vector<int32_t> ids = tok.encode(prompt, false, true);
         if (!query_aware) {
           p.compressed_part = ids;

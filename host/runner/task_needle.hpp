@@ -3,10 +3,12 @@
 // A hit: the pass key's digits appear in the decoded first 16 generated tokens (Mohtashami & Jaggi, "Landmark
 // Attention", 2023, passkey retrieval; the depth sweep as in "needle in a haystack" tests).
 //
-// Prompt (user turn): "There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n\n"
+// Prompt (user turn): "There is an important pass key hidden inside a lot of irrelevant text. Find it and memorize it.
+//   I will quiz you about the pass key.\n\n"
 //   + haystack[0 : depth] + " The pass key is NNNNN. Remember it. NNNNN is the pass key. " + haystack[depth :]
-//   + "\n\nWhat is the pass key?"   (then the template's assistant opening)
-// With query_aware = true only the part before "\n\nWhat is the pass key?" is compressed and the question is fed
+//   + "\n\nWhat is the 5-digit pass key?"   (then the template's assistant opening and the answer prefix "The pass key is",
+//   as in the passkey tests of Landmark Attention and LongLoRA)
+// With query_aware = true only the part before the question is compressed and the question is fed
 // after compression (kvpress's default); otherwise the whole prompt is compressed (SnapKV/PyramidKV on LongBench).
 #pragma once
 #include <cstdint>
