@@ -12,10 +12,18 @@
 
 #include "../backend/naive_forward.hpp"
 #include "backend/cpu/forward.hpp"
+#include "backend/cpu/sampling.hpp"
 #include "common/assets.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
+
+// RKV_REQUIRE_ASSET's parameter is named `path`, so its argument must be a variable of that name.
+#define REQUIRE_ASSET_AT(expr)                          \
+  do {                                                  \
+    const std::filesystem::path path = (expr);          \
+    RKV_REQUIRE_ASSET(path);                            \
+  } while (0)
 
 namespace {
 
@@ -67,7 +75,7 @@ const std::vector<std::string>& reference_prompts() {
 }
 
 TEST(SmolLM2, ConfigAndWeights) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const rkv::ModelConfig& c = smollm2().config;
   EXPECT_EQ(c.architecture, "llama");
   EXPECT_EQ(c.n_layers, 30);
@@ -85,7 +93,7 @@ TEST(SmolLM2, ConfigAndWeights) {
 }
 
 TEST(SmolLM2, PrefillMatchesTokenByTokenDecode) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const rkv::Model& m = smollm2();
   const std::vector<int32_t> ids = tokenizer().encode(reference_prompts()[1], false, false);
   ASSERT_GT(ids.size(), 40u);
@@ -104,8 +112,8 @@ TEST(SmolLM2, PrefillMatchesTokenByTokenDecode) {
 }
 
 TEST(SmolLM2, MatchesTheNumpyHuggingFaceReference) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
-  RKV_REQUIRE_ASSET(venv_python());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(venv_python());
   const rkv::Model& m = smollm2();
   const fs::path dir = fs::path(testing::TempDir()) / "rkv_numpy_ref";
   fs::create_directories(dir);
@@ -129,8 +137,8 @@ TEST(SmolLM2, MatchesTheNumpyHuggingFaceReference) {
 }
 
 TEST(SmolLM2, F32HuggingFaceExportGivesTheSameLogits) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
-  RKV_REQUIRE_ASSET(venv_python());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(venv_python());
   const fs::path dir = fs::path(testing::TempDir()) / "rkv_smollm2_hf";
   fs::remove_all(dir);
   const std::string cmd = venv_python().string() + " " + RKV_TEST_SOURCE_DIR "/tests/reference/gguf_to_hf.py --model " +
@@ -148,7 +156,7 @@ TEST(SmolLM2, F32HuggingFaceExportGivesTheSameLogits) {
 }
 
 TEST(SmolLM2, AgreesWithLlamaCpp) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const fs::path fx = fs::path(RKV_TEST_SOURCE_DIR) / "tests" / "fixtures" / "llamacpp";
   if (!fs::exists(fx / "logits.json")) GTEST_SKIP() << "no llama.cpp fixture at " << fx;
   nlohmann::json j;
@@ -200,7 +208,7 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
 }
 
 TEST(SmolLM2, GenerateAnswersTheCapitalOfFrance) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const std::string out_file = (fs::path(testing::TempDir()) / "rkv_generate_out.txt").string();
   const std::string cmd = std::string(RKV_TEST_BINARY_DIR "/bin/ripplekv generate --model ") +
                           rkv_test::smollm2_gguf().string() +
