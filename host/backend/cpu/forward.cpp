@@ -127,11 +127,11 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   linear(h, n, D, w.wk.data(), Hkv * d, k);
   linear(h, n, D, w.wv.data(), Hkv * d, v);
   // cos/sin tables depend only on the positions: computed once and reused by the following layers.
-  if (ws.rope_inv_freq != &model.rope_inv_freq || ws.rope_positions.size() != static_cast<size_t>(n) ||
+  if (ws.rope_inv_freq != model.rope_inv_freq || ws.rope_positions.size() != static_cast<size_t>(n) ||
       !std::equal(positions, positions + n, ws.rope_positions.begin())) {
     rope_tables(model.rope_inv_freq, positions, n, ws.rope_cos, ws.rope_sin);
     ws.rope_positions.assign(positions, positions + n);
-    ws.rope_inv_freq = &model.rope_inv_freq;
+    ws.rope_inv_freq = model.rope_inv_freq;
   }
   const float* cs = ws.rope_cos.data();
   const float* sn = ws.rope_sin.data();
