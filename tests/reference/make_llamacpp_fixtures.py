@@ -23,6 +23,7 @@ import sys
 
 import jinja2.sandbox
 import llama_cpp
+import llama_cpp.llama_cpp as llama_c_api
 import numpy as np
 
 N_POSITIONS = 16   # logits kept per prompt (the last positions)
@@ -41,6 +42,14 @@ LOGIT_PASSAGES = [
      "start": "No one who had ever seen Catherine Morland", "target_tokens": 300},
 ]
 CHAT_QUESTION = "What is the capital of France?"
+
+
+def write_json(path, value):
+    """Writes `value` as indented UTF-8 JSON with each list of numbers kept on one line."""
+    text = json.dumps(value, ensure_ascii=False, indent=1)
+    text = re.sub(r"\[\s*(-?\d[\d\s,.-]*?)\s*\]", lambda m: "[" + re.sub(r"\s+", " ", m.group(1)) + "]", text)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
 
 
 def sha256_file(path):
@@ -107,6 +116,15 @@ def last_logits(llm, ids):
     return scores[len(ids) - N_POSITIONS:]
 
 
+def model_params_without_extra_buffers(default=llama_c_api.llama_model_default_params):
+    """llama.cpp's default model params with use_extra_bufts off. The extra (repacking) buffer types include the
+    AMX one, whose tile instructions fault with SIGILL on CPUs/VMs that report AMX but do not enable it (the
+    machine these fixtures were made on). Llama() does not expose the field, so its default-params call is wrapped."""
+    params = default()
+    params.use_extra_bufts = False
+    return params
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -114,6 +132,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "fixtures", "llamacpp"))
     args = ap.parse_args()
 
+    llama_c_api.llama_model_default_params = model_params_without_extra_buffers
     llm = llama_cpp.Llama(model_path=args.model, n_ctx=N_CTX, n_batch=N_CTX, n_ubatch=N_CTX, n_threads=N_THREADS,
                           n_threads_batch=N_THREADS, logits_all=True, seed=0, verbose=False)
     n_vocab = llm.n_vocab()
@@ -123,7 +142,7 @@ def main():
         "machine": platform.machine(),
         "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
         "settings": {"n_ctx": N_CTX, "n_batch": N_CTX, "n_ubatch": N_CTX, "n_threads": N_THREADS,
-                     "logits_all": True, "kv_cache_type": "f16 (llama-cpp-python default)", "add_bos": False},
+                     "logits_all": True, "use_extra_bufts": False, "kv_cache_type": "f16 (llama-cpp-python default)", "add_bos": False},
     }
     os.makedirs(args.out, exist_ok=True)
 
@@ -132,10 +151,9 @@ def main():
     text = paragraph_cut(novel_from(args.austen, spec["novel"], spec["start"]), spec["target_bytes"])
     ids = tokenize(llm, text, special=False)
     check_round_trip(llm, text, ids)
-    with open(os.path.join(args.out, "austen_tokens.json"), "w", encoding="utf-8") as f:
-        json.dump({"source": spec["source"], "text": text, "ids": ids, "add_bos": False, "parse_special": False,
-                   "model_sha256": sha256_file(args.model), "generator": generator}, f, ensure_ascii=False)
-        f.write("\n")
+    write_json(os.path.join(args.out, "austen_tokens.json"),
+               {"source": spec["source"], "text": text, "ids": ids, "add_bos": False, "parse_special": False,
+                "model_sha256": sha256_file(args.model), "generator": generator})
     print(f"austen_tokens.json: {len(text.encode('utf-8'))} bytes of {spec['source']} -> {len(ids)} ids")
 
     # 2. Logits of three prompts.
@@ -152,15 +170,12 @@ def main():
         name = f"logits_{i}.f16"
         logits.astype("<f2").tofile(os.path.join(args.out, name))
         records.append({**prompt, "ids": ids, "logits_file": name, "n_positions": N_POSITIONS,
-                        "first_position": len(ids) - N_POSITIONS,
-                        "argmax": [int(k) for k in logits.argmax(axis=1)]})
+                        "first_position": len(ids) - N_POSITIONS})
         print(f"{name}: prompt {prompt['name']} ({len(ids)} ids), logits of positions "
               f"{len(ids) - N_POSITIONS}..{len(ids) - 1}, max |logit| {float(np.abs(logits).max()):.2f}")
-    with open(os.path.join(args.out, "logits.json"), "w", encoding="utf-8") as f:
-        json.dump({"model_sha256": sha256_file(args.model), "n_vocab": n_vocab, "dtype": "float16",
-                   "byte_order": "little", "generator": generator, "prompts": records}, f, ensure_ascii=False,
-                  indent=1)
-        f.write("\n")
+    write_json(os.path.join(args.out, "logits.json"),
+               {"model_sha256": sha256_file(args.model), "n_vocab": n_vocab, "dtype": "float16",
+                "byte_order": "little", "generator": generator, "prompts": records})
 
 
 if __name__ == "__main__":
