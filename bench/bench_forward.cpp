@@ -2,7 +2,7 @@
 // context 2048, and beside each the time the same matrix products take as plain OpenBLAS sgemm/sgemv calls at the
 // same shapes (the ceiling of this design: everything else in the forward is overhead on top of it).
 //
-// Run: build/bin/bench_forward [--benchmark_filter=...]   (needs the SmolLM2 GGUF from scripts/fetch-assets)
+// Run: build/bin/bench_forward [--benchmark_filter=...]   (RKV_BENCH_THREADS=n to change the thread count)   (needs the SmolLM2 GGUF from scripts/fetch-assets)
 // Counters: tok/s (tokens per second), GFLOP/s (matrix-product flops per second).
 #include <benchmark/benchmark.h>
 
@@ -18,7 +18,11 @@
 
 namespace {
 
-constexpr int kThreads = 2;
+/// Threads for every benchmark: 2 (the setting), or $RKV_BENCH_THREADS.
+int bench_threads() {
+  const char* t = std::getenv("RKV_BENCH_THREADS");
+  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
+}
 constexpr int64_t kQueryBlock = 64;  // as backend/cpu/forward.cpp
 
 /// <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf, cache = $RIPPLEKV_CACHE or ~/.cache/ripplekv (as tests/common/assets.hpp).
@@ -69,7 +73,7 @@ void report(benchmark::State& state, int64_t tokens_per_iter, double flops_per_i
 void BM_Prefill(benchmark::State& state) {
   const rkv::Model* m = model();
   if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
-  rkv::cpu::set_num_threads(kThreads);
+  rkv::cpu::set_num_threads(bench_threads());
   const int64_t n = state.range(0);
   const auto ids = tokens(n);
   rkv::cpu::Workspace ws;
@@ -83,7 +87,7 @@ void BM_Prefill(benchmark::State& state) {
 void BM_Decode(benchmark::State& state) {
   const rkv::Model* m = model();
   if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
-  rkv::cpu::set_num_threads(kThreads);
+  rkv::cpu::set_num_threads(bench_threads());
   const int64_t ctx = state.range(0);
   rkv::cpu::Workspace ws;
   rkv::KVCache cache = rkv::cpu::make_cache(*m, ctx + 1);
@@ -124,7 +128,7 @@ void products(const rkv::Model& m, int64_t n, int64_t ctx, std::vector<float>& a
 void BM_BlasCeiling(benchmark::State& state) {
   const rkv::Model* m = model();
   if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
-  rkv::cpu::set_num_threads(kThreads);
+  rkv::cpu::set_num_threads(bench_threads());
   const int64_t n = state.range(0), ctx = state.range(1);
   const int64_t big = std::max<int64_t>(n, 1) * (ctx + n) * m->config.group_size() * 2 + 8 * 1024 * 1024;
   std::vector<float> a(static_cast<size_t>(big), 0.01f), b(static_cast<size_t>((ctx + n) * 64 + 1024), 0.02f),
@@ -141,4 +145,11 @@ void BM_BlasCeiling(benchmark::State& state) {
 BENCHMARK(BM_Prefill)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BlasCeiling)->Args({512, 0})->Args({2048, 0})->Args({1, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Decode)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
+  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
