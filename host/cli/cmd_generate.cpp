@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "backend/cpu/blas.hpp"
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cli/command.hpp"
@@ -109,7 +110,7 @@ int run_generate(const std::vector<std::string>& args) {
             << (res.stopped ? ", stopped at end-of-generation" : "") << "; prefill "
             << static_cast<double>(ids.size()) / std::max(res.prefill_seconds, 1e-9) << " tok/s, decode "
             << static_cast<double>(res.tokens.size()) / std::max(res.decode_seconds, 1e-9) << " tok/s, "
-            << rkv::cpu::num_threads() << " threads]\n";
+            << rkv::cpu::num_threads() << " threads, OpenBLAS " << rkv::cpu::blas_core_name() << "]\n";
   return 0;
 }
 
