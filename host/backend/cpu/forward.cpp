@@ -45,7 +45,16 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
                      " entries exceeds it; sliding-window attention is not implemented");
   }
   const int64_t need = kv.length + extra;
-  if (need > kv.capacity) reserve_layer(kv, std::max(need, kv.capacity + kv.capacity / 2));
+  if (need > kv.capacity) {
+    const int64_t cap = std::max(need, kv.capacity + kv.capacity / 2);
+    if (kv.length == 0) {  // nothing to keep: allocate directly
+      kv.k.assign(static_cast<size_t>(kv.n_kv_heads * cap * kv.head_dim), 0.0f);
+      kv.v.assign(kv.k.size(), 0.0f);
+      kv.capacity = cap;
+    } else {
+      reserve_layer(kv, cap);
+    }
+  }
 }
 
 /// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
