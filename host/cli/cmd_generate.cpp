@@ -1,8 +1,10 @@
 // `ripplekv generate`: text generation with the CPU backend (greedy by default).
 #include <boost/program_options.hpp>
 
+#include <cmath>
 #include <iostream>
 
+#include "backend/cpu/blas.hpp"
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cli/command.hpp"
@@ -62,6 +64,8 @@ int run_generate(const std::vector<std::string>& args) {
   if (!vm.count("prompt")) throw rkv::cli::UsageError("--prompt is required");
   if (max_new < 0) throw rkv::cli::UsageError("--max-new-tokens must be >= 0");
   if (threads < 0) throw rkv::cli::UsageError("--threads must be >= 0");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) throw rkv::cli::UsageError("--top-p must be in (0, 1]");
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) throw rkv::cli::UsageError("--temperature must be >= 0");
   const bool chat = vm["chat"].as<bool>();
   if (!chat && (vm.count("system") || vm.count("chat-template"))) {
     throw rkv::cli::UsageError("--system and --chat-template need --chat");
@@ -109,7 +113,7 @@ int run_generate(const std::vector<std::string>& args) {
             << (res.stopped ? ", stopped at end-of-generation" : "") << "; prefill "
             << static_cast<double>(ids.size()) / std::max(res.prefill_seconds, 1e-9) << " tok/s, decode "
             << static_cast<double>(res.tokens.size()) / std::max(res.decode_seconds, 1e-9) << " tok/s, "
-            << rkv::cpu::num_threads() << " threads]\n";
+            << rkv::cpu::num_threads() << " threads, OpenBLAS " << rkv::cpu::blas_core_name() << "]\n";
   return 0;
 }
 

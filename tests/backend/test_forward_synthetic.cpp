@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "../model/synthetic_model.hpp"
+#include "backend/cpu/blas.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
@@ -191,6 +192,17 @@ TEST(ForwardSynthetic, DecodeOnACompactedCacheAttendsOnlyToKeptEntries) {
   const auto lg = rkv::cpu::decode_step(m, tokens[T - 1], T - 1, small, ws);
   EXPECT_LT(rkv_test::max_rel_err(lg, std::vector<double>(ref.logits.end() - V, ref.logits.end()), 1, V), 1e-5);
   EXPECT_EQ(small.layers[0].length, static_cast<int64_t>(keep.size()) + 1);
+}
+
+TEST(Blas, UsesVectorKernelsWhenTheCpuHasThem) {
+  // Debian's OpenBLAS falls back to SSE3 "Prescott" kernels on CPUs newer than it knows; libripplekv corrects that.
+  const std::string core = rkv::cpu::blas_core_name();
+  std::printf("OpenBLAS core: %s\n", core.c_str());
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !std::getenv("OPENBLAS_CORETYPE")) {
+    EXPECT_EQ(core.find("Prescott"), std::string::npos) << core;
+  }
+#endif
 }
 
 TEST(ForwardSynthetic, ErrorsAreInputErrors) {

@@ -169,6 +169,40 @@ TEST(ModelLoad, ConfigFromHfJsonIncludingLlama3RopeScaling) {
   EXPECT_NEAR(m.rope_inv_freq[3], 6.6478699e-6, 1e-12);
 }
 
+TEST(ModelLoad, GgufRopeFreqFactorsAndLinearScaling) {
+  rkv::ModelConfig c = rkv_test::small_config("llama");  // d = 8, theta = 1e4: inv_freq = 1, 0.1, 0.01, 0.001
+  const rkv::Model ref = rkv_test::random_model(c, 14);
+  {  // llama3-style factors stored by llama.cpp as rope_freqs.weight: inv_freq / factor
+    GgufWriter w = rkv_test::gguf_writer_for(ref);
+    w.add_tensor_f32("rope_freqs.weight", {4}, {1.0f, 2.0f, 4.0f, 8.0f});
+    const fs::path p = tmp("ropefreqs.gguf");
+    w.write(p.string());
+    const rkv::Model m = rkv::load_model(p.string());
+    EXPECT_TRUE(m.config.rope_freq_factors);
+    EXPECT_NEAR(m.rope_inv_freq[0], 1.0, 1e-15);
+    EXPECT_NEAR(m.rope_inv_freq[1], 0.05, 1e-15);
+    EXPECT_NEAR(m.rope_inv_freq[2], 0.0025, 1e-16);
+    EXPECT_NEAR(m.rope_inv_freq[3], 0.000125, 1e-17);
+  }
+  {  // linear scaling from GGUF metadata: inv_freq / 2
+    GgufWriter w = rkv_test::gguf_writer_for(ref);
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add_f32("llama.rope.scaling.factor", 2.0f);
+    const fs::path p = tmp("ropelinear.gguf");
+    w.write(p.string());
+    const rkv::Model m = rkv::load_model(p.string());
+    EXPECT_EQ(m.config.rope_scaling.type, "linear");
+    EXPECT_NEAR(m.rope_inv_freq[1], 0.05, 1e-15);
+  }
+  {  // a scaling llama.cpp names but this loader does not implement
+    GgufWriter w = rkv_test::gguf_writer_for(ref);
+    w.add_string("llama.rope.scaling.type", "yarn");
+    const fs::path p = tmp("ropeyarn.gguf");
+    w.write(p.string());
+    expect_input_error([&] { rkv::load_model(p.string()); }, {"unsupported rope scaling type 'yarn'"});
+  }
+}
+
 TEST(ModelLoad, ErrorsNameTheProblem) {
   rkv::ModelConfig c = rkv_test::small_config("llama");
   const rkv::Model ref = rkv_test::random_model(c, 12);
@@ -189,11 +223,9 @@ TEST(ModelLoad, ErrorsNameTheProblem) {
     std::ofstream(d / "config.json") << cfg.dump();
     expect_input_error([&] { rkv::load_model(d.string()); }, {"unsupported architecture 'gpt2 / GPT2LMHeadModel'"});
   }
-  {  // a missing tensor: drop blk.1.ffn_up.weight by writing a model with one tensor renamed
-    rkv::Model bad = rkv_test::random_model(c, 12);
-    GgufWriter w = rkv_test::gguf_writer_for(bad);
+  {  // a missing tensor: blk.1.ffn_up.weight renamed in the file
     const fs::path p = tmp("missing.gguf");
-    std::vector<uint8_t> b = w.bytes();
+    std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
     const std::string needle = "blk.1.ffn_up.weight";
     auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
     ASSERT_NE(it, b.end());
@@ -202,22 +234,16 @@ TEST(ModelLoad, ErrorsNameTheProblem) {
     expect_input_error([&] { rkv::load_model(p.string()); },
                        {"missing tensor 'blk.1.ffn_up.weight'", "expected shape [24, 16]"});
   }
-  {  // a tensor of the wrong shape (GGUF): attn_k declared with 3 KV heads worth of rows
-    rkv::Model bad = rkv_test::random_model(c, 12);
-    bad.layers[0].wk.resize(3 * 8 * 16);
-    const fs::path p = tmp("shape.gguf");
-    GgufWriter w = rkv_test::gguf_writer_for(bad);
-    // gguf_writer_for writes wk with ne {D, Kd}; rewrite with a wrong row count by hand.
-    GgufWriter w2;
-    (void)w;
-    w2 = rkv_test::gguf_writer_for(rkv_test::random_model(c, 12));
-    std::vector<uint8_t> b = w2.bytes();
+  {  // a tensor of the wrong shape (GGUF): patch blk.0.attn_k.weight's row count from 16 to 8
+    std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
     const std::string needle = "blk.0.attn_k.weight";
     auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
     ASSERT_NE(it, b.end());
-    // after the name: u32 n_dims, u64 ne0, u64 ne1 -> set ne1 = 8 (one KV head) and shrink nothing else
+    // after the name: u32 n_dims, u64 ne0 (= 16 inputs), u64 ne1 (= 16 rows): set ne1 = 8
     const size_t ne1_at = static_cast<size_t>(it - b.begin()) + needle.size() + 4 + 8;
+    ASSERT_EQ(b[ne1_at], 16);
     b[ne1_at] = 8;
+    const fs::path p = tmp("shape.gguf");
     GgufWriter::write_file(p.string(), b);
     expect_input_error([&] { rkv::load_model(p.string()); },
                        {"tensor 'blk.0.attn_k.weight' has shape [8, 16], expected [16, 16]"});
@@ -254,20 +280,14 @@ TEST(ModelLoad, ErrorsNameTheProblem) {
     std::ofstream(d / "config.json") << cfg.dump();
     expect_input_error([&] { rkv::load_model(d.string()); }, {"unsupported rope_scaling type 'yarn'"});
   }
-  {  // GGUF with an unsupported quantization type
-    GgufWriter w = rkv_test::gguf_writer_for(ref);
-    std::vector<uint8_t> b = w.bytes();
-    (void)b;
-    rkv::Model q = ref;
-    GgufWriter w2;
-    // Same model, but output_norm stored as q2_K is impossible (16 is not a multiple of 256); use token_embd as i32.
-    w2 = rkv_test::gguf_writer_for(q);
-    std::vector<uint8_t> bytes = w2.bytes();
+  {  // a tensor type that is not a weight type: output_norm.weight relabelled as i32 (same size as f32)
+    std::vector<uint8_t> bytes = rkv_test::gguf_writer_for(ref).bytes();
     const std::string needle = "output_norm.weight";
     auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
     ASSERT_NE(it, bytes.end());
-    const size_t type_at = static_cast<size_t>(it - bytes.begin()) + needle.size() + 4 + 8;
-    bytes[type_at] = 26;  // I32: same size as f32, not a weight type
+    const size_t type_at = static_cast<size_t>(it - bytes.begin()) + needle.size() + 4 + 8;  // after n_dims, ne0
+    ASSERT_EQ(bytes[type_at], 0);  // f32
+    bytes[type_at] = 26;           // i32
     const fs::path p = tmp("i32.gguf");
     GgufWriter::write_file(p.string(), bytes);
     expect_input_error([&] { rkv::load_model(p.string()); }, {"output_norm.weight", "type i32", "cannot dequantize"});

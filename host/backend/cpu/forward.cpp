@@ -45,7 +45,16 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
                      " entries exceeds it; sliding-window attention is not implemented");
   }
   const int64_t need = kv.length + extra;
-  if (need > kv.capacity) reserve_layer(kv, std::max(need, kv.capacity + kv.capacity / 2));
+  if (need > kv.capacity) {
+    const int64_t cap = std::max(need, kv.capacity + kv.capacity / 2);
+    if (kv.length == 0) {  // nothing to keep: allocate directly
+      kv.k.assign(static_cast<size_t>(kv.n_kv_heads * cap * kv.head_dim), 0.0f);
+      kv.v.assign(kv.k.size(), 0.0f);
+      kv.capacity = cap;
+    } else {
+      reserve_layer(kv, cap);
+    }
+  }
 }
 
 /// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
@@ -126,7 +135,13 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   linear(h, n, D, w.wq.data(), H * d, q);
   linear(h, n, D, w.wk.data(), Hkv * d, k);
   linear(h, n, D, w.wv.data(), Hkv * d, v);
-  rope_tables(model.rope_inv_freq, positions, n, ws.rope_cos, ws.rope_sin);
+  // cos/sin tables depend only on the positions: computed once and reused by the following layers.
+  if (ws.rope_inv_freq != model.rope_inv_freq || ws.rope_positions.size() != static_cast<size_t>(n) ||
+      !std::equal(positions, positions + n, ws.rope_positions.begin())) {
+    rope_tables(model.rope_inv_freq, positions, n, ws.rope_cos, ws.rope_sin);
+    ws.rope_positions.assign(positions, positions + n);
+    ws.rope_inv_freq = model.rope_inv_freq;
+  }
   const float* cs = ws.rope_cos.data();
   const float* sn = ws.rope_sin.data();
   float* qg = grow(ws.qg, static_cast<size_t>(n * H * d));

@@ -30,6 +30,8 @@ namespace rkv::cpu {
 /// Scratch buffers reused across calls (grown on demand, never shrunk). One per concurrent caller.
 struct Workspace {
   std::vector<float> h, q, k, v, qg, attn, o, gate, up, scores, rope_cos, rope_sin, norm_rows;
+  std::vector<int64_t> rope_positions;  ///< positions rope_cos/rope_sin were computed for (reused across layers)
+  std::vector<double> rope_inv_freq;    ///< frequencies they were computed with
 };
 
 /// Optional observers of one layer's attention, for profiling and compression statistics. Any member may be empty.
