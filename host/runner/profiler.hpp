@@ -97,7 +97,9 @@ class Profiler {
   /// unchanged layer. Throws rkv::InputError for a bad layer.
   void restore(int64_t layer);
 
-  /// The prefix cache of the current example (every layer holds P entries between calls). For tests and tools.
+  /// The prefix cache of the current example (every layer holds P entries between calls), with the perturbations
+  /// made so far; values_view() writes show here only after the next call that flushes them (window_kl,
+  /// attention_output, perturb_values, values_view). For tests and tools.
   const KVCache& cache() const { return cache_; }
   /// The reference log-probabilities log P_{i,t}(v), double [n_w, V], of the current example.
   const std::vector<double>& reference_log_probs() const { return ref_logp_; }

@@ -59,31 +59,43 @@ inline void perturb_layer_plainly(rkv::LayerKV& kv, int64_t P, int64_t sinks, in
     }
 }
 
-/// The naive method: KL(P_t || Q_t) per window row, where P comes from prefill(prefix) + prefill(window) on an intact
-/// cache and Q from the same with layer `layer` perturbed in between (`alpha` 0 or layer -1: no perturbation).
-inline std::vector<double> naive_window_kl(const rkv::Model& m, const std::vector<int32_t>& tokens, int64_t P,
-                                           int64_t layer, double alpha, uint64_t seed, uint32_t example,
-                                           int64_t sinks, int64_t recent) {
-  const int64_t n_w = static_cast<int64_t>(tokens.size()) - P, V = m.config.vocab_size;
+/// The naive method's logits: prefill(prefix) on a fresh cache, then (when layer >= 0) layer `layer` perturbed with
+/// perturb_layer_plainly, then prefill(window) through all L layers at positions P.. with logits for every window row,
+/// float32 [n_w, V].
+inline std::vector<float> naive_window_logits(const rkv::Model& m, const std::vector<int32_t>& tokens, int64_t P,
+                                              int64_t layer, double alpha, uint64_t seed, uint32_t example,
+                                              int64_t sinks, int64_t recent) {
+  const int64_t n_w = static_cast<int64_t>(tokens.size()) - P;
   const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + P), window(tokens.begin() + P, tokens.end());
-  auto run = [&](bool perturb) {
-    rkv::cpu::Workspace ws;
-    rkv::KVCache cache = rkv::cpu::make_cache(m, P + n_w);
-    rkv::cpu::prefill(m, prefix, 0, cache, ws, rkv::cpu::LogitsFor::None);
-    if (perturb)
-      perturb_layer_plainly(cache.layers[static_cast<size_t>(layer)], P, sinks, recent, alpha, seed, 0, example,
-                            static_cast<uint32_t>(layer));
-    return rkv::cpu::prefill(m, window, P, cache, ws, rkv::cpu::LogitsFor::All);
-  };
-  const std::vector<float> ref = run(false), q = run(layer >= 0);
-  std::vector<double> kl(static_cast<size_t>(n_w));
-  for (int64_t t = 0; t < n_w; ++t) {
+  rkv::cpu::Workspace ws;
+  rkv::KVCache cache = rkv::cpu::make_cache(m, P + n_w);
+  rkv::cpu::prefill(m, prefix, 0, cache, ws, rkv::cpu::LogitsFor::None);
+  if (layer >= 0)
+    perturb_layer_plainly(cache.layers[static_cast<size_t>(layer)], P, sinks, recent, alpha, seed, 0, example,
+                          static_cast<uint32_t>(layer));
+  return rkv::cpu::prefill(m, window, P, cache, ws, rkv::cpu::LogitsFor::All);
+}
+
+/// KL(P_t || Q_t) per row between two [rows, V] logit arrays, through plain_log_softmax.
+inline std::vector<double> plain_kl_rows(const std::vector<float>& ref, const std::vector<float>& q, int64_t V) {
+  const int64_t rows = static_cast<int64_t>(ref.size()) / V;
+  std::vector<double> kl(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < rows; ++t) {
     const auto lp = plain_log_softmax(ref.data() + t * V, V), lq = plain_log_softmax(q.data() + t * V, V);
     double s = 0;
-    for (int64_t v = 0; v < V; ++v) s += std::exp(lp[static_cast<size_t>(v)]) * (lp[static_cast<size_t>(v)] - lq[static_cast<size_t>(v)]);
+    for (size_t v = 0; v < lp.size(); ++v) s += std::exp(lp[v]) * (lp[v] - lq[v]);
     kl[static_cast<size_t>(t)] = s;
   }
   return kl;
+}
+
+/// The naive method end to end: KL between the intact and the layer-perturbed naive runs, per window row.
+inline std::vector<double> naive_window_kl(const rkv::Model& m, const std::vector<int32_t>& tokens, int64_t P,
+                                           int64_t layer, double alpha, uint64_t seed, uint32_t example,
+                                           int64_t sinks, int64_t recent) {
+  return plain_kl_rows(naive_window_logits(m, tokens, P, -1, 0, 0, 0, 0, 0),
+                       naive_window_logits(m, tokens, P, layer, alpha, seed, example, sinks, recent),
+                       m.config.vocab_size);
 }
 
 /// Relative difference |a - b| / max(|a|, |b|) (0 when both are 0).
