@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,11 +28,22 @@ constexpr bool kEmulated = true;
 constexpr bool kEmulated = false;
 #endif
 
-/// Sizes of the forward tests: full depth on a GPU, a cut-down model under the emulator.
+/// Sizes of the forward tests: full depth on a GPU, a cut-down model under the emulator. The environment variables
+/// RKV_GPU_TEST_LAYERS, RKV_GPU_TEST_VOCAB and RKV_GPU_TEST_PROMPT override them (positive integers).
 struct Sizes {
   int64_t layers, vocab, prompt, decode_steps;
 };
-inline Sizes sizes() { return kEmulated ? Sizes{2, 512, 100, 16} : Sizes{30, 49152, 300, 16}; }
+inline int64_t env_size(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const long long n = std::atoll(v);
+  return n > 0 ? n : fallback;
+}
+inline Sizes sizes() {
+  const Sizes d = kEmulated ? Sizes{2, 512, 100, 16} : Sizes{30, 49152, 300, 16};
+  return Sizes{env_size("RKV_GPU_TEST_LAYERS", d.layers), env_size("RKV_GPU_TEST_VOCAB", d.vocab),
+               env_size("RKV_GPU_TEST_PROMPT", d.prompt), d.decode_steps};
+}
 
 /// SmolLM2-135M's shapes with `layers` layers and `vocab` tokens (RoPE theta 100000, tied embeddings, eps 1e-5).
 inline rkv::ModelConfig smollm2_shapes(int64_t layers, int64_t vocab) {
