@@ -120,7 +120,7 @@ TEST_F(OpsTest, QkvRopeAppendMatchesCpu) {
     for (DType t : kBoth) {
       for (bool with_bias : {false, true}) {
         // CPU: bias, then rope_tables + rope_rotate_half (forward.cpp's order).
-        std::vector<float> want = stored(qkv, t);
+        std::vector<float> want = qkv;
         std::vector<float> cosv, sinv;
         rkv::rope_tables(inv_freq, positions.data(), n, cosv, sinv);
         for (int64_t i = 0; i < n; ++i) {
@@ -129,20 +129,21 @@ TEST_F(OpsTest, QkvRopeAppendMatchesCpu) {
           for (int hh = 0; hh < cs.H + cs.Hkv; ++hh)
             rkv::rope_rotate_half(row + hh * cs.d, half, cosv.data() + i * half, sinv.data() + i * half);
         }
-        rc::DeviceBuffer dq = put(qkv, t), db = rc::upload(*ctx, bias), dp = rc::upload(*ctx, positions),
-                         df = rc::upload(*ctx, inv_freq);
+        rc::DeviceBuffer dqkv = rc::upload(*ctx, qkv), db = rc::upload(*ctx, bias),
+                         dp = rc::upload(*ctx, positions), df = rc::upload(*ctx, inv_freq);
+        rc::DeviceBuffer dq(*ctx, static_cast<size_t>(n * cs.H * cs.d) * 4);
         const size_t cache_elems = static_cast<size_t>(cs.Hkv * cap * cs.d);
         rc::DeviceBuffer kc = put(std::vector<float>(cache_elems, 7.0f), t),
                          vc = put(std::vector<float>(cache_elems, 7.0f), t);
-        RKV_CUDA_CHECK(rc::kernels::qkv_rope_append(t, dq.data(), n, ld, with_bias ? db.as<float>() : nullptr,
-                                                    dp.as<int64_t>(), df.as<double>(), cs.H, cs.Hkv, cs.d, kc.data(),
-                                                    vc.data(), cap, first, s()));
-        const std::vector<float> got_q = get(dq.data(), qkv.size(), t);
+        RKV_CUDA_CHECK(rc::kernels::qkv_rope_append(t, dqkv.as<float>(), n, ld, with_bias ? db.as<float>() : nullptr,
+                                                    dp.as<int64_t>(), df.as<double>(), cs.H, cs.Hkv, cs.d, dq.data(),
+                                                    kc.data(), vc.data(), cap, first, s()));
+        const std::vector<float> got_q = get(dq.data(), static_cast<size_t>(n * cs.H * cs.d), t);
         const std::vector<float> got_k = get(kc.data(), cache_elems, t), got_v = get(vc.data(), cache_elems, t);
         const std::string what = std::string(name(t)) + " d " + std::to_string(cs.d) + (with_bias ? " bias" : "");
-        const double rel = t == DType::F32 ? 1e-6 : 8e-3, abs_tol = t == DType::F32 ? 1e-6 : 1e-2;
+        const double rel = t == DType::F32 ? 1e-6 : 4e-3, abs_tol = 1e-6;
         for (int64_t i = 0; i < n; ++i) {
-          std::vector<float> gq(got_q.begin() + i * ld, got_q.begin() + i * ld + cs.H * cs.d);
+          std::vector<float> gq(got_q.begin() + i * cs.H * cs.d, got_q.begin() + (i + 1) * cs.H * cs.d);
           std::vector<float> wq(want.begin() + i * ld, want.begin() + i * ld + cs.H * cs.d);
           expect_close(gq, stored(wq, t), abs_tol, rel, what + " q row " + std::to_string(i));
           for (int g = 0; g < cs.Hkv; ++g) {
@@ -152,7 +153,7 @@ TEST_F(OpsTest, QkvRopeAppendMatchesCpu) {
             const float* wk = want.data() + i * ld + (cs.H + g) * cs.d;
             const float* wv = want.data() + i * ld + (cs.H + cs.Hkv + g) * cs.d;
             expect_close(gk, stored(std::vector<float>(wk, wk + cs.d), t), abs_tol, rel, what + " k");
-            expect_close(gv, stored(std::vector<float>(wv, wv + cs.d), t), 0.0, 0.0, what + " v");
+            expect_close(gv, stored(std::vector<float>(wv, wv + cs.d), t), 0.0, 0.0, what + " v");  // exact
           }
         }
         // Rows outside [first, first + n) are untouched.
@@ -168,16 +169,16 @@ TEST_F(OpsTest, SiluMulMatchesCpu) {
   const int64_t n = 3, F = 1536;
   const std::vector<float> gu = random_vec(r, n * 2 * F, 6.0f);
   for (DType t : kBoth) {
-    const std::vector<float> in = stored(gu, t);
+    const std::vector<float>& in = gu;
     std::vector<float> want(n * F);
     for (int64_t i = 0; i < n; ++i) {
       std::vector<float> g(in.begin() + i * 2 * F, in.begin() + i * 2 * F + F);
       rkv::cpu::silu_mul(g.data(), in.data() + i * 2 * F + F, F);
       std::copy(g.begin(), g.end(), want.begin() + i * F);
     }
-    rc::DeviceBuffer dg = put(gu, t), da(*ctx, want.size() * 4);
-    RKV_CUDA_CHECK(rc::kernels::silu_mul(t, dg.data(), n, F, da.data(), s()));
-    expect_close(get(da.data(), want.size(), t), stored(want, t), 1e-7, t == DType::F32 ? 1e-6 : 8e-3,
+    rc::DeviceBuffer dg = rc::upload(*ctx, gu), da(*ctx, want.size() * 4);
+    RKV_CUDA_CHECK(rc::kernels::silu_mul(t, dg.as<float>(), n, F, da.data(), s()));
+    expect_close(get(da.data(), want.size(), t), stored(want, t), 1e-7, t == DType::F32 ? 1e-6 : 4e-3,
                  std::string("silu_mul ") + name(t));
   }
 }

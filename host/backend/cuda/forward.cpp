@@ -104,22 +104,24 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   StatsCapture* stats = hooks ? hooks->stats : nullptr;
 
   ws.h.ensure(ctx, static_cast<size_t>(n * D) * es);
-  ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * es);
+  ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
+  ws.q.ensure(ctx, static_cast<size_t>(n * Hd) * es);
   ws.attn.ensure(ctx, static_cast<size_t>(n * Hd) * es);
 
   // ---- attention ----
   RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
-  linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), t);
+  linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
   const int64_t first = kv.length;
-  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.data(), n, QKV, w.bqkv.empty() ? nullptr : w.bqkv.as<float>(),
-                                          positions, model.rope_inv_freq(), static_cast<int>(H),
-                                          static_cast<int>(Hkv), static_cast<int>(d), kv.k.data(), kv.v.data(),
-                                          kv.capacity, first, s));
+  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
+                                          model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
+                                          static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
+                                          first, s));
   kv.length = first + n;
   if (n == 1 && !stats) {
     const int splits = kernels::decode_attention_splits(kv.length, static_cast<int>(Hkv), ctx.sm_count());
     ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, shape) * sizeof(float));
-    RKV_CUDA_CHECK(kernels::decode_attention(t, ws.qkv.data(), kv.k.data(), kv.v.data(), kv.capacity, kv.length, shape,
+    RKV_CUDA_CHECK(kernels::decode_attention(t, ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity, kv.length, shape,
                                              splits, ws.decode.as<float>(), ws.attn.data(), s));
   } else {
     float* lse = nullptr;
@@ -127,7 +129,7 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
       ws.lse.ensure(ctx, static_cast<size_t>(H * n) * sizeof(float));
       lse = ws.lse.as<float>();
     }
-    RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.qkv.data(), QKV, n, kv.k.data(), kv.v.data(), kv.capacity, first,
+    RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
                                               shape, ws.attn.data(), Hd, lse, s));
     if (stats) {
       const int64_t T = stats->prefix_tokens;
@@ -138,7 +140,7 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
       float* win = stats->options.window_attention ? stats->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
       float* cum =
           stats->options.cumulative_attention ? stats->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
-      RKV_CUDA_CHECK(kernels::attention_stats(t, ws.qkv.data(), QKV, n, first, lse, kv.k.data(), kv.capacity, shape, T,
+      RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
                                               T - w_eff, win, cum, s));
     }
   }
@@ -150,11 +152,11 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   }
 
   // ---- SwiGLU MLP ----
-  ws.gate_up.ensure(ctx, static_cast<size_t>(n * 2 * F) * es);
+  ws.gate_up.ensure(ctx, static_cast<size_t>(n * 2 * F) * sizeof(float));
   ws.act.ensure(ctx, static_cast<size_t>(n * F) * es);
   RKV_CUDA_CHECK(kernels::rmsnorm(x, w.ffn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
-  linear(ctx, n, D, 2 * F, w.w_gate_up.data(), t, ws.h.data(), t, ws.gate_up.data(), t);
-  RKV_CUDA_CHECK(kernels::silu_mul(t, ws.gate_up.data(), n, F, ws.act.data(), s));
+  linear(ctx, n, D, 2 * F, w.w_gate_up.data(), t, ws.h.data(), t, ws.gate_up.data(), DType::F32);
+  RKV_CUDA_CHECK(kernels::silu_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));
   linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, x, DType::F32, 1.0f);  // x += act Wd^T
 }
 

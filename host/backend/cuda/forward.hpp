@@ -2,11 +2,12 @@
 // forward_layer x L -> final_logits; prefill and decode_step loop over them), so code written against the CPU
 // backend maps one to one. Per layer (T = the model's storage type, fp32 or bf16; x the float32 residual stream):
 //   h = RMSNorm(x) * attn_norm                           kernels::rmsnorm            -> T [n, D]
-//   qkv = h Wqkv^T                                       cuBLAS                      -> T [n, (H + 2 H_kv) d]
-//   (+ bias), RoPE on q and k, k and v appended          kernels::qkv_rope_append
+//   qkv = h Wqkv^T                                       cuBLAS                      -> fp32 [n, (H + 2 H_kv) d]
+//   (+ bias), RoPE on q and k, k and v appended          kernels::qkv_rope_append    -> q: T [n, H d]; cache: T
 //   attention over the cache                             kernels::prefill_attention (n > 1) / decode_attention (n = 1)
 //   x += attn Wo^T                                       cuBLAS (beta = 1, float32 output)
-//   h = RMSNorm(x) * ffn_norm; gu = h Wgu^T; act = silu(gate) * up; x += act Wd^T
+//   h = RMSNorm(x) * ffn_norm; gu = h Wgu^T (fp32); act = silu(gate) * up (T); x += act Wd^T
+// GEMM outputs that feed element-wise kernels stay float32, so each activation is rounded to T once.
 // then logits = RMSNorm(x) * output_norm  W_lm^T in float32.
 // Everything runs on the Context's one stream; functions return after queuing work unless they return host data.
 //
@@ -29,7 +30,8 @@ struct DeviceWorkspace {
   explicit DeviceWorkspace(Context& c) : ctx(&c) {}
   Context* ctx;
   DeviceBuffer x;          ///< float32 [n, D]: the residual stream of prefill / decode_step
-  DeviceBuffer h, qkv, attn, gate_up, act;  ///< T activations of one layer
+  DeviceBuffer h, q, attn, act;  ///< T activations of one layer: normed rows, rotated queries, attention, SwiGLU
+  DeviceBuffer qkv, gate_up;     ///< float32 GEMM outputs of one layer
   DeviceBuffer lse;        ///< float32 [H, n] (statistics)
   DeviceBuffer decode;     ///< float32 split-K partials of decode attention
   DeviceBuffer tokens;     ///< int32 [n]

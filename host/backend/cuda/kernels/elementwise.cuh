@@ -34,12 +34,12 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
 }
 
 template <class T>
-__global__ void __launch_bounds__(kRowThreads) silu_mul_kernel(const T* gate_up, int64_t n, int64_t F, T* act) {
+__global__ void __launch_bounds__(kRowThreads) silu_mul_kernel(const float* gate_up, int64_t n, int64_t F, T* act) {
   const int64_t total = n * F;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = idx / F, f = idx - i * F;
-    const float g = to_f32(gate_up[i * 2 * F + f]), u = to_f32(gate_up[i * 2 * F + F + f]);
+    const float g = gate_up[i * 2 * F + f], u = gate_up[i * 2 * F + F + f];
     act[idx] = from_f32<T>(__fmul_rn(g / (1.0f + expf(-g)), u));
   }
 }
@@ -93,16 +93,15 @@ cudaError_t rmsnorm(const float* x, const float* w, float eps, int64_t rows, int
   return cudaGetLastError();
 }
 
-cudaError_t silu_mul(DType t, const void* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream) {
+cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const unsigned grid = stride_blocks(n * d_ff, kRowThreads);
   if (t == DType::F32) {
     auto k = silu_mul_kernel<float>;
-    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, static_cast<const float*>(gate_up), n, d_ff,
-               static_cast<float*>(act));
+    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, gate_up, n, d_ff, static_cast<float*>(act));
   } else {
     auto k = silu_mul_kernel<bf16>;
-    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, static_cast<const bf16*>(gate_up), n, d_ff, static_cast<bf16*>(act));
+    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, gate_up, n, d_ff, static_cast<bf16*>(act));
   }
   return cudaGetLastError();
 }

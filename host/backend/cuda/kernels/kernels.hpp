@@ -38,18 +38,20 @@ cudaError_t embed(DType t, const void* table, const int32_t* tokens, int64_t n, 
 cudaError_t rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, DType out, void* y,
                     cudaStream_t stream);
 
-/// After the fused Q/K/V projection qkv[n, ld] (`t`; columns [0, H d) queries, [H d, (H + H_kv) d) keys, then values):
-/// adds the float32 bias [(H + 2 H_kv) d] when not null, rotates queries and keys with RoPE (rotate_half layout,
-/// model/rope.hpp; angle = positions[i] * inv_freq[p] in double, cos/sin rounded to float, as rkv::rope_tables),
-/// writes the rotated queries back into qkv and appends key and value rows i at cache index first_index + i of
-/// k_cache / v_cache ([H_kv, capacity, d] each, `t`). positions: int64 [n]; inv_freq: double [d / 2].
-cudaError_t qkv_rope_append(DType t, void* qkv, int64_t n, int64_t ld, const float* bias, const int64_t* positions,
-                            const double* inv_freq, int n_heads, int n_kv_heads, int head_dim, void* k_cache,
-                            void* v_cache, int64_t capacity, int64_t first_index, cudaStream_t stream);
+/// After the fused Q/K/V projection qkv[n, ld] (float32, the GEMM's output; columns [0, H d) queries,
+/// [H d, (H + H_kv) d) keys, then values): adds the float32 bias [(H + 2 H_kv) d] when not null, rotates queries and
+/// keys with RoPE (rotate_half layout, model/rope.hpp; angle = positions[i] * inv_freq[p] in double, cos/sin rounded
+/// to float, as rkv::rope_tables), writes the rotated queries to q_out (`t` [n, H d]) and appends key and value rows
+/// i at cache index first_index + i of k_cache / v_cache ([H_kv, capacity, d] each, `t`). positions: int64 [n];
+/// inv_freq: double [d / 2]. Values are rounded to `t` once, after the float32 arithmetic.
+cudaError_t qkv_rope_append(DType t, const float* qkv, int64_t n, int64_t ld, const float* bias,
+                            const int64_t* positions, const double* inv_freq, int n_heads, int n_kv_heads, int head_dim,
+                            void* q_out, void* k_cache, void* v_cache, int64_t capacity, int64_t first_index,
+                            cudaStream_t stream);
 
 /// SwiGLU (Shazeer 2020): act[i, f] = silu(g) * u, g = gate_up[i, f], u = gate_up[i, d_ff + f],
-/// silu(g) = g / (1 + exp(-g)). gate_up: `t` [n, 2 d_ff]; act: `t` [n, d_ff].
-cudaError_t silu_mul(DType t, const void* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
+/// silu(g) = g / (1 + exp(-g)). gate_up: float32 [n, 2 d_ff] (the GEMM's output); act: `t` [n, d_ff].
+cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
 
 /// x[i] += y[i] for `count` float32 values.
 cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream);
