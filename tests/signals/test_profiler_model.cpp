@@ -98,13 +98,11 @@ TEST(SmolLM2Profiler, WindowOnlyRecomputeEqualsTheNaiveMethod) {
   std::vector<float> x = rkv::cpu::embed(m, std::vector<int32_t>(ex[0].begin() + kP, ex[0].end()));
   std::vector<int64_t> pos;
   for (int64_t t = 0; t < kW; ++t) pos.push_back(kP + t);
-  const int64_t D = m.config.d_model;
   for (int64_t l = 0; l <= 30; ++l) {
     const bool same = std::equal(x.begin(), x.end(), p.reference_hidden(l));
     EXPECT_EQ(same, l <= 13) << "input of layer " << l;
     if (l < 30) rkv::cpu::forward_layer(m, l, x.data(), kW, pos.data(), cache.layers[static_cast<size_t>(l)], ws);
   }
-  (void)D;
 }
 
 TEST(SmolLM2Profiler, KLIsQuadraticInAlphaOnEveryLayer) {
