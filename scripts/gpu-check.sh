@@ -46,10 +46,13 @@ stamp "build done"
 
 # Tests: one ctest entry per GoogleTest case; a few in parallel (each holds its own CUDA context).
 GTEST_OUTPUT="xml:$out/gtest-xml/" timeout "${TEST_TIMEOUT:-200}" \
-  ctest --test-dir "$build" -L gpu --output-on-failure -j 4 --timeout 180 > "$out/ctest-gpu.log" 2>&1
+  ctest --test-dir "$build" -L gpu -V -j 4 --timeout 180 > "$out/ctest-gpu.log" 2>&1
 test_rc=$?
 stamp "ctest -L gpu exit $test_rc: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
-grep -E '^\[ (fp32|bf16|qwen2 fp32|profile) \]|\*\*\*Failed|Skipped' "$out/ctest-gpu.log" | sort -u | head -40 >> "$out/summary.txt"
+# The measured accuracies, then any failed or skipped case.
+grep -E '\[ (fp32|bf16|qwen2 fp32|profile|SmolLM2 fp32|SmolLM2 bf16) \]' "$out/ctest-gpu.log" | sed 's/^[0-9]*: //' \
+  >> "$out/summary.txt"
+sed -n '/The following tests/,$p' "$out/ctest-gpu.log" | head -40 >> "$out/summary.txt"
 
 # Benchmarks (bounded): prefill, decode full and at a 10% budget, bandwidth bound, memory.
 timeout "${BENCH_TIMEOUT:-240}" "$build/bin/bench_cuda" --models="${GPU_CHECK_MODELS:-smollm2,llama8b}" \

@@ -3,6 +3,7 @@
 // identical and physically smaller, and decoding continues on them as on the CPU.
 #include "backend/cpu/forward.hpp"
 #include "backend/cuda/compression.hpp"
+#include "backend/cuda/dlpack_view.hpp"
 #include "backend/cuda/forward.hpp"
 #include "cache/attention_stats.hpp"
 #include "cache/compaction.hpp"
@@ -12,6 +13,7 @@
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "plugin/scorer_call.hpp"
+#include "core/errors.hpp"
 
 using namespace rkv_gpu_test;
 
@@ -166,6 +168,31 @@ TEST_F(CompressionTest, DeviceStatisticsFeedTheDevicePipeline) {
   EXPECT_EQ(logits.size(), static_cast<size_t>(z.vocab));
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   EXPECT_LT(dec.start_bytes, full.peak_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(CompressionTest, DlpackViewsDescribeDeviceData) {
+  rkv::LayerKV host;
+  host.n_kv_heads = 3;
+  host.head_dim = 64;
+  host.capacity = host.length = 10;
+  host.k.assign(3 * 10 * 64, 1.0f);
+  host.v.assign(3 * 10 * 64, 2.0f);
+  rc::DeviceLayerKV dev = rc::upload_layer(*ctx, host, rc::DType::BF16, 16);
+  rc::DeviceTensorView kv = rc::layer_view(*ctx, dev, true);
+  const DLTensor* t = kv.dl();
+  EXPECT_EQ(t->device.device_type, kDLCUDA);
+  EXPECT_EQ(t->dtype.code, kDLBfloat);
+  EXPECT_EQ(t->dtype.bits, 16);
+  ASSERT_EQ(t->ndim, 3);
+  EXPECT_EQ(t->shape[1], 10);
+  EXPECT_EQ(t->strides[0], 16 * 64);
+  EXPECT_EQ(t->data, dev.v.data());
+  rc::StatsCapture none;
+  EXPECT_THROW(rc::stats_view(*ctx, none, 0, true), rkv::InputError);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ struct AttentionShape {
 /// Causal grouped-query attention for n new rows (prefill; FlashAttention-style tiling with an online softmax, no
 /// [n, keys] matrix in memory). Row i (cache index first_index + i) attends to cache entries [0, first_index + i]:
 ///   out[i, h] = sum_j softmax_j(scale * q[i, h] . k[h / G, j]) v[h / G, j].
-/// q: `t` [n, q_ld] with head h at columns [h d, (h + 1) d) (the rotated queries inside qkv); caches as above;
+/// q: `t` [n, q_ld] with head h at columns [h d, (h + 1) d) (qkv_rope_append's q_out); caches as above;
 /// out: `t` [n, out_ld] with the same head layout; lse: when not null, float32 [H, n] receives the log-sum-exp of each
 /// row's scaled scores (natural log), which attention_stats() needs. Math in float32 from the stored values.
 cudaError_t prefill_attention(DType t, const void* q, int64_t q_ld, int64_t n, const void* k_cache,
