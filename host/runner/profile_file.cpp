@@ -48,7 +48,7 @@ ProfileFile read_profile_file(const std::string& path) {
   return p;
 }
 
-std::vector<double> parse_sensitivity_list(const std::string& text) {
+std::vector<double> parse_sensitivity_list(const std::string& text, const std::string& what) {
   std::vector<double> out;
   std::stringstream ss(text);
   std::string item;
@@ -60,11 +60,11 @@ std::vector<double> parse_sensitivity_list(const std::string& text) {
     errno = 0;
     const double x = std::strtod(t.c_str(), &end);
     if (t.empty() || *end || errno || !std::isfinite(x))
-      throw InputError("--sensitivity: item " + std::to_string(index) + " ('" + t + "') is not a finite number");
+      throw InputError(what + ": item " + std::to_string(index) + " ('" + t + "') is not a finite number");
     out.push_back(x);
     ++index;
   }
-  if (out.empty()) throw InputError("--sensitivity: no values given");
+  if (out.empty()) throw InputError(what + ": no values given");
   return out;
 }
 

@@ -18,7 +18,7 @@ struct ProfileFile {
 /// an entry that is not a number, NaN/infinity (written as null or strings), "layers" of another length.
 ProfileFile read_profile_file(const std::string& path);
 
-/// Parses "s0,s1,..." (the CLI's --sensitivity). Throws rkv::InputError naming the bad item.
-std::vector<double> parse_sensitivity_list(const std::string& text);
+/// Parses "s0,s1,..." (the CLI's --sensitivity, --fractions). Throws rkv::InputError naming `what` and the bad item.
+std::vector<double> parse_sensitivity_list(const std::string& text, const std::string& what = "--sensitivity");
 
 }  // namespace rkv

@@ -1,0 +1,223 @@
+#include "runner/analyze.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "backend/cpu/threads.hpp"
+#include "core/atomic_file.hpp"
+#include "core/errors.hpp"
+#include "eval/stats.hpp"
+#include "model/model.hpp"
+#include "runner/compression.hpp"
+#include "runner/profile.hpp"
+#include "runner/task_lm_fidelity.hpp"
+#include "runner/text_windows.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+namespace {
+
+std::string key_of(const PluginChoice& c) { return c.id + "{" + c.params.to_string() + "}"; }
+
+std::string fmt(double v, int prec = 3) {
+  if (std::isnan(v)) return "nan";
+  std::ostringstream os;
+  os << std::setprecision(prec) << v;
+  return os.str();
+}
+
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (opt.out_dir.empty()) throw InputError("analyze: an output folder is required (--out DIR)");
+  auto note = [&](const std::string& s) {
+    if (!opt.quiet) std::cerr << s << "\n";
+  };
+
+  // The scorer (of the first compressed cell), the signals (every distinct one configured) and the fractions.
+  const CellConfig* base = nullptr;
+  std::vector<const CellConfig*> signal_cells;
+  std::vector<std::string> signal_keys;
+  std::vector<double> fractions = opt.fractions;
+  for (const Cell& c : plan.cells) {
+    if (c.config.full_cache) continue;
+    if (!base) base = &c.config;
+    if (c.config.signal && std::find(signal_keys.begin(), signal_keys.end(), key_of(*c.config.signal)) == signal_keys.end()) {
+      signal_keys.push_back(key_of(*c.config.signal));
+      signal_cells.push_back(&c.config);
+    }
+    if (opt.fractions.empty() && c.config.budget_fraction &&
+        std::find(fractions.begin(), fractions.end(), *c.config.budget_fraction) == fractions.end())
+      fractions.push_back(*c.config.budget_fraction);
+  }
+  if (!base) throw InputError("analyze: the config has no compressed cell");
+  if (signal_cells.empty()) throw InputError("analyze: no [signal] is configured; add one (or sweep \"signal.plugin\")");
+  if (fractions.empty()) throw InputError("analyze: no budget fractions (give --fractions or budget.fraction)");
+  std::sort(fractions.begin(), fractions.end());
+  for (double f : fractions)
+    if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + std::to_string(f) + " is outside (0, 1]");
+
+  cpu::set_num_threads(static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads));
+  note("analyze: loading " + plan.model_path);
+  const Model model = load_model(plan.model_path);
+  const Tokenizer tok = Tokenizer::from_path(plan.model_path);
+  const ModelConfig& mc = model.config;
+  const int64_t L = mc.n_layers;
+
+  HostServices host;
+  const PluginInstance scorer_inst = PluginInstance::create(*base->scorer->info, base->scorer->params, host);
+  ScorerUse scorer;
+  scorer.instance = &scorer_inst;
+  scorer.requirements = query_scorer_requirements(
+      scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), L, mc.n_heads, mc.n_kv_heads, mc.head_dim});
+  scorer.key = key_of(*base->scorer);
+
+  // Profiles (cached like a run's).
+  std::vector<SensitivityProfile> profiles;
+  for (const CellConfig* cc : signal_cells) {
+    note("analyze: profile of " + cc->signal->id);
+    CellConfig with_scorer = *cc;
+    with_scorer.scorer = base->scorer;
+    profiles.push_back(compute_profile(make_profile_request(plan, with_scorer, model, tok)));
+  }
+
+  // Compression damage per fraction, layer and evaluation example.
+  const auto windows = draw_text_windows(tok, plan.eval.files, plan.eval.examples,
+                                         plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
+  const int64_t N = static_cast<int64_t>(windows.size()), T = plan.eval.prefix_tokens;
+  const int64_t keep_q = scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min<int64_t>(T, scorer.requirements.window);
+  // d[f][i][l]
+  std::vector<std::vector<std::vector<double>>> d(fractions.size(),
+                                                  std::vector<std::vector<double>>(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(L))));
+  cpu::Workspace ws;
+  const int64_t V = mc.vocab_size;
+  for (int64_t i = 0; i < N; ++i) {
+    const auto& w = windows[static_cast<size_t>(i)].tokens;
+    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const PrefilledPrompt prompt = prefill_prompt(model, prefix, keep_q, ws);
+    const LmFidelityReference ref = lm_fidelity_reference(model, prompt, cont, ws);
+    ScoreMemo memo;
+    for (size_t fi = 0; fi < fractions.size(); ++fi) {
+      const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(T) + 0.5));
+      if (b < 1) throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of T = " + std::to_string(T));
+      for (int64_t l = 0; l < L; ++l) {
+        CompressedPrompt comp = compress_prompt(model, prompt, scorer, {l}, {b}, memo);
+        const std::vector<float> logits = continuation_logits(model, cont, T, comp.cache, ws);
+        double kl = 0;
+        for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
+        d[fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+      }
+    }
+    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(N) + " done");
+  }
+
+  // D(f), Spearman |rho| per signal and fraction, bootstrap over examples.
+  nlohmann::json j;
+  j["model_sha256"] = model.sha256;
+  j["scorer"] = base->scorer->id;
+  j["scorer_params"] = base->scorer->params.to_string();
+  j["fractions"] = fractions;
+  j["examples"] = N;
+  j["prefix_tokens"] = T;
+  j["continuation_tokens"] = plan.continuation_tokens;
+  j["layers"] = L;
+  j["D"] = nlohmann::json::array();
+  j["D_per_example"] = d;
+  std::vector<std::vector<double>> D(fractions.size(), std::vector<double>(static_cast<size_t>(L), 0.0));
+  for (size_t fi = 0; fi < fractions.size(); ++fi) {
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t l = 0; l < L; ++l) D[fi][static_cast<size_t>(l)] += d[fi][static_cast<size_t>(i)][static_cast<size_t>(l)] / static_cast<double>(N);
+    j["D"].push_back(D[fi]);
+  }
+  j["signals"] = nlohmann::json::array();
+  std::ostringstream md;
+  md << "# ripplekv analysis: do signals predict compression damage?\n\n"
+     << "Compression damage D_l(f): only layer l compressed with " << base->scorer->id << " to floor(f T + 0.5) of T = "
+     << T << " positions; mean KL(full || compressed) over " << plan.continuation_tokens
+     << " continuation tokens, averaged over " << N << " evaluation examples. |rho| is Spearman's (average ranks) "
+     << "between the signal's profile and D(f); 95% CIs resample evaluation examples (" << plan.bootstrap_resamples
+     << " resamples).\n\n| signal |";
+  for (double f : fractions) md << " f = " << f << " |";
+  md << "\n|---|";
+  for (size_t k = 0; k < fractions.size(); ++k) md << "---|";
+  md << "\n";
+  for (size_t si = 0; si < profiles.size(); ++si) {
+    const SensitivityProfile& p = profiles[si];
+    nlohmann::json sj;
+    sj["signal"] = p.signal;
+    sj["params"] = p.params;
+    sj["s"] = p.s;
+    sj["abs_rho"] = nlohmann::json::array();
+    sj["ci_low"] = nlohmann::json::array();
+    sj["ci_high"] = nlohmann::json::array();
+    md << "| " << p.signal << " |";
+    for (size_t fi = 0; fi < fractions.size(); ++fi) {
+      const double rho = std::fabs(spearman_rho(p.s, D[fi]));
+      const Interval ci = bootstrap_interval(
+          static_cast<size_t>(N),
+          [&](const std::vector<size_t>& idx) {
+            std::vector<double> Dstar(static_cast<size_t>(L), 0.0);
+            for (size_t i : idx)
+              for (int64_t l = 0; l < L; ++l) Dstar[static_cast<size_t>(l)] += d[fi][i][static_cast<size_t>(l)];
+            return std::fabs(spearman_rho(p.s, Dstar));
+          },
+          fnv1a64(p.signal + "/analyze/" + std::to_string(fi)), static_cast<int>(plan.bootstrap_resamples));
+      sj["abs_rho"].push_back(num(rho));
+      sj["ci_low"].push_back(num(ci.low));
+      sj["ci_high"].push_back(num(ci.high));
+      md << " " << fmt(rho) << " [" << fmt(ci.low) << ", " << fmt(ci.high) << "] |";
+    }
+    md << "\n";
+    j["signals"].push_back(sj);
+  }
+  md << "\n## Compression damage per layer\n\n| layer |";
+  for (double f : fractions) md << " D (f = " << f << ") |";
+  md << "\n|---:|";
+  for (size_t k = 0; k < fractions.size(); ++k) md << "---:|";
+  md << "\n";
+  std::ostringstream dat;
+  for (int64_t l = 0; l < L; ++l) {
+    md << "| " << l << " |";
+    dat << l;
+    for (size_t fi = 0; fi < fractions.size(); ++fi) {
+      md << " " << fmt(D[fi][static_cast<size_t>(l)], 4) << " |";
+      dat << " " << D[fi][static_cast<size_t>(l)];
+    }
+    md << "\n";
+    dat << "\n";
+  }
+  j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const fs::path out(opt.out_dir);
+  write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
+  write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat.str());
+  std::ostringstream gp;
+  for (const char* term : {"png", "svg"}) {
+    gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n" : "set terminal svg size 900,560 noenhanced\n")
+       << "set output 'analysis_damage." << term << "'\nset title 'compression damage D_l: only layer l compressed'\n"
+       << "set xlabel 'layer'\nset ylabel 'mean KL (nats/token)'\nset logscale y\nset grid\nplot ";
+    for (size_t fi = 0; fi < fractions.size(); ++fi)
+      gp << (fi ? ", " : "") << "'analysis_damage.dat' using 1:" << (fi + 2) << " with linespoints title 'f = " << fractions[fi] << "'";
+    gp << "\n";
+  }
+  write_file_atomically((out / "plots" / "analysis.gp").string(), gp.str());
+  const std::string cmd = "cd '" + (out / "plots").string() + "' && gnuplot analysis.gp > analysis_gnuplot.log 2>&1";
+  if (std::system(cmd.c_str()) != 0) md << "\n> note: the plot was not drawn (gnuplot failed or is missing)\n";
+  else md << "\n![damage](plots/analysis_damage.png)\n";
+  write_file_atomically((out / "analysis.md").string(), md.str());
+  note("analyze: wrote " + (out / "analysis.md").string());
+}
+
+}  // namespace rkv

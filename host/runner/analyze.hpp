@@ -1,0 +1,31 @@
+// `ripplekv analyze`: does a sensitivity signal predict which layers are hurt by compression? (the paper's Table 1,
+// plus the budget-invariance test its reviewers asked for; DESIGN.md "Compression damage").
+//
+// On the evaluation set (never the calibration set), for each budget fraction f and layer l: compress ONLY layer l
+// with the configured scorer keeping floor(f * T + 0.5) positions, all other layers intact, and measure
+//   D_l(f) = mean_i mean_t KL(P_{i,t} || P^comp_{i,l,t})
+// over the teacher-forced continuation tokens t of example i (the lm_fidelity set-up). Then, for every configured
+// signal with profile s, Spearman |rho(s, D(f))| (average ranks for ties) at each f, with a 95% bootstrap CI that
+// resamples evaluation examples (the profile held fixed).
+//
+// Outputs in the folder: analysis.json, analysis.md, plots/analysis_damage.png|svg.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runner/config.hpp"
+
+namespace rkv {
+
+struct AnalyzeOptions {
+  std::string out_dir;             ///< required
+  std::vector<double> fractions;   ///< empty: the config's swept budget.fraction values, else its budget.fraction
+  int64_t threads = 0;             ///< > 0 overrides model.threads
+  bool quiet = false;
+};
+
+/// Runs the analysis of `plan`. Throws rkv::InputError for bad input (no signal configured, fractions outside
+/// (0, 1], a budget of zero positions).
+void run_analysis(const RunPlan& plan, const AnalyzeOptions& options);
+
+}  // namespace rkv
