@@ -7,7 +7,11 @@
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
+#include "cache/budget.hpp"
 #include "cli/command.hpp"
+#include "runner/compression.hpp"
+#include "runner/config.hpp"
+#include "runner/profile_file.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -28,18 +32,81 @@ size_t complete_utf8_prefix(const std::string& s) {
   return need > back + 1 ? n - 1 - back : n;
 }
 
+/// generate --compress: prefill, compress as the config says, print budgets and bytes, decode greedily.
+int generate_compressed(const rkv::Model& model, const rkv::Tokenizer& tok, const std::vector<int32_t>& ids,
+                        const std::string& config_path, const std::string& profile_path, int64_t max_new,
+                        float temperature) {
+  if (temperature > 0.0f) throw rkv::cli::UsageError("--compress decodes greedily; drop --temperature");
+  const rkv::CompressionConfig cfg = rkv::load_compression_config(config_path);
+  const rkv::CellConfig& cc = cfg.cell;
+  const rkv::ModelConfig& mc = model.config;
+  std::vector<int64_t> layers = cfg.compressible_layers;
+  if (layers.empty())
+    for (int64_t l = 0; l < mc.n_layers; ++l) layers.push_back(l);
+  for (int64_t l : layers)
+    if (l < 0 || l >= mc.n_layers)
+      throw rkv::InputError(config_path + ": budget.layers names layer " + std::to_string(l) + "; the model has " +
+                            std::to_string(mc.n_layers));
+  std::vector<double> profile;
+  const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
+  if (needs_profile) {
+    if (profile_path.empty())
+      throw rkv::cli::UsageError("allocator '" + cc.allocator->id + "' needs a sensitivity profile: give --profile FILE");
+    const rkv::ProfileFile pf = rkv::read_profile_file(profile_path);
+    if (static_cast<int64_t>(pf.s.size()) != mc.n_layers)
+      throw rkv::InputError(profile_path + ": the profile has " + std::to_string(pf.s.size()) +
+                            " layers, the model " + std::to_string(mc.n_layers));
+    for (int64_t l : layers) profile.push_back(pf.s[static_cast<size_t>(l)]);
+  }
+  rkv::HostServices host;
+  const rkv::PluginInstance scorer_inst = rkv::PluginInstance::create(*cc.scorer->info, cc.scorer->params, host);
+  const rkv::PluginInstance alloc_inst = rkv::PluginInstance::create(*cc.allocator->info, cc.allocator->params, host);
+  rkv::ScorerUse scorer;
+  scorer.instance = &scorer_inst;
+  scorer.requirements = rkv::query_scorer_requirements(
+      scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim});
+  scorer.key = cc.scorer->id;
+  const int64_t T = static_cast<int64_t>(ids.size()), A = static_cast<int64_t>(layers.size());
+  rkv::cpu::Workspace ws;
+  const int64_t keep_q = scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min(T, scorer.requirements.window);
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(model, ids, keep_q, ws);
+  const int64_t B = cc.budget_fraction ? rkv::budget_total_from_fraction(*cc.budget_fraction, T, A)
+                                       : rkv::budget_total_from_tokens(*cc.budget_tokens, T, A);
+  const rkv::Allocation alloc =
+      rkv::run_allocator(alloc_inst, profile, B, T, A, scorer.requirements.protected_count(T));
+  rkv::ScoreMemo memo;
+  rkv::CompressedPrompt comp = rkv::compress_prompt(model, prompt, scorer, layers, alloc.budgets, memo);
+  std::cerr << "[compressed " << T << " prompt positions with " << cc.scorer->id << " + " << cc.allocator->id
+            << ": B = " << B << ", KV bytes " << comp.bytes_kept << " of " << comp.bytes_full << " ("
+            << 100.0 * static_cast<double>(comp.bytes_kept) / static_cast<double>(comp.bytes_full) << "%)]\n[budgets:";
+  for (int64_t b : comp.budgets) std::cerr << " " << b;
+  std::cerr << "]\n";
+  for (const auto& w : alloc.warnings) std::cerr << "warning: " << w << "\n";
+  for (const auto& w : comp.warnings) std::cerr << "warning: " << w << "\n";
+  const rkv::GreedyResult r =
+      rkv::greedy_decode(model, prompt.last_logits, T, comp.cache, max_new, tok.end_of_generation_ids(), ws);
+  std::cout << tok.decode(r.tokens, false) << std::endl;
+  std::cerr << "[" << r.tokens.size() << " generated on the compressed cache, decode " << r.tokens_per_second
+            << " tok/s]\n";
+  return 0;
+}
+
 int run_generate(const std::vector<std::string>& args) {
-  std::string model_path, prompt, system, template_name;
+  std::string model_path, prompt, system, template_name, compress_path, profile_path;
   int64_t max_new = 256;
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   int threads = 0;
   po::options_description opts(
       "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
-      "                         [--top-p P] [--seed S] [--threads N]\n\n"
+      "                         [--top-p P] [--seed S] [--threads N] [--compress CONFIG [--profile FILE]]\n\n"
       "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
       "model's chat template) on the CPU backend and prints it. Greedy unless --temperature > 0. Stops at any\n"
-      "end-of-generation token of the model or after N tokens. Timing goes to stderr.\n\noptions");
+      "end-of-generation token of the model or after N tokens. Timing goes to stderr.\n"
+      "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
+      "[budget]: the run config schema) and decoding continues greedily on the compacted cache; the per-layer\n"
+      "budgets and the KV bytes kept are printed to stderr. An allocator that uses a sensitivity profile (ripplekv)\n"
+      "reads it from --profile FILE (a profile.json from `ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
       "prompt", po::value(&prompt), "prompt text")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(
@@ -48,7 +115,9 @@ int run_generate(const std::vector<std::string>& args) {
       "temperature", po::value(&temperature)->default_value(0.0f), "sampling temperature; 0 = greedy")(
       "top-p", po::value(&top_p)->default_value(1.0f), "nucleus sampling mass in (0, 1]")(
       "seed", po::value(&seed)->default_value(0), "random seed for sampling")(
-      "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)");
+      "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)")(
+      "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
+      "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -89,6 +158,9 @@ int run_generate(const std::vector<std::string>& args) {
     ids = tok.encode(prompt, tok.add_bos_by_default(), false);
   }
   if (ids.empty()) throw rkv::cli::UsageError("the prompt encodes to no tokens");
+
+  if (!compress_path.empty()) return generate_compressed(model, tok, ids, compress_path, profile_path, max_new, temperature);
+  if (!profile_path.empty()) throw rkv::cli::UsageError("--profile needs --compress");
 
   rkv::cpu::GenerateOptions g;
   g.max_new_tokens = max_new;

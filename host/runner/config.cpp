@@ -248,7 +248,7 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
   return choice;
 }
 
-CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg) {
+CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg, bool require_signal = true) {
   CellConfig cell;
   cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
   cell.scorer = parse_plugin_section(c, root, "scorer", RKV_KIND_SCORER, reg);
@@ -256,7 +256,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   if (!cell.scorer) throw InputError(c.origin + ": a [scorer] section with plugin = \"id\" is required");
   if (!cell.allocator) throw InputError(c.origin + ": an [allocator] section with plugin = \"id\" is required");
   const bool needs_profile = (cell.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
-  if (needs_profile && !cell.signal)
+  if (require_signal && needs_profile && !cell.signal)
     throw InputError(c.origin + ": allocator '" + cell.allocator->id +
                      "' needs a sensitivity profile: add a [signal] section with plugin = \"id\"");
   cell.uses_profile = needs_profile;  // otherwise the signal does not change what this cell computes
@@ -554,6 +554,32 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
   RunPlan plan = build_plan(std::move(root), text, c);
   plan.config_path = origin;
   return plan;
+}
+
+CompressionConfig load_compression_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("compression config '" + path + "': cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  toml::table root;
+  try {
+    root = toml::parse(ss.str(), path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": TOML syntax error: "
+       << e.description();
+    throw InputError(os.str());
+  }
+  const Ctx c{path, fs::absolute(fs::path(path)).parent_path().string()};
+  CompressionConfig out;
+  std::vector<std::string> paths;
+  for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
+    paths.push_back(resolve_config_path(p, c.base_dir));
+  out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
+  out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
+  if (const toml::table* b = sub_table(c, root, "budget", "budget"))
+    out.compressible_layers = get_number_list<int64_t>(c, *b, "layers", "budget.layers", {});
+  return out;
 }
 
 RunPlan load_run_plan(const std::string& path) {

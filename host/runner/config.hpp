@@ -121,6 +121,16 @@ RunPlan load_run_plan(const std::string& path);
 /// Same, from TOML text (`origin` names it in messages; relative paths resolve against `base_dir`).
 RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir);
 
+/// A compression config for `ripplekv generate --compress`: [scorer], [allocator] and [budget] (fraction or tokens,
+/// layers) of the run schema, plus optional plugin_paths; other sections are ignored. No [signal] is needed: an
+/// allocator that uses a profile gets it from --profile.
+struct CompressionConfig {
+  CellConfig cell;
+  std::vector<int64_t> compressible_layers;  ///< empty: all
+  std::shared_ptr<PluginRegistry> registry;
+};
+CompressionConfig load_compression_config(const std::string& path);
+
 /// Expands "~", ${VAR} (RIPPLEKV_CACHE defaults to ~/.cache/ripplekv) and "austen:NAME"; relative paths are joined
 /// to base_dir.
 std::string resolve_config_path(const std::string& value, const std::string& base_dir);

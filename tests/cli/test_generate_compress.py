@@ -1,0 +1,54 @@
+"""`ripplekv generate --compress` on SmolLM2: the per-layer budgets printed sum to B = floor(f T |A| + 0.5), the KV
+bytes kept are that fraction of the full cache, and bad input (a profile-using allocator without --profile) is a
+usage error. Skips (exit 77) without the model unless CI=true."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BIN = os.environ["RIPPLEKV_BIN"]
+CACHE = os.environ.get("RIPPLEKV_CACHE") or os.path.expanduser("~/.cache/ripplekv")
+MODEL = os.path.join(CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+class GenerateCompress(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(MODEL):
+            if os.environ.get("CI") == "true":
+                raise AssertionError("missing asset %s (CI=true)" % MODEL)
+            print("skipping: missing asset %s; run scripts/fetch-assets" % MODEL)
+            sys.exit(77)
+
+    def config(self, allocator):
+        f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        f.write('[scorer]\nplugin = "streamingllm"\n[allocator]\nplugin = "%s"\n[budget]\nfraction = 0.25\n' % allocator)
+        f.close()
+        return f.name
+
+    def test_budgets_and_bytes(self):
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 6
+        p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", prompt, "--max-new-tokens", "4",
+                            "--threads", "2", "--compress", self.config("uniform")],
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = re.search(r"compressed (\d+) prompt positions .*B = (\d+), KV bytes (\d+) of (\d+)", p.stderr)
+        self.assertIsNotNone(m, p.stderr)
+        T, B, kept, full = map(int, m.groups())
+        self.assertEqual(B, int(0.25 * T * 30 + 0.5))
+        budgets = [int(x) for x in re.search(r"\[budgets: ([\d ]+)\]", p.stderr).group(1).split()]
+        self.assertEqual(len(budgets), 30)
+        self.assertEqual(sum(budgets), B)
+        self.assertEqual(kept, full * B // (30 * T))  # bytes are proportional to positions kept
+
+    def test_profile_allocator_needs_profile(self):
+        p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", "Hello there", "--compress",
+                            self.config("ripplekv")], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("needs a sensitivity profile: give --profile FILE", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
