@@ -51,8 +51,8 @@ static int test_unit(void) {
   /* plugin listing: JSON text naming the built-in allocators */
   CHECK_OK(rkv_context_last_error(ctx), rkv_plugins_json(ctx, &json));
   CHECK(json != NULL && json[0] == '[');
-  CHECK(json != NULL && strstr(json, "\"uniform\"") != NULL);
-  CHECK(json != NULL && strstr(json, "\"ripplekv\"") != NULL);
+  CHECK(json != NULL && strstr(json, ".uniform\"") != NULL);
+  CHECK(json != NULL && strstr(json, "allocator.ripplekv\"") != NULL);
   rkv_string_free(json);
 
   /* uniform, B = floor(0.1 * 100 * 4 + 0.5) = 40 over 4 layers -> 10 each */
