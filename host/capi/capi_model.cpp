@@ -1,0 +1,101 @@
+// C API: open/close a model, tokenize, detokenize, greedy generation (abi/ripplekv/ripplekv.h).
+#include "backend/cpu/generate.hpp"
+#include "backend/cpu/threads.hpp"
+#include "capi/capi_handles.hpp"
+#include "tokenizer/chat_template.hpp"
+
+using rkv::capi::guarded;
+using rkv::capi::require;
+
+extern "C" {
+
+rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_model** out) {
+  if (!ctx) return RKV_ERROR_INVALID_ARGUMENT;
+  if (out) *out = nullptr;
+  rkv_status unsupported = RKV_OK;
+  const rkv_status st = guarded(ctx->last_error, [&] {
+    require(out, "out");
+    require(o, "options");
+    if (o->struct_size < sizeof(rkv_model_options))
+      throw rkv::InputError("rkv_model_options.struct_size " + std::to_string(o->struct_size) + " is too small");
+    require(o->path, "options->path");
+    if (o->backend && std::string(o->backend) != "cpu") {
+      unsupported = RKV_ERROR_UNSUPPORTED;
+      throw rkv::InputError(std::string("backend '") + o->backend + "' is not supported by the C API (use \"cpu\")");
+    }
+    if (o->threads < 0) throw rkv::InputError("threads must be >= 0 (got " + std::to_string(o->threads) + ")");
+    rkv::cpu::set_num_threads(o->threads);
+    rkv::Model model = rkv::load_model(o->path);
+    rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(o->path);
+    *out = new rkv_model{std::move(model), std::move(tok), std::string()};
+  });
+  return unsupported != RKV_OK ? unsupported : st;
+}
+
+void rkv_model_close(rkv_model* model) { delete model; }
+
+const char* rkv_model_last_error(const rkv_model* model) {
+  return model ? model->last_error.c_str() : "model is NULL";
+}
+
+rkv_status rkv_tokenize(rkv_model* m, const char* text, int add_bos, int parse_special, int32_t** out_ids,
+                        size_t* out_count) {
+  if (!m) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(m->last_error, [&] {
+    require(text, "text");
+    require(out_ids, "out_ids");
+    require(out_count, "out_count");
+    *out_ids = nullptr;
+    *out_count = 0;
+    const std::vector<int32_t> ids =
+        m->tokenizer.encode(text, add_bos != 0 && m->tokenizer.add_bos_by_default(), parse_special != 0);
+    if (ids.empty()) return;
+    int32_t* p = static_cast<int32_t*>(std::malloc(ids.size() * sizeof(int32_t)));
+    if (!p) throw std::bad_alloc();
+    std::memcpy(p, ids.data(), ids.size() * sizeof(int32_t));
+    *out_ids = p;
+    *out_count = ids.size();
+  });
+}
+
+rkv_status rkv_detokenize(rkv_model* m, const int32_t* ids, size_t n, int render_special, char** out_text) {
+  if (!m) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(m->last_error, [&] {
+    require(out_text, "out_text");
+    if (n > 0) require(ids, "ids");
+    for (size_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= m->tokenizer.n_vocab())
+        throw rkv::InputError("token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                              " is outside the vocabulary [0, " + std::to_string(m->tokenizer.n_vocab()) + ")");
+    const std::vector<int32_t> v(ids, ids + n);
+    *out_text = rkv::capi::copy_string(m->tokenizer.decode(v, render_special != 0));
+  });
+}
+
+rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_text) {
+  if (!m) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(m->last_error, [&] {
+    require(o, "options");
+    require(out_text, "out_text");
+    if (o->struct_size < sizeof(rkv_generate_options))
+      throw rkv::InputError("rkv_generate_options.struct_size " + std::to_string(o->struct_size) + " is too small");
+    require(o->prompt, "options->prompt");
+    if (o->max_new_tokens < 0) throw rkv::InputError("max_new_tokens must be >= 0");
+    const rkv::Tokenizer& tok = m->tokenizer;
+    std::vector<int32_t> ids;
+    if (o->chat) {
+      const rkv::ChatTemplate tmpl = rkv::ChatTemplate::for_tokenizer(tok);
+      ids = tok.encode(tmpl.apply({{"user", o->prompt}}, true), tok.add_bos_by_default(), true);
+    } else {
+      ids = tok.encode(o->prompt, tok.add_bos_by_default(), false);
+    }
+    if (ids.empty()) throw rkv::InputError("the prompt encodes to no tokens");
+    rkv::cpu::GenerateOptions g;
+    g.max_new_tokens = o->max_new_tokens;
+    g.stop_ids = tok.end_of_generation_ids();  // default sampling: temperature 0 = greedy
+    const rkv::cpu::GenerateResult r = rkv::cpu::generate(m->model, ids, g);
+    *out_text = rkv::capi::copy_string(tok.decode(r.tokens, false));
+  });
+}
+
+}  // extern "C"

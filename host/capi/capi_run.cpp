@@ -1,0 +1,146 @@
+// C API: sensitivity profile, ablation run with progress and cancellation, reading results (ripplekv.h).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "capi/capi_handles.hpp"
+#include "runner/config.hpp"
+#include "runner/profile.hpp"
+#include "runner/run.hpp"
+
+using rkv::capi::guarded;
+using rkv::capi::require;
+
+namespace {
+
+/// Polls the caller's cancel function every 20 ms on its own thread and on demand (poll_now), never from two threads
+/// at once; sets `flag` once it returns nonzero. Stops and joins in the destructor.
+class CancelWatcher {
+ public:
+  CancelWatcher(rkv_cancel_fn fn, void* user, std::atomic<bool>& flag) : fn_(fn), user_(user), flag_(flag) {
+    if (fn_) thread_ = std::thread([this] { loop(); });
+  }
+  ~CancelWatcher() {
+    {
+      std::lock_guard<std::mutex> lk(stop_mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void poll_now() {
+    if (!fn_) return;
+    std::lock_guard<std::mutex> lk(call_mu_);
+    if (fn_(user_) != 0) flag_.store(true);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lk(stop_mu_);
+    while (!stop_ && !flag_.load()) {
+      cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; });
+      if (stop_) break;
+      lk.unlock();
+      poll_now();
+      lk.lock();
+    }
+  }
+  rkv_cancel_fn fn_;
+  void* user_;
+  std::atomic<bool>& flag_;
+  std::mutex call_mu_, stop_mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+extern "C" {
+
+rkv_status rkv_profile(rkv_context* ctx, const char* config_path, int32_t threads, char** out_json) {
+  if (!ctx) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(ctx->last_error, [&] {
+    require(config_path, "config_path");
+    require(out_json, "out_json");
+    if (threads < 0) throw rkv::InputError("threads must be >= 0");
+    const rkv::RunPlan plan = rkv::load_run_plan(config_path);
+    const rkv::CellConfig* cell = nullptr;
+    for (const auto& c : plan.cells)
+      if (c.config.signal) {
+        cell = &c.config;
+        break;
+      }
+    if (!cell) throw rkv::InputError(plan.config_path + " has no [signal] section");
+    const rkv::Model model = rkv::load_model(plan.model_path);
+    const rkv::Tokenizer tok =
+        model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(plan.model_path);
+    rkv::ProfileRequest req = rkv::make_profile_request(plan, *cell, model, tok, "");
+    if (threads > 0) req.threads = threads;
+    req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
+    *out_json = rkv::capi::copy_string(rkv::compute_profile(req).to_json().dump());
+  });
+}
+
+rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* o) {
+  if (!ctx) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(ctx->last_error, [&] {
+    require(o, "options");
+    if (o->struct_size < sizeof(rkv_run_options))
+      throw rkv::InputError("rkv_run_options.struct_size " + std::to_string(o->struct_size) + " is too small");
+    if ((o->config_path != nullptr) == (o->config_text != nullptr))
+      throw rkv::InputError("set exactly one of config_path and config_text");
+    if (o->threads < 0) throw rkv::InputError("threads must be >= 0");
+    const rkv::RunPlan plan =
+        o->config_path ? rkv::load_run_plan(o->config_path)
+                       : rkv::load_run_plan_from_string(o->config_text, "<config text>",
+                                                        std::filesystem::current_path().string());
+    std::atomic<bool> cancel{false};
+    CancelWatcher watcher(o->cancel, o->user_data, cancel);
+    watcher.poll_now();
+    rkv::RunOptions ro;
+    ro.out_dir = o->out_dir ? std::string(o->out_dir) : plan.output_dir;
+    if (ro.out_dir.empty()) throw rkv::InputError("no output folder: set out_dir or [output] dir in the config");
+    ro.resume = o->resume != 0;
+    ro.quiet = true;
+    ro.threads = o->threads;
+    ro.cancel = &cancel;
+    const rkv_progress_fn progress = o->progress;
+    void* user = o->user_data;
+    ro.progress = [&](int64_t done, int64_t total, const std::string& label) {
+      if (progress) progress(done, total, label.c_str(), user);
+      watcher.poll_now();
+    };
+    if (cancel.load()) throw rkv::Cancelled();
+    rkv::run_ablation(plan, ro);
+  });
+}
+
+rkv_status rkv_results_json(rkv_context* ctx, const char* out_dir, char** out_json) {
+  if (!ctx) return RKV_ERROR_INVALID_ARGUMENT;
+  return guarded(ctx->last_error, [&] {
+    require(out_dir, "out_dir");
+    require(out_json, "out_json");
+    const std::string path = (std::filesystem::path(out_dir) / "results.jsonl").string();
+    std::ifstream in(path);
+    if (!in) throw rkv::InputError(path + ": cannot open (no finished run in this folder?)");
+    nlohmann::json all = nlohmann::json::array();
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        all.push_back(nlohmann::json::parse(line));
+      } catch (const nlohmann::json::exception& e) {
+        throw rkv::InputError(path + ":" + std::to_string(n) + ": not a JSON record: " + e.what());
+      }
+    }
+    *out_json = rkv::capi::copy_string(all.dump());
+  });
+}
+
+}  // extern "C"

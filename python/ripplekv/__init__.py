@@ -1,0 +1,225 @@
+"""ripplekv from Python: a ctypes binding of the C API (abi/ripplekv/ripplekv.h), standard library only.
+
+The library is found at $RIPPLEKV_LIB, else build/lib/libripplekv.so relative to this package's source tree, else
+through the system loader. Every failing call raises ripplekv.Error carrying the C message and status code.
+
+    import ripplekv
+    ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4, budget_fraction=0.1)   # [3, 3, 2, 2]
+    with ripplekv.Model("SmolLM2-135M-Instruct.Q4_1.gguf") as m:
+        print(m.generate("What is the capital of France?", chat=True, max_new_tokens=16))
+
+Thread rules are the C API's: one Model per thread at a time; one run() per process at a time.
+"""
+import ctypes
+import json
+import os
+
+from ._lib import Error, load_library, check, take_string
+
+__all__ = ["Error", "version", "plugins", "allocate", "profile", "run", "results", "Model",
+           "OK", "ERROR_INVALID_ARGUMENT", "ERROR_INTERNAL", "ERROR_CANCELLED", "ERROR_UNSUPPORTED"]
+
+OK, ERROR_INVALID_ARGUMENT, ERROR_INTERNAL, ERROR_CANCELLED, ERROR_UNSUPPORTED = 0, 1, 2, 3, 4
+
+_lib, _C = load_library()
+
+
+class _Context:
+    """An rkv_context for one call (contexts are cheap; a fresh one keeps calls independent across threads)."""
+
+    def __enter__(self):
+        self.handle = ctypes.c_void_p()
+        st = _lib.rkv_context_create(ctypes.byref(self.handle))
+        if st != OK:
+            raise Error(st, "rkv_context_create failed")
+        return self
+
+    def __exit__(self, *exc):
+        _lib.rkv_context_destroy(self.handle)
+
+    def check(self, status):
+        check(status, _lib.rkv_context_last_error(self.handle))
+
+
+def version():
+    """The library version string, e.g. "0.1.0"."""
+    return _lib.rkv_version().decode()
+
+
+def plugins():
+    """The discovered plugins: a list of dicts with id, kind, version, path, description, params."""
+    with _Context() as ctx:
+        out = ctypes.c_void_p()
+        ctx.check(_lib.rkv_plugins_json(ctx.handle, ctypes.byref(out)))
+        return json.loads(take_string(_lib, out))
+
+
+def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_tokens=None, profile=None,
+             params=None):
+    """Per-layer budgets (list of int) from one allocator plugin.
+
+    allocator: plugin id; prefix_tokens: T >= 1; exactly one of budget_fraction (F in (0, 1], B = floor(F*T*L + 0.5))
+    and budget_tokens (N, B = min(N, T)*L); profile: per-layer sensitivities (L taken from it), needed by allocators
+    such as "ripplekv"; params: dict or list of "k=v" strings of plugin parameters.
+    """
+    if (budget_fraction is None) == (budget_tokens is None):
+        raise Error(ERROR_INVALID_ARGUMENT, "give exactly one of budget_fraction and budget_tokens")
+    if isinstance(params, dict):
+        params = ["%s=%s" % (k, v) for k, v in params.items()]
+    params = list(params or [])
+    prof = list(profile or [])
+    L = len(prof) if prof else int(n_layers)
+    o = _C.AllocateOptions()
+    o.struct_size = ctypes.sizeof(o)
+    o.allocator = allocator.encode()
+    arr = (ctypes.c_char_p * max(len(params), 1))(*[p.encode() for p in params])
+    o.params = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)) if params else None
+    o.n_params = len(params)
+    parr = (ctypes.c_double * max(len(prof), 1))(*prof)
+    o.profile = ctypes.cast(parr, ctypes.POINTER(ctypes.c_double)) if prof else None
+    o.n_profile = len(prof)
+    o.prefix_tokens = int(prefix_tokens)
+    o.budget_fraction = float(budget_fraction or 0.0)
+    o.budget_tokens = int(budget_tokens or 0)
+    o.n_layers = int(n_layers)
+    out = (ctypes.c_int64 * max(L, 1))()
+    with _Context() as ctx:
+        ctx.check(_lib.rkv_allocate(ctx.handle, ctypes.byref(o), out, max(L, 0)))
+    return list(out[:L])
+
+
+def profile(config, threads=0):
+    """The sensitivity profile (dict, the content of profile.json) of the TOML config file `config`."""
+    with _Context() as ctx:
+        out = ctypes.c_void_p()
+        ctx.check(_lib.rkv_profile(ctx.handle, os.fspath(config).encode(), int(threads), ctypes.byref(out)))
+        return json.loads(take_string(_lib, out))
+
+
+def run(config=None, out=None, progress=None, cancel=None, config_text=None, threads=0, resume=False):
+    """Runs the ablation sweep of the TOML config file `config` (or TOML text `config_text`) into folder `out`
+    (None: the config's [output] dir) and returns results(out).
+
+    progress(done, total, label) is called after each finished cell; cancel() returning True stops the run before its
+    next example (it is polled from a library thread too), raising Error with status ERROR_CANCELLED; finished cells
+    stay in out/cells and nothing is half-written (rerun with resume=True to continue).
+    """
+    if (config is None) == (config_text is None):
+        raise Error(ERROR_INVALID_ARGUMENT, "give exactly one of config and config_text")
+    errors = []
+
+    def on_progress(done, total, label, _user):
+        if progress is not None:
+            try:
+                progress(done, total, label.decode())
+            except BaseException as e:  # an exception cannot cross the C boundary: re-raised after the run
+                errors.append(e)
+
+    def on_cancel(_user):
+        if errors:
+            return 1
+        try:
+            return 1 if (cancel is not None and cancel()) else 0
+        except BaseException as e:
+            errors.append(e)
+            return 1
+
+    o = _C.RunOptions()
+    o.struct_size = ctypes.sizeof(o)
+    o.config_path = os.fspath(config).encode() if config is not None else None
+    o.config_text = config_text.encode() if config_text is not None else None
+    o.out_dir = os.fspath(out).encode() if out is not None else None
+    o.threads = int(threads)
+    o.resume = 1 if resume else 0
+    progress_cb = _C.PROGRESS(on_progress)
+    cancel_cb = _C.CANCEL(on_cancel)
+    o.progress = progress_cb
+    o.cancel = cancel_cb if (cancel is not None or progress is not None) else _C.CANCEL()
+    with _Context() as ctx:
+        st = _lib.rkv_run(ctx.handle, ctypes.byref(o))
+        if errors:
+            raise errors[0]
+        ctx.check(st)
+    return results(out) if out is not None else None
+
+
+def results(out):
+    """The records of out/results.jsonl as a list of dicts (keys as README "Results")."""
+    with _Context() as ctx:
+        s = ctypes.c_void_p()
+        ctx.check(_lib.rkv_results_json(ctx.handle, os.fspath(out).encode(), ctypes.byref(s)))
+        return json.loads(take_string(_lib, s))
+
+
+class Model:
+    """One open model (GGUF file or Hugging Face folder) with its tokenizer, on the CPU backend.
+
+    threads: CPU threads (0 = all cores), process-wide. Close with close() or use as a context manager.
+    """
+
+    def __init__(self, path, backend="cpu", threads=0):
+        o = _C.ModelOptions()
+        o.struct_size = ctypes.sizeof(o)
+        o.path = os.fspath(path).encode()
+        o.backend = backend.encode()
+        o.threads = int(threads)
+        self._h = ctypes.c_void_p()
+        with _Context() as ctx:
+            ctx.check(_lib.rkv_model_open(ctx.handle, ctypes.byref(o), ctypes.byref(self._h)))
+
+    def _check(self, status):
+        if self._h is None or not self._h.value:
+            raise Error(ERROR_INVALID_ARGUMENT, "the model is closed")
+        check(status, _lib.rkv_model_last_error(self._h))
+
+    def _live(self):
+        if self._h is None or not self._h.value:
+            raise Error(ERROR_INVALID_ARGUMENT, "the model is closed")
+        return self._h
+
+    def tokenize(self, text, add_bos=True, parse_special=False):
+        """Token ids (list of int) of UTF-8 `text`."""
+        ids = ctypes.POINTER(ctypes.c_int32)()
+        n = ctypes.c_size_t()
+        self._check(_lib.rkv_tokenize(self._live(), text.encode(), int(add_bos), int(parse_special),
+                                      ctypes.byref(ids), ctypes.byref(n)))
+        try:
+            return list(ids[:n.value])
+        finally:
+            _lib.rkv_ids_free(ids)
+
+    def detokenize(self, ids, render_special=True):
+        """Text of token ids."""
+        ids = list(ids)
+        arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+        out = ctypes.c_void_p()
+        self._check(_lib.rkv_detokenize(self._live(), arr, len(ids), int(render_special), ctypes.byref(out)))
+        return take_string(_lib, out)
+
+    def generate(self, prompt, chat=False, max_new_tokens=256):
+        """Greedy continuation of `prompt` (chat=True wraps it as a user turn of the chat template); new text only."""
+        o = _C.GenerateOptions()
+        o.struct_size = ctypes.sizeof(o)
+        o.prompt = prompt.encode()
+        o.chat = 1 if chat else 0
+        o.max_new_tokens = int(max_new_tokens)
+        out = ctypes.c_void_p()
+        self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        return take_string(_lib, out)
+
+    def close(self):
+        if self._h is not None and self._h.value:
+            _lib.rkv_model_close(self._h)
+        self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

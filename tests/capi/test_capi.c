@@ -1,0 +1,197 @@
+/* The C API from C99 (abi/ripplekv/ripplekv.h).
+ *   test_capi unit   version, plugin listing, allocate with hand-computed budgets, errors with the message on the
+ *                    context
+ *   test_capi model  SmolLM2: tokenize/detokenize round trip and greedy chat generation naming Paris; exits 77 (skip)
+ *                    when the model file is absent, unless CI=true. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ripplekv/ripplekv.h>
+
+static int failures = 0;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                          \
+    }                                                                      \
+  } while (0)
+
+#define CHECK_OK(ctx_err, call)                                                            \
+  do {                                                                                     \
+    rkv_status st_ = (call);                                                               \
+    if (st_ != RKV_OK) {                                                                   \
+      fprintf(stderr, "%s:%d: %s -> %d: %s\n", __FILE__, __LINE__, #call, (int)st_, ctx_err); \
+      ++failures;                                                                          \
+    }                                                                                      \
+  } while (0)
+
+static rkv_allocate_options alloc_options(const char* allocator) {
+  rkv_allocate_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.allocator = allocator;
+  return o;
+}
+
+static int test_unit(void) {
+  rkv_context* ctx = NULL;
+  char* json = NULL;
+  int64_t b[4] = {0, 0, 0, 0};
+  rkv_allocate_options o;
+  static const double s[4] = {0.0, 1.0, 2.0, 3.0};
+
+  CHECK(rkv_version() != NULL && strlen(rkv_version()) > 0);
+  CHECK(rkv_context_create(&ctx) == RKV_OK && ctx != NULL);
+  if (!ctx) return 1;
+  CHECK(strcmp(rkv_context_last_error(ctx), "") == 0);
+
+  /* plugin listing: JSON text naming the built-in allocators */
+  CHECK_OK(rkv_context_last_error(ctx), rkv_plugins_json(ctx, &json));
+  CHECK(json != NULL && json[0] == '[');
+  CHECK(json != NULL && strstr(json, ".uniform\"") != NULL);
+  CHECK(json != NULL && strstr(json, "allocator.ripplekv\"") != NULL);
+  rkv_string_free(json);
+
+  /* uniform, B = floor(0.1 * 100 * 4 + 0.5) = 40 over 4 layers -> 10 each */
+  o = alloc_options("uniform");
+  o.prefix_tokens = 100;
+  o.budget_fraction = 0.1;
+  o.n_layers = 4;
+  CHECK_OK(rkv_context_last_error(ctx), rkv_allocate(ctx, &o, b, 4));
+  CHECK(b[0] == 10 && b[1] == 10 && b[2] == 10 && b[3] == 10);
+
+  /* uniform, B = 10 over 4 layers, T = 100: 2.5 each, floors 2 * 4 = 8, +1 to layers 0 and 1 -> 3, 3, 2, 2 */
+  o = alloc_options("uniform");
+  o.prefix_tokens = 100;
+  o.budget_fraction = 0.025; /* floor(0.025 * 100 * 4 + 0.5) = 10 */
+  o.n_layers = 4;
+  CHECK_OK(rkv_context_last_error(ctx), rkv_allocate(ctx, &o, b, 4));
+  CHECK(b[0] == 3 && b[1] == 3 && b[2] == 2 && b[3] == 2);
+
+  /* ripplekv, s = [0, 1, 2, 3], T = 1000, F = 0.2: B = 800, C = 200; s^ = [0, 1/3, 2/3, 1], m = 1.5^s^ =
+   * [1, 1.144714, 1.310371, 1.5] (mean 1.238771); raw 200 m / mean = [161.45, 184.82, 211.56, 242.17]; floors sum
+   * 798, the two largest fractions (.82, .56) get +1 -> 161, 185, 212, 242 */
+  o = alloc_options("ripplekv");
+  o.profile = s;
+  o.n_profile = 4;
+  o.prefix_tokens = 1000;
+  o.budget_fraction = 0.2;
+  CHECK_OK(rkv_context_last_error(ctx), rkv_allocate(ctx, &o, b, 4));
+  CHECK(b[0] == 161 && b[1] == 185 && b[2] == 212 && b[3] == 242);
+  if (failures) fprintf(stderr, "ripplekv budgets: %lld %lld %lld %lld\n", (long long)b[0], (long long)b[1],
+                        (long long)b[2], (long long)b[3]);
+
+  /* errors: status and message on the context, cleared by the next successful call */
+  o = alloc_options("no_such_allocator");
+  o.prefix_tokens = 100;
+  o.budget_fraction = 0.1;
+  o.n_layers = 4;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_context_last_error(ctx), "no_such_allocator") != NULL);
+  o = alloc_options("uniform");
+  o.prefix_tokens = 100;
+  o.budget_fraction = 0.1;
+  o.n_layers = 4;
+  CHECK(rkv_allocate(ctx, &o, b, 3) == RKV_ERROR_INVALID_ARGUMENT); /* capacity below L */
+  CHECK(strstr(rkv_context_last_error(ctx), "capacity") != NULL);
+  o.budget_tokens = 5; /* both budget forms */
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_context_last_error(ctx), "exactly one") != NULL);
+  o.struct_size = 8;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_context_last_error(ctx), "struct_size") != NULL);
+  {
+    rkv_model_options mo;
+    rkv_model* m = (rkv_model*)&mo; /* must be reset to NULL on failure */
+    memset(&mo, 0, sizeof mo);
+    mo.struct_size = sizeof mo;
+    mo.path = "/nonexistent/model.gguf";
+    CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+    CHECK(strstr(rkv_context_last_error(ctx), "/nonexistent/model.gguf") != NULL);
+    mo.backend = "tpu";
+    CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_UNSUPPORTED);
+    CHECK(strstr(rkv_context_last_error(ctx), "tpu") != NULL);
+  }
+  CHECK(rkv_results_json(ctx, "/nonexistent/run", &json) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_context_last_error(ctx), "results.jsonl") != NULL);
+  CHECK_OK(rkv_context_last_error(ctx), rkv_plugins_json(ctx, &json));
+  CHECK(strcmp(rkv_context_last_error(ctx), "") == 0);
+  rkv_string_free(json);
+  CHECK(rkv_plugins_json(NULL, &json) == RKV_ERROR_INVALID_ARGUMENT);
+
+  rkv_context_destroy(ctx);
+  return failures ? 1 : 0;
+}
+
+static int test_model(void) {
+  char path[4096];
+  const char* cache = getenv("RIPPLEKV_CACHE");
+  const char* ci = getenv("CI");
+  FILE* f;
+  rkv_context* ctx = NULL;
+  rkv_model* m = NULL;
+  rkv_model_options mo;
+  rkv_generate_options go;
+  int32_t* ids = NULL;
+  size_t n = 0;
+  char* text = NULL;
+
+  if (cache && cache[0])
+    snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+  else
+    snprintf(path, sizeof path, "%s/.cache/ripplekv/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+             getenv("HOME") ? getenv("HOME") : "");
+  f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "model asset absent: %s\n", path);
+    return (ci && strcmp(ci, "true") == 0) ? 1 : 77;
+  }
+  fclose(f);
+
+  CHECK(rkv_context_create(&ctx) == RKV_OK);
+  memset(&mo, 0, sizeof mo);
+  mo.struct_size = sizeof mo;
+  mo.path = path;
+  mo.backend = "cpu";
+  mo.threads = 2;
+  CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
+  if (!m) return 1;
+
+  /* SmolLM2 (GPT-2 BPE, no BOS by default): "Hello world" is two tokens, and decodes back to itself */
+  CHECK_OK(rkv_model_last_error(m), rkv_tokenize(m, "Hello world", 1, 0, &ids, &n));
+  CHECK(n == 2);
+  CHECK_OK(rkv_model_last_error(m), rkv_detokenize(m, ids, n, 0, &text));
+  CHECK(text != NULL && strcmp(text, "Hello world") == 0);
+  rkv_string_free(text);
+  rkv_ids_free(ids);
+  {
+    const int32_t bad = 1 << 30;
+    CHECK(rkv_detokenize(m, &bad, 1, 0, &text) == RKV_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(rkv_model_last_error(m), "vocabulary") != NULL);
+  }
+
+  memset(&go, 0, sizeof go);
+  go.struct_size = sizeof go;
+  go.prompt = "What is the capital of France?";
+  go.chat = 1;
+  go.max_new_tokens = 24;
+  CHECK_OK(rkv_model_last_error(m), rkv_generate(m, &go, &text));
+  CHECK(text != NULL && strstr(text, "Paris") != NULL);
+  printf("generated: %s\n", text ? text : "(null)");
+  rkv_string_free(text);
+
+  rkv_model_close(m);
+  rkv_context_destroy(ctx);
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "unit") == 0) return test_unit();
+  if (argc == 2 && strcmp(argv[1], "model") == 0) return test_model();
+  fprintf(stderr, "usage: %s unit|model\n", argv[0]);
+  return 2;
+}

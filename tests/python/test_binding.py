@@ -1,0 +1,123 @@
+"""The Python binding (python/ripplekv) under ctest.
+
+    python3 test_binding.py unit    plugins, allocate (hand-computed budgets), errors carrying the C message
+    python3 test_binding.py model   SmolLM2: tokenize/detokenize/generate, profile, run configs/ci-tiny.toml,
+                                    cancellation; exits 77 (skip) without the model unless CI=true
+"""
+import glob
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("RKV_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "python"))
+import ripplekv  # noqa: E402
+
+CACHE = os.environ.get("RIPPLEKV_CACHE") or os.path.expanduser("~/.cache/ripplekv")
+MODEL = os.path.join(CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+CONFIG = os.path.join(SRC, "configs", "ci-tiny.toml")
+
+
+class Unit(unittest.TestCase):
+    def test_version(self):
+        self.assertRegex(ripplekv.version(), r"^\d+\.\d+\.\d+")
+
+    def test_plugins(self):
+        ps = ripplekv.plugins()
+        ids = {p["id"].split(".")[-1]: p for p in ps}
+        for name in ("uniform", "pyramid", "ripplekv"):
+            self.assertIn(name, ids)
+            self.assertEqual(ids[name]["kind"], "allocator")
+        self.assertTrue(all("params" in p for p in ps))
+
+    def test_allocate_hand_computed(self):
+        # B = floor(0.025 * 100 * 4 + 0.5) = 10 over 4 layers: 2.5 each, floors 8, +1 to layers 0, 1.
+        self.assertEqual(ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4, budget_fraction=0.025),
+                         [3, 3, 2, 2])
+        # B = min(10, 100) * 4 = 40: 10 each.
+        self.assertEqual(ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4, budget_tokens=10),
+                         [10, 10, 10, 10])
+        # s = [0, 1, 2, 3], T = 1000, F = 0.2: B = 800, C = 200, m = 1.5^(s/3) = [1, 1.1447, 1.3104, 1.5],
+        # raw 200 m / mean(m) = [161.45, 184.82, 211.56, 242.17]; largest remainders to layers 1 and 2.
+        self.assertEqual(ripplekv.allocate("ripplekv", prefix_tokens=1000, budget_fraction=0.2,
+                                           profile=[0, 1, 2, 3]), [161, 185, 212, 242])
+        self.assertEqual(ripplekv.allocate("pyramid", prefix_tokens=1000, n_layers=4, budget_fraction=0.2),
+                         [360, 253, 147, 40])
+
+    def test_errors_carry_the_message(self):
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.allocate("no_such_allocator", prefix_tokens=100, n_layers=4, budget_fraction=0.1)
+        self.assertEqual(e.exception.status, ripplekv.ERROR_INVALID_ARGUMENT)
+        self.assertIn("no_such_allocator", e.exception.message)
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.allocate("ripplekv", prefix_tokens=100, n_layers=4, budget_fraction=0.1)
+        self.assertIn("profile", e.exception.message)
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.Model("/nonexistent/model.gguf")
+        self.assertIn("/nonexistent/model.gguf", e.exception.message)
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.results("/nonexistent/run")
+        self.assertIn("results.jsonl", e.exception.message)
+
+
+class WithModel(unittest.TestCase):
+    def test_tokenize_generate(self):
+        with ripplekv.Model(MODEL, threads=2) as m:
+            ids = m.tokenize("Hello world")
+            self.assertEqual(len(ids), 2)
+            self.assertEqual(m.detokenize(ids), "Hello world")
+            text = m.generate("What is the capital of France?", chat=True, max_new_tokens=24)
+            self.assertIn("Paris", text)
+            with self.assertRaises(ripplekv.Error) as e:
+                m.detokenize([1 << 30])
+            self.assertIn("vocabulary", e.exception.message)
+        with self.assertRaises(ripplekv.Error):
+            m.tokenize("closed")
+
+    def test_profile(self):
+        p = ripplekv.profile(CONFIG, threads=2)
+        self.assertEqual(len(p["s"]), 30)  # SmolLM2-135M has 30 layers, all compressible in ci-tiny
+        self.assertTrue(all(isinstance(x, (int, float)) for x in p["s"]))
+
+    def test_run(self):
+        seen = []
+        with tempfile.TemporaryDirectory() as out:
+            rows = ripplekv.run(CONFIG, out, progress=lambda d, t, label: seen.append((d, t, label)), threads=2)
+            # the full-cache reference + 3 allocators x 2 fractions
+            self.assertEqual([d for d, _, _ in seen], list(range(1, 8)))
+            self.assertTrue(all(t == 7 for _, t, _ in seen))
+            self.assertEqual(len({r["cell_id"] for r in rows}), 7)
+            self.assertEqual({r["task"] for r in rows}, {"lm_fidelity", "needle"})
+            self.assertEqual(rows, ripplekv.results(out))
+
+    def test_cancel_after_first_cell(self):
+        state = {"cells": 0}
+
+        def progress(done, total, label):
+            state["cells"] = done
+
+        with tempfile.TemporaryDirectory() as out:
+            with self.assertRaises(ripplekv.Error) as e:
+                ripplekv.run(CONFIG, out, progress=progress, cancel=lambda: state["cells"] >= 1, threads=2)
+            self.assertEqual(e.exception.status, ripplekv.ERROR_CANCELLED)
+            self.assertEqual(state["cells"], 1)
+            cells = glob.glob(os.path.join(out, "cells", "*.json"))
+            self.assertEqual(len(cells), 1)  # the finished cell stays
+            for c in cells:
+                with open(c) as f:
+                    json.load(f)  # complete JSON, not half-written
+            self.assertFalse(os.path.exists(os.path.join(out, "results.jsonl")))  # a cancelled run merges nothing
+            self.assertEqual(glob.glob(os.path.join(out, "**", "*.tmp*"), recursive=True), [])
+            with self.assertRaises(ripplekv.Error):
+                ripplekv.results(out)
+
+
+if __name__ == "__main__":
+    which = sys.argv.pop(1) if len(sys.argv) > 1 else "unit"
+    if which == "model" and not os.path.exists(MODEL):
+        print("model asset absent: " + MODEL, file=sys.stderr)
+        sys.exit(1 if os.environ.get("CI") == "true" else 77)
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Unit if which == "unit" else WithModel)
+    sys.exit(0 if unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() else 1)
