@@ -43,13 +43,13 @@ class PerturbationKL final : public rkv::sdk::Signal {
     const rkv_diagnostics* sink = diag.raw();  // the profiler's messages reach our caller directly
     for (int64_t i = 0; i < N; ++i) {
       host_.throw_if_cancelled();
-      check(prof->prepare_example(prof->ctx, i, sink), "prepare_example", i, -1);
+      rkv::sdk::check_service_status(prof->prepare_example(prof->ctx, i, sink), "prepare_example", i, -1);
       for (int64_t l = 0; l < L; ++l) {
         double d = 0.0;
         for (int64_t draw = 0; draw < draws_; ++draw) {
-          check(prof->perturb_values(prof->ctx, l, alpha_, seed_, draw, sink), "perturb_values", i, l);
-          check(prof->window_kl(prof->ctx, l, &kl_tensor, sink), "window_kl", i, l);
-          check(prof->restore(prof->ctx, l, sink), "restore", i, l);
+          rkv::sdk::check_service_status(prof->perturb_values(prof->ctx, l, alpha_, seed_, draw, sink), "perturb_values", i, l);
+          rkv::sdk::check_service_status(prof->window_kl(prof->ctx, l, &kl_tensor, sink), "window_kl", i, l);
+          rkv::sdk::check_service_status(prof->restore(prof->ctx, l, sink), "restore", i, l);
           double m = 0.0;
           for (double v : kl) m += v;
           d += m / static_cast<double>(n_w);
@@ -66,12 +66,6 @@ class PerturbationKL final : public rkv::sdk::Signal {
   }
 
  private:
-  static void check(rkv_status st, const char* what, int64_t example, int64_t layer) {
-    if (st == RKV_OK) return;
-    if (st == RKV_ERROR_CANCELLED) throw rkv::sdk::Error(st, "cancelled");
-    throw rkv::sdk::Error(st, std::string("profiler ") + what + " failed on example " + std::to_string(example) +
-                                  (layer >= 0 ? ", layer " + std::to_string(layer) : std::string()));
-  }
   double alpha_;
   int64_t draws_;
   uint64_t seed_;

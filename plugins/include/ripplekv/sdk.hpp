@@ -130,6 +130,15 @@ class Host {
   const rkv_host* h_;
 };
 
+/// Turns a status returned by a host service (e.g. the profiler's functions) into an Error naming what failed on
+/// which example and layer (layer < 0: none); RKV_ERROR_CANCELLED stays a cancellation.
+inline void check_service_status(rkv_status st, const char* what, int64_t example, int64_t layer) {
+  if (st == RKV_OK) return;
+  if (st == RKV_ERROR_CANCELLED) throw Error(st, "cancelled");
+  throw Error(st, std::string("profiler ") + what + " failed on example " + std::to_string(example) +
+                      (layer >= 0 ? ", layer " + std::to_string(layer) : std::string()));
+}
+
 // ---- Param specs and descriptors ----------------------------------------------------------------------------------
 
 /// One parameter, built fluently: Param::Float("alpha", 0.02, "noise scale").min(0).
