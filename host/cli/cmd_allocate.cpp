@@ -76,6 +76,7 @@ int run_allocate(const std::vector<std::string>& args) {
     throw UsageError("give --layers, or a profile (--sensitivity or --profile) to take the layer count from");
   }
   if (L < 1) throw UsageError("--layers must be >= 1 (got " + std::to_string(L) + ")");
+  if (L > 1000000) throw UsageError("--layers " + std::to_string(L) + " is more than 1000000 layers");
 
   std::vector<std::string> extra;
   if (vm.count("plugin-path")) extra = vm["plugin-path"].as<std::vector<std::string>>();

@@ -46,6 +46,7 @@ int run_analyze(const std::vector<std::string>& args) {
   o.out_dir = vm["out"].as<std::string>();
   o.quiet = vm.count("quiet") != 0;
   if (vm.count("threads")) o.threads = vm["threads"].as<int64_t>();
+  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
   if (vm.count("fractions")) {
     for (double f : parse_sensitivity_list(vm["fractions"].as<std::string>(), "--fractions")) {
       if (!(f > 0.0 && f <= 1.0)) throw UsageError("--fractions: " + std::to_string(f) + " is outside (0, 1]");

@@ -132,6 +132,7 @@ int run_generate(const std::vector<std::string>& args) {
   if (model_path.empty()) throw rkv::cli::UsageError("--model is required");
   if (!vm.count("prompt")) throw rkv::cli::UsageError("--prompt is required");
   if (max_new < 0) throw rkv::cli::UsageError("--max-new-tokens must be >= 0");
+  if (max_new > 1000000) throw rkv::cli::UsageError("--max-new-tokens must be at most 1000000");
   if (threads < 0) throw rkv::cli::UsageError("--threads must be >= 0");
   if (!(top_p > 0.0f && top_p <= 1.0f)) throw rkv::cli::UsageError("--top-p must be in (0, 1]");
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) throw rkv::cli::UsageError("--temperature must be >= 0");

@@ -59,6 +59,7 @@ int run_run(const std::vector<std::string>& args) {
   o.resume = vm.count("resume") != 0;
   o.quiet = vm.count("quiet") != 0;
   if (vm.count("threads")) o.threads = vm["threads"].as<int64_t>();
+  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
   if (vm.count("shard")) {
     const std::string s = vm["shard"].as<std::string>();
     int i = 0, n = 0;

@@ -2,6 +2,7 @@
 // (no BOS, special-token texts treated as plain text unless --parse-special).
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -38,6 +39,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (model.empty()) throw rkv::cli::UsageError("--model is required");
   if (text_file.empty()) throw rkv::cli::UsageError("--text-file is required");
 
+  if (!std::filesystem::is_regular_file(text_file))
+    throw rkv::InputError("--text-file '" + text_file + "' is not a readable file");
   std::ifstream in(text_file, std::ios::binary);
   if (!in) throw rkv::InputError(text_file + ": cannot open");
   std::ostringstream ss;

@@ -11,6 +11,7 @@
 
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
+#include "plugin/instance.hpp"
 #include "core/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -534,6 +535,22 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       index[a] = 0;
     }
     if (a == axes.size()) break;
+  }
+  // Create every distinct plugin once, so checks a plugin makes at creation (e.g. snapkv's odd kernel) fail here,
+  // in `validate`, rather than after a run has loaded the model.
+  HostServices host;
+  std::set<std::string> created;
+  for (const Cell& cell : plan.cells) {
+    for (const auto* choice : {&cell.config.signal, &cell.config.scorer, &cell.config.allocator}) {
+      if (!*choice) continue;
+      const std::string key = (*choice)->id + "{" + (*choice)->params.to_string() + "}";
+      if (!created.insert(key).second) continue;
+      try {
+        PluginInstance::create(*(*choice)->info, (*choice)->params, host);
+      } catch (const InputError& e) {
+        throw InputError(c.origin + ": " + e.what() + (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
+      }
+    }
   }
   return plan;
 }

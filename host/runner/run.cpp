@@ -259,8 +259,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     progress.note("run: profiling with " + cc.signal->id + " (base scorer " + cc.scorer->id + ")");
     ProfileRequest req = make_profile_request(plan, cc, model, tok);
     SensitivityProfile p = compute_profile(req);
-    progress.note("run: profile " + std::string(p.from_cache ? "read from cache" : "computed") + " in " +
-                  std::to_string(p.seconds) + " s, split-half Spearman " + std::to_string(p.split_half_spearman));
+    progress.note("run: profile " +
+                  (p.from_cache ? "read from the cache (computed in " + std::to_string(p.seconds) + " s)"
+                                : "computed in " + std::to_string(p.seconds) + " s") +
+                  ", split-half Spearman " + std::to_string(p.split_half_spearman));
     write_profile_file(out, p, profiles.empty());
     profiles.emplace(key, std::move(p));
   }

@@ -59,9 +59,10 @@ double budget_x(const nlohmann::json& m) {
 }
 
 /// Cell files of every input, deduplicated by id; throws when they belong to different runs.
-std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order) {
+std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
+                                    bool only_listed) {
   std::map<std::string, CellData> by_id;
-  std::string run_id;
+  std::string base_sha;
   for (const auto& dir : inputs) {
     const fs::path cells = fs::path(dir) / "cells";
     if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
@@ -95,11 +96,12 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
         continue;
       }
-      const std::string rid = cd.meta.at("run_id").get<std::string>();
-      if (run_id.empty()) run_id = rid;
-      if (rid != run_id)
-        throw InputError("merge: '" + f.string() + "' belongs to run " + rid + ", the others to run " + run_id +
-                         " (shards of different sweeps cannot be merged)");
+      // Cells are comparable when they share the non-swept config (a cell's id is a hash of its swept values).
+      const std::string base = cd.meta.at("base_sha256").get<std::string>();
+      if (base_sha.empty()) base_sha = base;
+      if (base != base_sha)
+        throw InputError("merge: '" + f.string() + "' comes from a run whose non-swept config differs (base sha256 " +
+                         base.substr(0, 12) + " vs " + base_sha.substr(0, 12) + "); such results are not comparable");
       by_id.emplace(cd.meta.at("cell_id").get<std::string>(), std::move(cd));
     }
   }
@@ -108,7 +110,8 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
     auto it = by_id.find(id);
     if (it != by_id.end()) out.push_back(std::move(it->second)), by_id.erase(it);
   }
-  for (auto& [id, cd] : by_id) out.push_back(std::move(cd));
+  if (!only_listed)
+    for (auto& [id, cd] : by_id) out.push_back(std::move(cd));
   return out;
 }
 
@@ -161,9 +164,17 @@ void run_gnuplot(const fs::path& dir, const std::string& script, std::vector<std
 
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
   std::vector<std::string> order;
-  std::vector<CellData> cells = collect_cells(inputs, &order);
+  // Assembling a run's own folder keeps only the cells of its current sweep (a resumed run may have changed it).
+  const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&
+                          fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
+  std::vector<CellData> cells = collect_cells(inputs, &order, own_folder && !order.empty());
+  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, false);
   if (cells.empty()) throw InputError("merge: no finished cells found in the given folders");
-  fs::create_directories(fs::path(out_dir) / "plots");
+  {
+    std::error_code ec;
+    fs::create_directories(fs::path(out_dir) / "plots", ec);
+    if (ec) throw InputError("merge: output folder '" + out_dir + "' cannot be created: " + ec.message());
+  }
   int resamples = 2000;
   if (cells[0].meta.contains("bootstrap_resamples")) resamples = cells[0].meta.at("bootstrap_resamples").get<int>();
 

@@ -145,6 +145,13 @@ TEST_F(Config, MissingFilesAreNamed) {
   EXPECT_NE(error(t).find("'model.path': '"), std::string::npos) << error(t);
 }
 
+TEST_F(Config, PluginCreationChecksRunAtValidation) {
+  // snapkv refuses an even pooling kernel when it is created; validate creates every plugin once.
+  const std::string e = error(base("[scorer.snapkv]\nkernel = 4\n").replace(base().find("[scorer.snapkv]\nwindow = 16\n"), 27, ""));
+  EXPECT_NE(e.find("plugin 'org.ripplekv.scorer.snapkv'"), std::string::npos) << e;
+  EXPECT_NE(e.find("odd"), std::string::npos) << e;
+}
+
 TEST_F(Config, AllocatorThatNeedsAProfileNeedsASignal) {
   std::string t = base();
   t.replace(t.find("[signal]\nplugin = \"perturbation_kl\"\n"), 35, "");

@@ -117,6 +117,24 @@ class CiTinyRun(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("the non-swept part of the config has changed", p.stderr)
 
+    def test_resume_with_an_extended_sweep_computes_only_the_new_cells(self):
+        out = os.path.join(self.tmp, "extended")
+        shutil.copytree(self.full, out)
+        extended = os.path.join(self.tmp, "extended.toml")
+        with open(CONFIG) as f:
+            text = f.read().replace('"budget.fraction" = [0.2, 0.5]', '"budget.fraction" = [0.2, 0.5, 0.8]')
+        with open(extended, "w") as f:
+            f.write(text)
+        p = run("run", extended, "--out", out, "--resume")
+        self.assertIn("3 cells computed", p.stderr)
+        rows = results(out)
+        self.assertEqual(len({r["cell_id"] for r in rows}), 10)
+        old = {(r["cell_id"], r["task"], r["metric"]): r["value"] for r in results(self.full)}
+        for r in rows:
+            key = (r["cell_id"], r["task"], r["metric"])
+            if key in old:
+                self.assertEqual(r["value"], old[key])
+
     def test_existing_output_without_resume_is_refused(self):
         p = run("run", CONFIG, "--out", self.full, check=False)
         self.assertEqual(p.returncode, 2)
