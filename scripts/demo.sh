@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Set-up and the main job on a fresh Debian machine: installs what is missing, fetches the assets, builds, then runs
-# the default ablation. Extra arguments are passed to `ripplekv run` (e.g. --out DIR).
+# Set-up and the main job on a fresh Debian machine: installs what is missing, fetches the assets (SmolLM2 and the
+# Austen novels), builds, then runs the default ablation (configs/default.toml): perturbation-KL profile, SnapKV
+# scoring, uniform vs PyramidKV vs RippleKV budgets at 10/20/30%, tasks lm_fidelity and needle.
+#   scripts/demo.sh [--out DIR] [other `ripplekv run` options]     (default DIR: runs/default)
+# A second call continues an interrupted run (--resume) and redoes nothing that finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-[ -x scripts/fetch-assets ] && scripts/fetch-assets
+scripts/fetch-assets
 scripts/build.sh
-bin=build/bin/ripplekv
-echo "== plugins loaded from their libraries"
-$bin plugins list
+out=runs/default
+args=()
+while (($#)); do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+resume=()
+[ -f "$out/run.json" ] && resume=(--resume)
+build/bin/ripplekv run configs/default.toml --out "$out" "${resume[@]}" "${args[@]}"
 echo
-echo "== one allocation per allocator: T = 1024 prompt positions, 30 layers, 20% budget"
-$bin allocate --allocator uniform --layers 30 --prefix-tokens 1024 --budget-fraction 0.2
-echo
-$bin allocate --allocator pyramid --layers 30 --prefix-tokens 1024 --budget-fraction 0.2
-echo
-# A depth-shaped example profile (the real one comes from a signal plugin run on the model).
-profile=$(python3 -c 'print(",".join(str(round(1 - l / 29, 4)) for l in range(30)))')
-$bin allocate --allocator ripplekv --sensitivity "$profile" --prefix-tokens 1024 --budget-fraction 0.2
+echo "== $out/report.md (main tables; plots in $out/plots/)"
+sed -n '/^## Task/,/^### Paired/p' "$out/report.md" | grep -v '^### Paired'

@@ -18,7 +18,7 @@ CompactionReport compact_layer(LayerKV& layer, const Selection& sel) {
   rep.layer = sel.layer;
   rep.length_before = layer.length;
   rep.bytes_before = layer.bytes();
-  if (layer.length != sel.prefix_tokens)
+  if (layer.length < sel.prefix_tokens)
     throw InputError(where + ": cache holds " + str(layer.length) + " positions but the selection is over T = " +
                      str(sel.prefix_tokens));
   if (layer.n_kv_heads != sel.n_kv_heads)
@@ -35,25 +35,30 @@ CompactionReport compact_layer(LayerKV& layer, const Selection& sel) {
     throw InputError(where + ": selection holds " + str(static_cast<int64_t>(sel.positions.size())) +
                      " positions, expected H_kv * b_l = " + str(Hkv * b));
   for (int64_t p : sel.positions)
-    if (p < 0 || p >= layer.length)
-      throw InputError(where + ": selected position " + str(p) + " is outside [0, " + str(layer.length) + ")");
+    if (p < 0 || p >= sel.prefix_tokens)
+      throw InputError(where + ": selected position " + str(p) + " is outside [0, " + str(sel.prefix_tokens) + ")");
 
-  std::vector<float> k(static_cast<size_t>(Hkv * b * d)), v(k.size());
+  const int64_t tail = layer.length - sel.prefix_tokens, n = b + tail;
+  std::vector<float> k(static_cast<size_t>(Hkv * n * d)), v(k.size());
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(float);
   for (int64_t h = 0; h < Hkv; ++h) {
     const int64_t* pos = sel.head_positions(h);
     for (int64_t i = 0; i < b; ++i) {
-      std::memcpy(k.data() + (h * b + i) * d, layer.k_at(h, pos[i]), row_bytes);
-      std::memcpy(v.data() + (h * b + i) * d, layer.v_at(h, pos[i]), row_bytes);
+      std::memcpy(k.data() + (h * n + i) * d, layer.k_at(h, pos[i]), row_bytes);
+      std::memcpy(v.data() + (h * n + i) * d, layer.v_at(h, pos[i]), row_bytes);
+    }
+    if (tail > 0) {
+      std::memcpy(k.data() + (h * n + b) * d, layer.k_at(h, sel.prefix_tokens), static_cast<size_t>(tail) * row_bytes);
+      std::memcpy(v.data() + (h * n + b) * d, layer.v_at(h, sel.prefix_tokens), static_cast<size_t>(tail) * row_bytes);
     }
   }
   layer.k.swap(k);  // the old buffers now live in k, v and are freed when they go out of scope below
   layer.v.swap(v);
-  layer.capacity = b;
-  layer.length = b;
+  layer.capacity = n;
+  layer.length = n;
   std::vector<float>().swap(k);
   std::vector<float>().swap(v);
-  rep.length_after = b;
+  rep.length_after = n;
   rep.bytes_after = layer.bytes();
   return rep;
 }

@@ -16,6 +16,17 @@
 
 namespace rkv {
 
+/// What to compress in one layer.
+struct LayerCompressionRequest {
+  int64_t layer = 0;          ///< model layer index (messages, records)
+  int64_t n_heads = 0;        ///< H
+  int64_t budget = 0;         ///< b_l, positions kept among the T eligible ones (>= 1)
+  int64_t prefix_tokens = -1; ///< T, eligible positions 0 .. T-1; -1: the whole cache (kv.length). Positions
+                              ///< T .. kv.length-1 (e.g. the question when only the context is compressed) are kept
+  const AttentionStats* stats = nullptr;              ///< [H, T] statistics the scorer asked for (or null)
+  const std::vector<float>* window_queries = nullptr; ///< [H, w, d] when the scorer asked for them
+};
+
 /// What compress_layer() did.
 struct LayerCompression {
   Selection selection;                ///< kept positions per KV head (empty when untouched)
@@ -23,13 +34,11 @@ struct LayerCompression {
   std::vector<std::string> warnings;  ///< the scorer's warnings, then the selection's (b_l below protected count)
 };
 
-/// Compresses layer `layer` (its cache `kv`, holding exactly the T = kv.length prompt positions) to budget b_l:
-/// when b_l >= T the layer is left untouched and the scorer is not called; otherwise run_scorer() with the
-/// statistics `stats` (and `window_queries`) that `req` asks for, select_positions() with req's protected
-/// positions, and compact_layer(). `n_heads` is H. Throws rkv::InputError as those functions do; `kv` is unchanged
-/// when anything throws.
+/// Compresses one layer's cache `kv` to b_l of its T eligible positions: when b_l >= T the layer is left untouched
+/// and the scorer is not called; otherwise run_scorer() (with the statistics `req` asks for), select_positions()
+/// with req's protected positions, and compact_layer(). Throws rkv::InputError as those functions do; `kv` is
+/// unchanged when anything throws.
 LayerCompression compress_layer(const PluginInstance& scorer, const ScorerRequirements& req, LayerKV& kv,
-                                int64_t layer, int64_t n_heads, int64_t budget, const AttentionStats* stats,
-                                const std::vector<float>* window_queries = nullptr);
+                                const LayerCompressionRequest& request);
 
 }  // namespace rkv

@@ -29,11 +29,11 @@ DLTensor cpu_f32(const float* data, int32_t ndim, int64_t* shape) {
   return t;
 }
 
-/// Keys or values of positions 0 .. T-1 as a contiguous [H_kv, T, d] array: the layer's own storage when it has no
-/// spare capacity, else a copy into `scratch`.
-const float* contiguous(const std::vector<float>& storage, const LayerKV& kv, std::vector<float>& scratch) {
-  if (kv.capacity == kv.length) return storage.data();
-  const int64_t T = kv.length, d = kv.head_dim;
+/// Keys or values of positions 0 .. T-1 as a contiguous [H_kv, T, d] array: the layer's own storage when its
+/// capacity is exactly T, else a copy into `scratch`.
+const float* contiguous(const std::vector<float>& storage, const LayerKV& kv, int64_t T, std::vector<float>& scratch) {
+  if (kv.capacity == T) return storage.data();
+  const int64_t d = kv.head_dim;
   scratch.resize(static_cast<size_t>(kv.n_kv_heads * T * d));
   for (int64_t h = 0; h < kv.n_kv_heads; ++h)
     std::memcpy(scratch.data() + h * T * d, storage.data() + h * kv.capacity * d, static_cast<size_t>(T * d) * sizeof(float));
@@ -87,8 +87,10 @@ ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req
   const std::string who = "scorer '" + inst.id() + "' (layer " + str(in.layer) + ")";
   if (!in.kv) throw InputError(who + ": no cache given");
   const LayerKV& kv = *in.kv;
-  const int64_t T = kv.length, Hkv = kv.n_kv_heads, d = kv.head_dim, H = in.n_heads;
-  if (T < 1) throw InputError(who + ": the layer's cache is empty");
+  const int64_t T = in.prefix_tokens < 0 ? kv.length : in.prefix_tokens;
+  const int64_t Hkv = kv.n_kv_heads, d = kv.head_dim, H = in.n_heads;
+  if (T < 1 || T > kv.length)
+    throw InputError(who + ": prefix length T = " + str(T) + " must be in [1, " + str(kv.length) + "] (the cache)");
   const int64_t w = req.effective_window(T);
   const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
 
@@ -101,11 +103,11 @@ ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req
   si.prefix_tokens = T;
   si.window = w;
   if (req.wants(RKV_STAT_KEYS)) {
-    keys = cpu_f32(contiguous(kv.k, kv, k_scratch), 3, kv_shape);
+    keys = cpu_f32(contiguous(kv.k, kv, T, k_scratch), 3, kv_shape);
     si.keys = &keys;
   }
   if (req.wants(RKV_STAT_VALUES)) {
-    values = cpu_f32(contiguous(kv.v, kv, v_scratch), 3, kv_shape);
+    values = cpu_f32(contiguous(kv.v, kv, T, v_scratch), 3, kv_shape);
     si.values = &values;
   }
   auto need_stats = [&](const char* what) {

@@ -42,7 +42,8 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
 struct ScorerCallInputs {
   int64_t layer = 0;          ///< model layer index
   int64_t n_heads = 0;        ///< H (the attention statistics' first dimension)
-  const LayerKV* kv = nullptr;     ///< keys after RoPE and values; positions 0 .. T - 1 with T = kv->length
+  const LayerKV* kv = nullptr;     ///< keys after RoPE and values; the scorer sees positions 0 .. T - 1
+  int64_t prefix_tokens = -1;      ///< T, positions eligible for compression; -1: all kv->length positions
   const AttentionStats* stats = nullptr;         ///< must hold every statistic the scorer asked for (else null)
   const std::vector<float>* window_queries = nullptr;  ///< [H, w, d] when RKV_STAT_WINDOW_QUERIES was asked
 };

@@ -453,7 +453,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           const std::string name(k.str()), full = "tasks.longbench.datasets." + name;
           if (!v.is_table()) throw InputError(where(c, v, full) + " must be a table");
           check_keys(c, *v.as_table(), full, {"prompt", "max_new_tokens"});
-          LongBenchDataset lbd;
+          LongBenchDatasetConfig lbd;
           lbd.prompt = get_string(c, *v.as_table(), "prompt", full + ".prompt", "");
           lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0);
           plan.longbench.datasets[name] = lbd;
@@ -475,30 +475,28 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       if (l < 0) throw InputError(where(c, *b->get("layers"), "budget.layers") + " must hold layer indices >= 0");
   }
 
-  // [sweep]: the cartesian product of every listed key.
-  std::vector<std::pair<std::string, std::vector<const toml::node*>>> axes;
-  toml::table base = root;
+  // [sweep]: the cartesian product of every listed key. The values are copied out and [sweep] is removed from the
+  // root, which each cell then edits in place (copies of toml++ nodes lose their source lines, which errors name).
+  std::vector<std::pair<std::string, toml::array>> axes;
   if (const toml::table* sw = sub_table(c, root, "sweep", "sweep")) {
     for (const auto& [k, v] : *sw) {
       const std::string key(k.str());
       check_sweep_key(c, v, key, *plan.registry);
       if (!v.is_array() || v.as_array()->empty())
         throw InputError(where(c, v, "sweep." + key) + " must be a non-empty array of values");
-      std::vector<const toml::node*> values;
-      for (const auto& e : *v.as_array()) values.push_back(&e);
-      axes.emplace_back(key, values);
+      axes.emplace_back(key, *v.as_array());
     }
-    base.erase("sweep");
   }
   {
-    std::ostringstream os;
-    os << base;
-    const std::string base_text = os.str();
-    plan.base_sha256 = sha256_hex(base_text.data(), base_text.size());
     std::ostringstream all;
     all << root;
     const std::string all_text = all.str();
     plan.run_id = sha256_hex(all_text.data(), all_text.size()).substr(0, 16);
+    root.erase("sweep");
+    std::ostringstream os;
+    os << root;
+    const std::string base_text = os.str();
+    plan.base_sha256 = sha256_hex(base_text.data(), base_text.size());
   }
 
   // The full-cache reference first.
@@ -513,15 +511,15 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   std::vector<size_t> index(axes.size(), 0);
   std::set<std::string> seen_ids;
   while (true) {
-    toml::table cell_table = base;
     nlohmann::json values = nlohmann::json::object();
     for (size_t a = 0; a < axes.size(); ++a) {
-      set_dotted(cell_table, axes[a].first, *axes[a].second[index[a]]);
-      values[axes[a].first] = to_json(*axes[a].second[index[a]]);
+      const toml::node& v = *axes[a].second.get(index[a]);
+      set_dotted(root, axes[a].first, v);
+      values[axes[a].first] = to_json(v);
     }
     Cell cell;
     try {
-      cell.config = parse_cell(c, cell_table, *plan.registry);
+      cell.config = parse_cell(c, root, *plan.registry);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + (axes.empty() ? "" : " (in sweep cell " + values.dump() + ")"));
     }

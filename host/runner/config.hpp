@@ -57,7 +57,7 @@ struct NeedleConfig {
   uint64_t seed = 7;
 };
 
-struct LongBenchDataset {
+struct LongBenchDatasetConfig {
   std::string prompt;        ///< template with {context} and {input}
   int64_t max_new_tokens = 0;
 };
@@ -65,7 +65,7 @@ struct LongBenchDataset {
 struct LongBenchConfig {
   std::vector<std::string> files;
   int64_t max_context_tokens = 0;  ///< 0: the model's context length
-  std::map<std::string, LongBenchDataset> datasets;  ///< overrides of LongBench's defaults
+  std::map<std::string, LongBenchDatasetConfig> datasets;  ///< overrides of LongBench's defaults
 };
 
 /// The effective configuration of one ablation cell.

@@ -8,6 +8,8 @@
 // The last `recent` positions are protected (the host keeps them inside b_l); heavy hitters fill the rest.
 #include <ripplekv/sdk.hpp>
 
+#include <string>
+
 namespace {
 
 using rkv::sdk::Error;
@@ -30,6 +32,7 @@ class H2O final : public rkv::sdk::Scorer {
     if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "h2o: n_heads must be a positive multiple of n_kv_heads");
     n_heads_ = shape.n_heads;
+    n_kv_heads_ = shape.n_kv_heads;
     rkv_scorer_requirements r{};
     r.stats = RKV_STAT_CUMULATIVE_ATTENTION;
     r.window = 0;
@@ -41,8 +44,9 @@ class H2O final : public rkv::sdk::Scorer {
   void score(const rkv_scorer_inputs& in, float* scores, int64_t n_kv_heads, int64_t T,
              rkv::sdk::Diagnostics&) override {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "h2o: score() before requirements()");
-    if (n_heads_ % n_kv_heads != 0)
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "h2o: scores have a KV head count that does not divide n_heads");
+    if (n_kv_heads != n_kv_heads_)
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "h2o: scores have " + std::to_string(n_kv_heads) +
+                                                  " KV heads, the model shape said " + std::to_string(n_kv_heads_));
     rkv::sdk::require_tensor(in.cumulative_attention, "cumulative_attention", kDLFloat, 32, {n_heads_, T});
     const float* a = rkv::sdk::tensor_data<const float>(in.cumulative_attention);
     const int64_t G = n_heads_ / n_kv_heads;
@@ -61,7 +65,7 @@ class H2O final : public rkv::sdk::Scorer {
  private:
   int64_t recent_;
   bool normalize_;
-  int64_t n_heads_ = 0;
+  int64_t n_heads_ = 0, n_kv_heads_ = 0;
 };
 
 }  // namespace

@@ -58,6 +58,7 @@ class SnapKV final : public rkv::sdk::Scorer {
     if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: n_heads must be a positive multiple of n_kv_heads");
     n_heads_ = shape.n_heads;
+    n_kv_heads_ = shape.n_kv_heads;
     rkv_scorer_requirements r{};
     r.stats = RKV_STAT_WINDOW_ATTENTION;
     r.window = window_;
@@ -69,8 +70,13 @@ class SnapKV final : public rkv::sdk::Scorer {
   void score(const rkv_scorer_inputs& in, float* scores, int64_t n_kv_heads, int64_t T,
              rkv::sdk::Diagnostics&) override {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: score() before requirements()");
-    if (n_heads_ % n_kv_heads != 0)
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: scores have a KV head count that does not divide n_heads");
+    if (n_kv_heads != n_kv_heads_)
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: scores have " + std::to_string(n_kv_heads) +
+                                                  " KV heads, the model shape said " + std::to_string(n_kv_heads_));
+    if (in.window != std::min(window_, T))
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: window attention over " + std::to_string(in.window) +
+                                                  " queries, expected min(window, T) = " +
+                                                  std::to_string(std::min(window_, T)));
     rkv::sdk::require_tensor(in.window_attention, "window_attention", kDLFloat, 32, {n_heads_, T});
     const float* a = rkv::sdk::tensor_data<const float>(in.window_attention);
     const int64_t G = n_heads_ / n_kv_heads;
@@ -112,7 +118,7 @@ class SnapKV final : public rkv::sdk::Scorer {
 
   int64_t window_, kernel_;
   bool max_pool_, gqa_max_;
-  int64_t n_heads_ = 0;
+  int64_t n_heads_ = 0, n_kv_heads_ = 0;
 };
 
 }  // namespace

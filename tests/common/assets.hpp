@@ -36,9 +36,9 @@ inline bool running_in_ci() {
 }  // namespace rkv_test
 
 /// Skip the current test when `path` does not exist (fail under CI=true). Use at the top of a TEST body.
-#define RKV_REQUIRE_ASSET(path)                                                                                 \
+#define RKV_REQUIRE_ASSET(asset)                                                                               \
   do {                                                                                                          \
-    const std::filesystem::path rkv_asset_path_ = (path);                                                       \
+    const std::filesystem::path rkv_asset_path_ = (asset);                                                      \
     if (!std::filesystem::exists(rkv_asset_path_)) {                                                            \
       if (rkv_test::running_in_ci()) {                                                                          \
         FAIL() << "missing asset " << rkv_asset_path_ << " (CI=true); fetch it with scripts/fetch-assets";      \

@@ -1,7 +1,13 @@
-// SmolLM2-135M-Instruct's tokenizer from its GGUF (label `model`): special ids and end-of-generation set as llama.cpp
-// derives them, the chat template rendered like jinja2 renders the file's own template, and the chat prompt
-// tokenized with special tokens parsed.
+// SmolLM2-135M-Instruct's tokenizer from its GGUF (label `model`): the ids llama.cpp gives for a few pages of Austen
+// and for the three reference prompts (tests/fixtures/llamacpp, made through llama-cpp-python), special ids and the
+// end-of-generation set as llama.cpp derives them, the chat template rendered like jinja2 renders the file's own
+// template, and the chat prompt tokenized with special tokens parsed.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
 
 #include "common/assets.hpp"
 #include "model/gguf.hpp"
@@ -21,6 +27,45 @@ rkv::Tokenizer smollm2() {
     const std::filesystem::path path = rkv_test::smollm2_gguf();  \
     RKV_REQUIRE_ASSET(path);                                      \
   } while (0)
+
+nlohmann::json fixture(const std::string& name) {
+  std::ifstream f(std::string(RKV_TEST_SOURCE_DIR) + "/tests/fixtures/llamacpp/" + name);
+  if (!f) throw std::runtime_error("missing fixture tests/fixtures/llamacpp/" + name);
+  return nlohmann::json::parse(f);
+}
+
+TEST(SmolLM2Tokenizer, AustenPagesMatchLlamaCpp) {
+  REQUIRE_SMOLLM2();
+  const auto tok = smollm2();
+  const auto fx = fixture("austen_tokens.json");
+  ASSERT_FALSE(fx["add_bos"].get<bool>());
+  const std::string text = fx["text"];
+  const auto expected = fx["ids"].get<std::vector<int32_t>>();
+  const auto got = tok.encode(text, false, fx["parse_special"].get<bool>());
+  EXPECT_EQ(got, expected);
+  std::size_t same = 0;
+  while (same < std::min(got.size(), expected.size()) && got[same] == expected[same]) ++same;
+  std::cout << "[ austen   ] " << fx["source"].get<std::string>() << ": " << text.size() << " bytes, " << got.size()
+            << " ids, first " << same << " equal to llama.cpp's " << expected.size() << "\n";
+  EXPECT_EQ(tok.decode(expected), text);
+}
+
+TEST(SmolLM2Tokenizer, ReferencePromptsMatchLlamaCpp) {
+  REQUIRE_SMOLLM2();
+  const auto tok = smollm2();
+  const auto fx = fixture("logits.json");
+  ASSERT_EQ(fx["prompts"].size(), 3u);
+  for (const auto& p : fx["prompts"]) {
+    const std::string text = p["text"];
+    EXPECT_EQ(tok.encode(text, false, p["parse_special"].get<bool>()), p["ids"].get<std::vector<int32_t>>())
+        << p["name"];
+  }
+  // The chat prompt was rendered by jinja2 from the GGUF's template: the C++ template gives the same text.
+  const auto& chat = fx["prompts"][0];
+  ASSERT_EQ(chat["name"], "chat");
+  const auto t = rkv::ChatTemplate::for_tokenizer(tok);
+  EXPECT_EQ(t.apply({{"user", "What is the capital of France?"}}, true), chat["text"].get<std::string>());
+}
 
 TEST(SmolLM2Tokenizer, SpecialTokens) {
   REQUIRE_SMOLLM2();

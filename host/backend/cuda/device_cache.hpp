@@ -1,0 +1,56 @@
+// The KV cache on the device: per layer, keys (after RoPE) and values [H_kv, capacity, d] in the model's storage type,
+// exactly rkv::LayerKV's layout (cache/kv_cache.hpp). A layer is allocated at its own size; after compaction its
+// storage is reallocated at [H_kv, b_l, d] (compression.hpp), so the memory is really freed.
+//
+// Thread rules: as the owning Context (context.hpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/context.hpp"
+#include "backend/cuda/kernels/kernels.hpp"
+#include "cache/kv_cache.hpp"
+
+namespace rkv::RKV_CUDA_NS {
+
+using kernels::DType;
+
+struct DeviceLayerKV {
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t capacity = 0;  ///< positions allocated per head
+  int64_t length = 0;    ///< positions in use per head (<= capacity)
+  DType dtype = DType::F32;
+  DeviceBuffer k;        ///< dtype [n_kv_heads, capacity, head_dim]
+  DeviceBuffer v;        ///< dtype [n_kv_heads, capacity, head_dim]
+
+  size_t elem_bytes() const { return kernels::dtype_size(dtype); }
+  /// Bytes held by keys and values.
+  size_t bytes() const { return k.bytes() + v.bytes(); }
+};
+
+struct DeviceKVCache {
+  std::vector<DeviceLayerKV> layers;
+  size_t bytes() const {
+    size_t b = 0;
+    for (const auto& l : layers) b += l.bytes();
+    return b;
+  }
+};
+
+/// An empty cache of n_layers layers [n_kv_heads, capacity, head_dim] of `dtype`, length 0.
+DeviceKVCache build_device_cache(Context& ctx, int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
+                                 int64_t capacity, DType dtype);
+
+/// Grows `layer` to at least `capacity` positions per head, keeping positions [0, length) (reallocates and copies).
+void reserve_layer(Context& ctx, DeviceLayerKV& layer, int64_t capacity);
+
+/// A host float32 copy of positions [0, length) of a device layer (bfloat16 widened exactly); capacity = length.
+LayerKV download_layer(Context& ctx, const DeviceLayerKV& layer);
+
+/// A device copy of a host layer in `dtype` (float32 rounded to nearest even for BF16), capacity = max(length,
+/// `capacity`).
+DeviceLayerKV upload_layer(Context& ctx, const LayerKV& layer, DType dtype, int64_t capacity = 0);
+
+}  // namespace rkv::RKV_CUDA_NS

@@ -1,0 +1,604 @@
+// A CPU emulator of the subset of CUDA (device code, runtime API, cuBLAS) that the CUDA backend uses, so that its
+// kernels and binding code run -- and are tested against the CPU backend -- on machines without a GPU. Test-only:
+// compiled into the `test_gpu_emu` suite with RKV_CUDA_EMU=1 (backend/cuda/ns.hpp), never into libripplekv.
+//
+// Execution model (what real hardware guarantees, no more):
+//  - a launch runs its blocks one after another; the threads of a block are fibers (ucontext) on one OS thread,
+//    switched only at __syncthreads(), __syncwarp() and warp shuffles. A thread runs until it reaches such a point,
+//    so a read of shared memory that another thread has not yet written (a missing barrier) sees stale data and the
+//    tests fail, as they would on a GPU;
+//  - __syncthreads() waits for every thread of the block that has not exited (as on sm_70 and later); a deadlock
+//    (threads waiting at different barriers) aborts with a message;
+//  - warp shuffles exchange values among the 32 lanes of a warp (lane = linear thread index % 32); the warp
+//    reductions of kernels/common.cuh are replayed in exactly the butterfly order the GPU uses, so results are bitwise
+//    those of the device code for the same float operations;
+//  - dynamic shared memory is filled with 0xFF bytes (NaN as float) before each block, so reads of unwritten shared
+//    memory show up; launch configurations are checked against sm_80 limits (1024 threads, 48 KiB dynamic shared
+//    memory unless raised with cudaFuncSetAttribute, at most 163 KiB);
+//  - device memory is host memory (cudaMalloc = aligned_alloc); copies are memcpy; streams and events are
+//    bookkeeping; cublasGemmEx supports the (CUBLAS_OP_T, CUBLAS_OP_N) products of linear layers on float32/bfloat16
+//    with float32 accumulation, through OpenBLAS (rkv::cpu::gemm_nt).
+// Floating-point results differ from a GPU's only where the GPU contracts a*b+c into an fma or uses its own expf/logf.
+// Not thread-safe: one launch at a time in the process.
+#pragma once
+#include <ucontext.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "backend/cpu/blas.hpp"
+
+// ---- types and error codes ------------------------------------------------------------------------------------------
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoDevice = 100,
+};
+struct CUstream_emu;
+using cudaStream_t = CUstream_emu*;
+struct CUevent_emu {
+  double ms = 0.0;
+};
+using cudaEvent_t = CUevent_emu*;
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrMultiProcessorCount = 16 };
+constexpr unsigned cudaStreamNonBlocking = 0x01;
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  int major, minor;
+};
+
+// ---- the emulator -------------------------------------------------------------------------------------------------
+
+namespace rkv::emu {
+
+constexpr size_t kStackBytes = 64 * 1024;
+constexpr size_t kDefaultDynamicSmem = 48 * 1024;
+constexpr size_t kMaxDynamicSmem = 163 * 1024;  // sm_80 opt-in limit (sm_90: 227 KiB)
+constexpr size_t kDeviceBytes = size_t(80) << 30;
+
+struct Fiber {
+  ucontext_t ctx;
+  uint3 tid;
+  unsigned linear = 0;
+  bool done = false;
+  int wait_kind = 0;  // 0 running, 1 block barrier, 2 warp barrier
+  uint64_t wait_gen = 0;
+};
+
+struct BlockRun {
+  dim3 grid, block;
+  uint3 bidx{0, 0, 0};
+  std::vector<Fiber> fibers;
+  ucontext_t sched;
+  int current = -1;
+  int alive = 0, arrived = 0;
+  uint64_t gen = 0;
+  std::vector<int> w_alive, w_arrived;
+  std::vector<uint64_t> w_gen;
+  std::vector<uint64_t> xbuf;  // warp exchange slots [warps * 32]
+  std::vector<unsigned char> dyn_smem;
+  const std::function<void()>* body = nullptr;
+};
+
+struct State {
+  BlockRun run;
+  std::vector<std::vector<char>> stacks;
+  cudaError_t last_error = cudaSuccess;
+  std::map<const void*, size_t> smem_limit;  // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel
+  std::map<const void*, size_t> allocations;
+  size_t allocated = 0;
+  bool reverse_order = false;  // schedule threads in reverse order (tests flip it to shake out races)
+};
+inline State& state() {
+  static State s;
+  return s;
+}
+inline BlockRun& run() { return state().run; }
+inline Fiber& cur() { return run().fibers[static_cast<size_t>(run().current)]; }
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "cuda_emu: %s\n", what);
+  std::abort();
+}
+
+inline void yield() {
+  BlockRun& r = run();
+  swapcontext(&cur().ctx, &r.sched);
+}
+
+inline void syncthreads() {
+  BlockRun& r = run();
+  if (++r.arrived == r.alive) {
+    r.arrived = 0;
+    ++r.gen;
+    return;
+  }
+  Fiber& f = cur();
+  f.wait_kind = 1;
+  f.wait_gen = r.gen;
+  while (r.gen == f.wait_gen) yield();
+  f.wait_kind = 0;
+}
+
+inline void syncwarp() {
+  BlockRun& r = run();
+  Fiber& f = cur();
+  const unsigned w = f.linear / 32;
+  if (++r.w_arrived[w] == r.w_alive[w]) {
+    r.w_arrived[w] = 0;
+    ++r.w_gen[w];
+    return;
+  }
+  f.wait_kind = 2;
+  f.wait_gen = r.w_gen[w];
+  while (r.w_gen[w] == f.wait_gen) yield();
+  f.wait_kind = 0;
+}
+
+inline void thread_exit() {
+  BlockRun& r = run();
+  Fiber& f = cur();
+  f.done = true;
+  --r.alive;
+  if (r.arrived > 0 && r.arrived == r.alive) {
+    r.arrived = 0;
+    ++r.gen;
+  }
+  const unsigned w = f.linear / 32;
+  --r.w_alive[w];
+  if (r.w_arrived[w] > 0 && r.w_arrived[w] == r.w_alive[w]) {
+    r.w_arrived[w] = 0;
+    ++r.w_gen[w];
+  }
+}
+
+inline void fiber_entry() {
+  (*run().body)();
+  thread_exit();
+}  // returns through uc_link to the scheduler
+
+inline bool blocked(const BlockRun& r, const Fiber& f) {
+  if (f.wait_kind == 1) return r.gen == f.wait_gen;
+  if (f.wait_kind == 2) return r.w_gen[f.linear / 32] == f.wait_gen;
+  return false;
+}
+
+/// Runs one block of the current launch to completion.
+inline void run_block() {
+  State& s = state();
+  BlockRun& r = s.run;
+  const unsigned n = r.block.x * r.block.y * r.block.z;
+  const unsigned warps = (n + 31) / 32;
+  while (s.stacks.size() < n) s.stacks.emplace_back(kStackBytes);
+  r.fibers.assign(n, Fiber{});
+  r.alive = static_cast<int>(n);
+  r.arrived = 0;
+  r.w_alive.assign(warps, 0);
+  for (unsigned i = 0; i < n; ++i) ++r.w_alive[i / 32];
+  r.w_arrived.assign(warps, 0);
+  r.w_gen.assign(warps, 0);
+  r.xbuf.assign(size_t(warps) * 32, 0);
+  std::fill(r.dyn_smem.begin(), r.dyn_smem.end(), static_cast<unsigned char>(0xFF));
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber& f = r.fibers[i];
+    f.linear = i;
+    f.tid = uint3{i % r.block.x, (i / r.block.x) % r.block.y, i / (r.block.x * r.block.y)};
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = s.stacks[i].data();
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = &r.sched;
+    makecontext(&f.ctx, fiber_entry, 0);
+  }
+  unsigned remaining = n;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (unsigned k = 0; k < n; ++k) {
+      const unsigned i = s.reverse_order ? n - 1 - k : k;
+      Fiber& f = r.fibers[i];
+      if (f.done || blocked(r, f)) continue;
+      r.current = static_cast<int>(i);
+      swapcontext(&r.sched, &f.ctx);
+      progressed = true;
+      if (f.done) --remaining;
+    }
+    if (!progressed) fail("deadlock: the live threads of a block wait at different barriers");
+  }
+  r.current = -1;
+}
+
+/// Runs a kernel launch: `body` is the kernel call with its arguments bound.
+inline void launch(const void* fn, dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {
+  State& s = state();
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  const auto it = s.smem_limit.find(fn);
+  const size_t smem_max = it == s.smem_limit.end() ? kDefaultDynamicSmem : it->second;
+  if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+      grid.x > 2147483647u || grid.y > 65535u || grid.z > 65535u || smem > smem_max) {
+    std::fprintf(stderr, "cuda_emu: invalid launch grid (%u,%u,%u) block (%u,%u,%u) smem %zu (limit %zu)\n", grid.x,
+                 grid.y, grid.z, block.x, block.y, block.z, smem, smem_max);
+    s.last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  BlockRun& r = s.run;
+  r.grid = grid;
+  r.block = block;
+  r.body = &body;
+  r.dyn_smem.assign(smem, 0xFF);
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        r.bidx = uint3{x, y, z};
+        run_block();
+      }
+  r.body = nullptr;
+}
+
+/// Each lane publishes `v`; returns the 32 values of its warp (lanes past the block's end read 0).
+template <class T>
+inline void warp_gather(T v, T (&out)[32]) {
+  static_assert(sizeof(T) <= 8, "warp exchange of at most 8 bytes");
+  BlockRun& r = run();
+  const unsigned lin = cur().linear, w = lin / 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  r.xbuf[w * 32 + lin % 32] = bits;
+  syncwarp();
+  for (unsigned l = 0; l < 32; ++l) std::memcpy(&out[l], &r.xbuf[w * 32 + l], sizeof(T));
+  syncwarp();
+}
+
+template <class T>
+inline T shfl_from(T v, int src) {
+  T all[32];
+  warp_gather(v, all);
+  return all[src & 31];
+}
+
+/// The xor butterfly over aligned groups of W lanes with masks 1, 2, ..., W/2, as the device code runs it.
+template <int W, class T, class Op>
+inline T group_allreduce(T v, Op op) {
+  T a[32], b[32];
+  warp_gather(v, a);
+  for (int m = 1; m < W; m <<= 1) {
+    for (int l = 0; l < 32; ++l) b[l] = op(a[l], a[l ^ m]);
+    std::memcpy(a, b, sizeof(a));
+  }
+  return a[cur().linear % 32];
+}
+
+inline unsigned lane() { return cur().linear % 32; }
+
+}  // namespace rkv::emu
+
+// ---- device-code vocabulary -----------------------------------------------------------------------------------------
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+
+#define threadIdx (::rkv::emu::cur().tid)
+#define blockIdx (::rkv::emu::run().bidx)
+#define blockDim (static_cast<const dim3&>(::rkv::emu::run().block))
+#define gridDim (static_cast<const dim3&>(::rkv::emu::run().grid))
+
+#define RKV_LAUNCH(kernel, grid, block, smem, stream, ...)                                                 \
+  ::rkv::emu::launch(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), (smem), \
+                     [&]() { kernel(__VA_ARGS__); })
+#define RKV_DYNAMIC_SMEM(type, name) type* name = reinterpret_cast<type*>(::rkv::emu::run().dyn_smem.data())
+
+inline void __syncthreads() { ::rkv::emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::rkv::emu::syncwarp(); }
+template <class T>
+inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  const int l = static_cast<int>(::rkv::emu::lane());
+  return ::rkv::emu::shfl_from(v, (l & ~(width - 1)) + (src & (width - 1)));
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+  const int l = static_cast<int>(::rkv::emu::lane());
+  const int s = l ^ mask;
+  return ::rkv::emu::shfl_from(v, (s & ~(width - 1)) == (l & ~(width - 1)) ? s : l);
+}
+template <class T>
+inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int l = static_cast<int>(::rkv::emu::lane());
+  const int s = l - static_cast<int>(delta);
+  return ::rkv::emu::shfl_from(v, s >= (l & ~(width - 1)) ? s : l);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int l = static_cast<int>(::rkv::emu::lane());
+  const int s = l + static_cast<int>(delta);
+  return ::rkv::emu::shfl_from(v, s < (l & ~(width - 1)) + width ? s : l);
+}
+
+template <class T>
+inline T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+template <class T>
+inline T atomicMin(T* p, T v) {
+  const T old = *p;
+  if (v < old) *p = v;
+  return old;
+}
+template <class T>
+inline T atomicMax(T* p, T v) {
+  const T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+
+/// bfloat16 as the upper 16 bits of a binary32; conversions round to nearest even like cuda_bf16.h.
+struct __nv_bfloat16 {
+  unsigned short x;
+};
+inline float __bfloat162float(__nv_bfloat16 b) { return __uint_as_float(static_cast<unsigned>(b.x) << 16); }
+inline __nv_bfloat16 __float2bfloat16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{static_cast<unsigned short>((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __nv_bfloat16{static_cast<unsigned short>(u >> 16)};
+}
+
+// ---- runtime API ----------------------------------------------------------------------------------------------------
+
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  }
+  return "unknown error";
+}
+inline const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  }
+  return "cudaErrorUnknown";
+}
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = ::rkv::emu::state().last_error;
+  ::rkv::emu::state().last_error = cudaSuccess;
+  return e;
+}
+inline cudaError_t cudaPeekAtLastError() { return ::rkv::emu::state().last_error; }
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+  std::memset(p, 0, sizeof(*p));
+  std::snprintf(p->name, sizeof(p->name), "cuda_emu (CPU emulation)");
+  p->totalGlobalMem = ::rkv::emu::kDeviceBytes;
+  p->major = 8;
+  p->minor = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  *v = a == cudaDevAttrMultiProcessorCount ? 4 : static_cast<int>(::rkv::emu::kMaxDynamicSmem);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  auto& s = ::rkv::emu::state();
+  *p = std::aligned_alloc(256, ((bytes + 255) / 256) * 256 + 256);
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::memset(*p, 0xA5, bytes);  // uninitialised device memory is garbage, not zeros
+  s.allocations[*p] = bytes;
+  s.allocated += bytes;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  auto& s = ::rkv::emu::state();
+  const auto it = s.allocations.find(p);
+  if (it == s.allocations.end()) return cudaErrorInvalidValue;
+  s.allocated -= it->second;
+  s.allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  *total = ::rkv::emu::kDeviceBytes;
+  *free_bytes = ::rkv::emu::kDeviceBytes - ::rkv::emu::state().allocated;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t = nullptr) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind k) {
+  return cudaMemcpyAsync(dst, src, bytes, k);
+}
+inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                     size_t height, cudaMemcpyKind, cudaStream_t = nullptr) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
+  for (size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  if (bytes) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  static char token;
+  *s = reinterpret_cast<cudaStream_t>(&token);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new CUevent_emu;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+  e->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = static_cast<float>(b->ms - a->ms);
+  return cudaSuccess;
+}
+template <class F>
+inline cudaError_t cudaFuncSetAttribute(F* fn, cudaFuncAttribute, int value) {
+  if (value < 0 || static_cast<size_t>(value) > ::rkv::emu::kMaxDynamicSmem) return cudaErrorInvalidValue;
+  ::rkv::emu::state().smem_limit[reinterpret_cast<const void*>(fn)] = static_cast<size_t>(value);
+  return cudaSuccess;
+}
+
+// ---- cuBLAS ---------------------------------------------------------------------------------------------------------
+
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15
+};
+struct cublasContext {
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+using cublasHandle_t = cublasContext*;
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 };
+enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+
+inline const char* cublasGetStatusString(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
+  *h = new cublasContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasDestroy(cublasHandle_t h) {
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void* p, size_t bytes) {
+  h->workspace = p;
+  h->workspace_bytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace rkv::emu {
+/// A column-major matrix (rows x cols, leading dimension ld) of `type` as float32, row-major [cols, rows].
+inline std::vector<float> to_f32(const void* p, cudaDataType type, int rows, int cols, int ld) {
+  std::vector<float> out(size_t(rows) * size_t(cols));
+  for (int c = 0; c < cols; ++c)
+    for (int r = 0; r < rows; ++r) {
+      const size_t i = size_t(c) * size_t(ld) + size_t(r);
+      out[size_t(c) * size_t(rows) + size_t(r)] =
+          type == CUDA_R_32F ? static_cast<const float*>(p)[i]
+                             : __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    }
+  return out;
+}
+}  // namespace rkv::emu
+
+/// C = alpha op(A) op(B) + beta C (column-major, as cuBLAS), only for transa = T, transb = N.
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void* alpha, const void* A, cudaDataType at, int lda, const void* B,
+                                   cudaDataType bt, int ldb, const void* beta, void* C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (ta != CUBLAS_OP_T || tb != CUBLAS_OP_N || compute != CUBLAS_COMPUTE_32F || m <= 0 || n <= 0 || k <= 0 ||
+      lda < k || ldb < k || ldc < m)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  // Column-major A (k x m) and B (k x n) are row-major Arm [m, k] and Brm [n, k]; C (m x n) is row-major Crm [n, m]:
+  // Crm = Brm Arm^T.
+  const std::vector<float> a = rkv::emu::to_f32(A, at, k, m, lda);  // [m, k]
+  const std::vector<float> b = rkv::emu::to_f32(B, bt, k, n, ldb);  // [n, k]
+  std::vector<float> c = rkv::emu::to_f32(C, ct, m, n, ldc);        // [n, m]
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  if (be == 0.0f) std::fill(c.begin(), c.end(), 0.0f);  // beta = 0: C is not read (it may hold NaN)
+  rkv::cpu::gemm_nt(n, m, k, al, b.data(), k, a.data(), k, be, c.data(), m);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      const float v = c[size_t(j) * size_t(m) + size_t(i)];
+      const size_t o = size_t(j) * size_t(ldc) + size_t(i);
+      if (ct == CUDA_R_32F)
+        static_cast<float*>(C)[o] = v;
+      else
+        static_cast<__nv_bfloat16*>(C)[o] = __float2bfloat16(v);
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,264 @@
+#include "backend/cuda/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/cuda/gemm.hpp"
+#include "core/errors.hpp"
+
+namespace rkv::RKV_CUDA_NS {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// Makes sure `kv` can take `extra` more positions, initialising an empty layer for the model (as the CPU's
+/// prepare_cache).
+void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64_t extra) {
+  const ModelConfig& c = m.config();
+  if (kv.n_kv_heads == 0 && kv.capacity == 0 && kv.length == 0) {
+    kv.n_kv_heads = c.n_kv_heads;
+    kv.head_dim = c.head_dim;
+    kv.dtype = m.dtype();
+  }
+  if (kv.n_kv_heads != c.n_kv_heads || kv.head_dim != c.head_dim)
+    throw InputError("layer " + str(layer) + ": the KV cache has " + str(kv.n_kv_heads) + " KV heads of dimension " +
+                     str(kv.head_dim) + ", the model needs " + str(c.n_kv_heads) + " of dimension " + str(c.head_dim));
+  if (kv.dtype != m.dtype())
+    throw InputError("layer " + str(layer) + ": the KV cache holds " + (kv.dtype == DType::F32 ? "fp32" : "bf16") +
+                     " values but the model runs in " + precision_name(m.precision()));
+  if (kv.length < 0 || kv.length > kv.capacity ||
+      kv.k.bytes() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) * kv.elem_bytes() ||
+      kv.v.bytes() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) * kv.elem_bytes())
+    throw InputError("layer " + str(layer) + ": inconsistent KV cache (length " + str(kv.length) + ", capacity " +
+                     str(kv.capacity) + ")");
+  if (c.sliding_window > 0 && kv.length + extra > c.sliding_window)
+    throw InputError("the model uses sliding-window attention (window " + str(c.sliding_window) +
+                     ") and this context of " + str(kv.length + extra) +
+                     " entries exceeds it; sliding-window attention is not implemented");
+  const int64_t need = kv.length + extra;
+  if (need > kv.capacity) reserve_layer(m.context(), kv, std::max(need, kv.capacity + kv.capacity / 2));
+}
+
+/// Uploads n int64 positions start, start + 1, ... into ws.positions.
+const int64_t* upload_positions(Context& ctx, DeviceWorkspace& ws, int64_t start, int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
+  ws.positions.ensure(ctx, p.size() * sizeof(int64_t));
+  copy_to_device(ctx, ws.positions.data(), p.data(), p.size() * sizeof(int64_t));
+  return ws.positions.as<int64_t>();
+}
+
+}  // namespace
+
+AttentionStats StatsCapture::download(Context& ctx, int64_t layer) const {
+  AttentionStats s;
+  s.n_heads = n_heads;
+  s.prefix_tokens = prefix_tokens;
+  s.window = options.window_attention ? std::min(options.window, prefix_tokens) : 0;
+  const size_t ht = static_cast<size_t>(n_heads * prefix_tokens);
+  if (options.window_attention)
+    s.window_attention = rkv::RKV_CUDA_NS::download<float>(ctx, window_sums[static_cast<size_t>(layer)].data(), ht);
+  if (options.cumulative_attention)
+    s.cumulative_attention =
+        rkv::RKV_CUDA_NS::download<float>(ctx, cumulative_sums[static_cast<size_t>(layer)].data(), ht);
+  if (options.query_counts) {
+    s.query_counts.resize(static_cast<size_t>(prefix_tokens));
+    for (int64_t j = 0; j < prefix_tokens; ++j) s.query_counts[static_cast<size_t>(j)] = static_cast<float>(prefix_tokens - j);
+  }
+  return s;
+}
+
+float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, DeviceWorkspace& ws) {
+  Context& ctx = model.context();
+  const int64_t D = model.config().d_model, V = model.config().vocab_size;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    if (tokens[t] < 0 || tokens[t] >= V)
+      throw InputError("token id " + std::to_string(tokens[t]) + " at index " + std::to_string(t) +
+                       " is outside the vocabulary [0, " + str(V) + ")");
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  ws.tokens.ensure(ctx, tokens.size() * sizeof(int32_t));
+  copy_to_device(ctx, ws.tokens.data(), tokens.data(), tokens.size() * sizeof(int32_t));
+  ws.x.ensure(ctx, static_cast<size_t>(n * D) * sizeof(float));
+  RKV_CUDA_CHECK(kernels::embed(model.dtype(), model.tok_embd(), ws.tokens.as<int32_t>(), n, D, ws.x.as<float>(),
+                                ctx.stream()));
+  return ws.x.as<float>();
+}
+
+void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                   DeviceLayerKV& kv, DeviceWorkspace& ws, const DeviceLayerHooks* hooks) {
+  const ModelConfig& c = model.config();
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + str(layer) + " out of range");
+  if (n <= 0) return;
+  Context& ctx = model.context();
+  cudaStream_t s = ctx.stream();
+  prepare_cache(model, layer, kv, n);
+  const DeviceLayerWeights& w = model.layer(layer);
+  const DType t = model.dtype();
+  const size_t es = kernels::dtype_size(t);
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
+  const int64_t QKV = model.qkv_dim(), Hd = H * d;
+  const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
+                                      1.0f / std::sqrt(static_cast<float>(d))};
+  StatsCapture* stats = hooks ? hooks->stats : nullptr;
+
+  ws.h.ensure(ctx, static_cast<size_t>(n * D) * es);
+  ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
+  ws.q.ensure(ctx, static_cast<size_t>(n * Hd) * es);
+  ws.attn.ensure(ctx, static_cast<size_t>(n * Hd) * es);
+
+  // ---- attention ----
+  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
+  linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
+  const int64_t first = kv.length;
+  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
+                                          model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
+                                          static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
+                                          first, s));
+  kv.length = first + n;
+  if (n == 1 && !stats) {
+    const int splits = kernels::decode_attention_splits(kv.length, static_cast<int>(Hkv), ctx.sm_count());
+    ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, shape) * sizeof(float));
+    RKV_CUDA_CHECK(kernels::decode_attention(t, ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity, kv.length, shape,
+                                             splits, ws.decode.as<float>(), ws.attn.data(), s));
+  } else {
+    float* lse = nullptr;
+    if (stats) {
+      ws.lse.ensure(ctx, static_cast<size_t>(H * n) * sizeof(float));
+      lse = ws.lse.as<float>();
+    }
+    RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
+                                              shape, ws.attn.data(), Hd, lse, s));
+    if (stats) {
+      const int64_t T = stats->prefix_tokens;
+      if (first + n > T)
+        throw InputError("attention statistics: rows up to cache index " + str(first + n) + " exceed the prompt of " +
+                         str(T) + " positions");
+      const int64_t w_eff = stats->options.window_attention ? std::min(stats->options.window, T) : 0;
+      float* win = stats->options.window_attention ? stats->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+      float* cum =
+          stats->options.cumulative_attention ? stats->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+      RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
+                                              T - w_eff, win, cum, s));
+    }
+  }
+  if (hooks && hooks->attn_output) {
+    linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, hooks->attn_output, DType::F32);
+    RKV_CUDA_CHECK(kernels::add_inplace(x, hooks->attn_output, n * D, s));
+  } else {
+    linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, x, DType::F32, 1.0f);  // x += attn Wo^T
+  }
+
+  // ---- SwiGLU MLP ----
+  ws.gate_up.ensure(ctx, static_cast<size_t>(n * 2 * F) * sizeof(float));
+  ws.act.ensure(ctx, static_cast<size_t>(n * F) * es);
+  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.ffn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
+  linear(ctx, n, D, 2 * F, w.w_gate_up.data(), t, ws.h.data(), t, ws.gate_up.data(), DType::F32);
+  RKV_CUDA_CHECK(kernels::silu_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));
+  linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, x, DType::F32, 1.0f);  // x += act Wd^T
+}
+
+float* final_logits_device(const DeviceModel& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
+                           DeviceWorkspace& ws) {
+  Context& ctx = model.context();
+  const ModelConfig& c = model.config();
+  const int64_t D = c.d_model, V = c.vocab_size, r = static_cast<int64_t>(rows.size());
+  const DType t = model.dtype();
+  ws.rows.ensure(ctx, static_cast<size_t>(r * D) * sizeof(float));
+  ws.xn.ensure(ctx, static_cast<size_t>(r * D) * kernels::dtype_size(t));
+  ws.logits.ensure(ctx, static_cast<size_t>(r * V) * sizeof(float));
+  for (int64_t k = 0; k < r;) {
+    const int64_t row = rows[static_cast<size_t>(k)];
+    if (row < 0 || row >= n) throw InputError("final_logits: row " + str(row) + " outside [0, " + str(n) + ")");
+    int64_t run = 1;  // copy runs of consecutive rows at once
+    while (k + run < r && rows[static_cast<size_t>(k + run)] == row + run) ++run;
+    if (row + run > n) throw InputError("final_logits: row " + str(row + run - 1) + " outside [0, " + str(n) + ")");
+    copy_on_device(ctx, ws.rows.as<float>() + k * D, x + row * D, static_cast<size_t>(run * D) * sizeof(float));
+    k += run;
+  }
+  if (r == 0) return ws.logits.as<float>();
+  RKV_CUDA_CHECK(kernels::rmsnorm(ws.rows.as<float>(), model.output_norm(), c.rms_eps, r, D, t, ws.xn.data(),
+                                  ctx.stream()));
+  linear(ctx, r, D, V, model.lm_head(), t, ws.xn.data(), t, ws.logits.data(), DType::F32);
+  return ws.logits.as<float>();
+}
+
+std::vector<float> final_logits(const DeviceModel& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
+                                DeviceWorkspace& ws) {
+  const float* d = final_logits_device(model, x, n, rows, ws);
+  return download<float>(model.context(), d, rows.size() * static_cast<size_t>(model.config().vocab_size));
+}
+
+DeviceKVCache make_cache(const DeviceModel& model, int64_t capacity) {
+  const ModelConfig& c = model.config();
+  return build_device_cache(model.context(), c.n_layers, c.n_kv_heads, c.head_dim, capacity, model.dtype());
+}
+
+std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>& tokens, int64_t start_pos,
+                           DeviceKVCache& cache, DeviceWorkspace& ws, LogitsFor which, int64_t chunk,
+                           StatsCapture* stats) {
+  const ModelConfig& c = model.config();
+  Context& ctx = model.context();
+  if (static_cast<int64_t>(cache.layers.size()) != c.n_layers) {
+    if (!cache.layers.empty())
+      throw InputError("prefill: the cache has " + std::to_string(cache.layers.size()) + " layers, the model " +
+                       str(c.n_layers));
+    cache.layers.resize(static_cast<size_t>(c.n_layers));
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return {};
+  if (chunk <= 0) chunk = n;
+  DeviceLayerHooks hooks;
+  if (stats) {
+    for (const auto& l : cache.layers)
+      if (l.length != 0)
+        throw InputError("prefill: attention statistics need an empty cache (the prompt starts at cache index 0)");
+    if (stats->options.window_attention && stats->options.window < 1)
+      throw InputError("attention statistics: window attention needs a window >= 1, got " +
+                       str(stats->options.window));
+    stats->prefix_tokens = n;
+    stats->n_heads = c.n_heads;
+    const size_t bytes = static_cast<size_t>(c.n_heads * n) * sizeof(float);
+    stats->window_sums.clear();
+    stats->cumulative_sums.clear();
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      if (stats->options.window_attention) {
+        stats->window_sums.emplace_back(ctx, bytes);
+        RKV_CUDA_CHECK(cudaMemsetAsync(stats->window_sums.back().data(), 0, bytes, ctx.stream()));
+      }
+      if (stats->options.cumulative_attention) {
+        stats->cumulative_sums.emplace_back(ctx, bytes);
+        RKV_CUDA_CHECK(cudaMemsetAsync(stats->cumulative_sums.back().data(), 0, bytes, ctx.stream()));
+      }
+    }
+    hooks.stats = stats;
+  }
+  std::vector<float> logits;
+  if (which == LogitsFor::All) logits.reserve(static_cast<size_t>(n * c.vocab_size));
+  for (int64_t s0 = 0; s0 < n; s0 += chunk) {
+    const int64_t e = std::min(n, s0 + chunk), m = e - s0;
+    float* x = embed(model, std::vector<int32_t>(tokens.begin() + s0, tokens.begin() + e), ws);
+    const int64_t* pos = upload_positions(ctx, ws, start_pos + s0, m);
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      forward_layer(model, l, x, m, pos, cache.layers[static_cast<size_t>(l)], ws, stats ? &hooks : nullptr);
+    if (which == LogitsFor::All) {
+      std::vector<int64_t> rows(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
+      const std::vector<float> part = final_logits(model, x, m, rows, ws);
+      logits.insert(logits.end(), part.begin(), part.end());
+    } else if (which == LogitsFor::Last && e == n) {
+      logits = final_logits(model, x, m, {m - 1}, ws);
+    }
+  }
+  if (which == LogitsFor::None) ctx.synchronize();  // report asynchronous failures here
+  return logits;
+}
+
+std::vector<float> decode_step(const DeviceModel& model, int32_t token, int64_t pos, DeviceKVCache& cache,
+                               DeviceWorkspace& ws) {
+  return prefill(model, {token}, pos, cache, ws, LogitsFor::Last);
+}
+
+}  // namespace rkv::RKV_CUDA_NS

@@ -1,0 +1,143 @@
+// The CUDA kernels of the decoder core, as plain launch functions (FlashInfer style): raw device pointers, sizes and
+// the stream to run on; no framework types, no allocation, no synchronization. Each returns the launch status
+// (cudaGetLastError() after the launch); the binding layer (backend/cuda/forward.cpp and friends) checks it.
+//
+// Conventions:
+//  - every matrix is row-major; `ld` arguments are row strides in elements;
+//  - `DType` names the storage type of activations, weights and the KV cache: F32, or BF16 (bfloat16, converted with
+//    round-to-nearest-even); arithmetic is float32 throughout (double where stated);
+//  - a KV cache layer is two buffers [n_kv_heads, capacity, head_dim] (keys after RoPE, values), as rkv::LayerKV;
+//    query head h reads KV head h / G, G = n_heads / n_kv_heads;
+//  - head_dim must be 64 or 128 for the attention kernels (attention_supported_head_dim()).
+// Thread rules: launches are asynchronous on `stream`; the caller keeps every buffer alive until the stream has
+// passed the kernel.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/runtime.hpp"
+
+namespace rkv::RKV_CUDA_NS::kernels {
+
+enum class DType : int { F32 = 0, BF16 = 1 };
+
+/// Bytes per element of `t` (4 or 2).
+inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+/// Head dimensions the attention kernels are built for.
+inline bool attention_supported_head_dim(int d) { return d == 64 || d == 128; }
+
+/// x[i, :] = table[tokens[i], :] as float32. table: `t` [vocab, d_model]; tokens: int32 [n] (already range-checked by
+/// the caller); x: float32 [n, d_model].
+cudaError_t embed(DType t, const void* table, const int32_t* tokens, int64_t n, int64_t d_model, float* x,
+                  cudaStream_t stream);
+
+/// RMSNorm of each row (Zhang & Sennrich 2019; HF LlamaRMSNorm), as rkv::cpu::rmsnorm_row:
+///   y[r, i] = x[r, i] * s_r * w[i],  s_r = float(1 / sqrt(mean_i(double(x[r, i])^2) + eps)),
+/// the mean of squares accumulated in double. x: float32 [rows, n]; w: float32 [n]; y: `out` [rows, n].
+cudaError_t rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, DType out, void* y,
+                    cudaStream_t stream);
+
+/// After the fused Q/K/V projection qkv[n, ld] (float32, the GEMM's output; columns [0, H d) queries,
+/// [H d, (H + H_kv) d) keys, then values): adds the float32 bias [(H + 2 H_kv) d] when not null, rotates queries and
+/// keys with RoPE (rotate_half layout, model/rope.hpp; angle = positions[i] * inv_freq[p] in double, cos/sin rounded
+/// to float, as rkv::rope_tables), writes the rotated queries to q_out (`t` [n, H d]) and appends key and value rows
+/// i at cache index first_index + i of k_cache / v_cache ([H_kv, capacity, d] each, `t`). positions: int64 [n];
+/// inv_freq: double [d / 2]. Values are rounded to `t` once, after the float32 arithmetic.
+cudaError_t qkv_rope_append(DType t, const float* qkv, int64_t n, int64_t ld, const float* bias,
+                            const int64_t* positions, const double* inv_freq, int n_heads, int n_kv_heads, int head_dim,
+                            void* q_out, void* k_cache, void* v_cache, int64_t capacity, int64_t first_index,
+                            cudaStream_t stream);
+
+/// SwiGLU (Shazeer 2020): act[i, f] = silu(g) * u, g = gate_up[i, f], u = gate_up[i, d_ff + f],
+/// silu(g) = g / (1 + exp(-g)). gate_up: float32 [n, 2 d_ff] (the GEMM's output); act: `t` [n, d_ff].
+cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
+
+/// x[i] += y[i] for `count` float32 values.
+cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream);
+
+/// Attention geometry shared by the attention kernels.
+struct AttentionShape {
+  int n_heads = 0;     ///< H
+  int n_kv_heads = 0;  ///< H_kv (divides H)
+  int head_dim = 0;    ///< d: 64 or 128
+  float scale = 0.0f;  ///< softmax scale, 1 / sqrt(d)
+};
+
+/// Causal grouped-query attention for n new rows (prefill; FlashAttention-style tiling with an online softmax, no
+/// [n, keys] matrix in memory). Row i (cache index first_index + i) attends to cache entries [0, first_index + i]:
+///   out[i, h] = sum_j softmax_j(scale * q[i, h] . k[h / G, j]) v[h / G, j].
+/// q: `t` [n, q_ld] with head h at columns [h d, (h + 1) d) (the rotated queries inside qkv); caches as above;
+/// out: `t` [n, out_ld] with the same head layout; lse: when not null, float32 [H, n] receives the log-sum-exp of each
+/// row's scaled scores (natural log), which attention_stats() needs. Math in float32 from the stored values.
+cudaError_t prefill_attention(DType t, const void* q, int64_t q_ld, int64_t n, const void* k_cache,
+                              const void* v_cache, int64_t capacity, int64_t first_index, AttentionShape shape,
+                              void* out, int64_t out_ld, float* lse, cudaStream_t stream);
+
+/// Floats of workspace decode_attention() needs for `splits` splits: splits * H * (d + 2).
+inline size_t decode_attention_workspace_floats(int splits, const AttentionShape& s) {
+  return static_cast<size_t>(splits) * static_cast<size_t>(s.n_heads) * static_cast<size_t>(s.head_dim + 2);
+}
+
+/// Splits along the cache for one decode row over `length` entries on a GPU with `sm_count` multiprocessors:
+/// enough blocks (splits * H_kv) to fill the GPU about twice, each split at least 256 entries, at most 256 splits.
+int decode_attention_splits(int64_t length, int n_kv_heads, int sm_count);
+
+/// Attention of one new row over cache entries [0, length) (decode; split-K / flash-decoding: each of `splits`
+/// blocks per KV head reduces a contiguous range of the cache for all G query heads of that KV head, then a second
+/// kernel merges the splits). q: `t` [H d]; out: `t` [H d]; workspace: float32, decode_attention_workspace_floats().
+/// Same result as prefill_attention() for one row up to float rounding.
+cudaError_t decode_attention(DType t, const void* q, const void* k_cache, const void* v_cache, int64_t capacity,
+                             int64_t length, AttentionShape shape, int splits, float* workspace, void* out,
+                             cudaStream_t stream);
+
+/// Adds one chunk of queries to the attention statistics of a prompt of `stats_len` positions (cache index = prompt
+/// position; rkv::AttentionStatsAccumulator's definitions, cache/attention_stats.hpp):
+///   cumulative_sums[h, j] += sum_{rows i} A[h, t_i, j]                     (when not null)
+///   window_sums[h, j]     += sum_{rows i with t_i >= window_start} A[h, t_i, j]   (when not null)
+/// with t_i = first_index + i and A[h, t, j] = exp(scale * q[i, h] . k[h / G, j] - lse[h, i]) for j <= t.
+/// q, q_ld, n, caches: as prefill_attention(), after it ran on this chunk; lse: its float32 [H, n] output.
+/// Sums are float32 [H, stats_len]; columns [0, first_index + n) are touched, each by one thread in a fixed order
+/// (deterministic, no atomics).
+cudaError_t attention_stats(DType t, const void* q, int64_t q_ld, int64_t n, int64_t first_index, const float* lse,
+                            const void* k_cache, int64_t capacity, AttentionShape shape, int64_t stats_len,
+                            int64_t window_start, float* window_sums, float* cumulative_sums, cudaStream_t stream);
+
+/// Top-k selection per KV head with protected positions (rkv::select_positions semantics, cache/selection.hpp):
+/// head h keeps every position p with keep_protected[p] != 0 (n_protected_kept of them) plus the
+/// budget - n_protected_kept best other positions by (score descending, position ascending), written ascending to
+/// positions[h, 0 .. budget). Candidates are the positions with protected_mask[p] == 0 (keep_protected is a subset
+/// of protected_mask). scores: float32 [n_kv_heads, T]; positions: int64 [n_kv_heads, budget].
+/// When a candidate score is not finite (and candidates are needed), *bad (int64, initialised by the caller to
+/// INT64_MAX) receives the smallest h * T + p among them; the output is then meaningless. One block per KV head;
+/// radix select on 64-bit keys (order-preserving score bits, then the complemented position), so ties go to the
+/// earlier position exactly.
+cudaError_t select_topk(const float* scores, int64_t n_kv_heads, int64_t T, const uint8_t* protected_mask,
+                        const uint8_t* keep_protected, int64_t n_protected_kept, int64_t budget, int64_t* positions,
+                        int64_t* bad, cudaStream_t stream);
+
+/// dst[h, i, :] = src[h, positions[h, i], :] for h < n_kv_heads, i < kept (cache compaction).
+/// src: `t` [n_kv_heads, src_capacity, d]; positions: int64 [n_kv_heads, kept]; dst: `t` [n_kv_heads, kept, d].
+cudaError_t gather_rows(DType t, const void* src, int64_t src_capacity, const int64_t* positions, int64_t n_kv_heads,
+                        int64_t kept, int head_dim, void* dst, cudaStream_t stream);
+
+/// The perturbation_kl noise (DESIGN.md): for every KV head h and prefix position u < prefix with
+/// protected_mask[u] == 0, v[h, u] <- perturb_value_row(v[h, u], alpha, seed, draw, example, layer, h, u)
+/// (kernels/perturb_row.hpp: v' = v + alpha ||v||_2 eps, eps from Philox4x32-10 + Box-Muller, core/philox.hpp).
+/// v_cache: `t` [n_kv_heads, capacity, d], d a multiple of 4 and at most 256.
+cudaError_t perturb_values(DType t, void* v_cache, int64_t capacity, int64_t n_kv_heads, int64_t prefix,
+                           int head_dim, const uint8_t* protected_mask, double alpha, uint64_t seed, uint32_t draw,
+                           uint32_t example, uint32_t layer, cudaStream_t stream);
+
+/// KL(P_r || Q_r) in nats for each row r of two logit matrices (float32 [rows, vocab]), P = softmax(p_logits[r]),
+/// Q = softmax(q_logits[r]), in double: sum_v P_v ((lp_v - lse_p) - (lq_v - lse_q)). Identical rows give exactly 0.
+/// out: double [rows].
+cudaError_t kl_rows(const float* p_logits, const float* q_logits, int64_t rows, int64_t vocab, double* out,
+                    cudaStream_t stream);
+
+/// out[i] = offset + scale * u_i, u_i uniform in [-1, 1) from Philox4x32-10 keyed by (seed, i): random weights for
+/// benchmarks. out: `t` [count].
+cudaError_t fill_uniform(DType t, void* out, int64_t count, float scale, float offset, uint64_t seed,
+                         cudaStream_t stream);
+
+}  // namespace rkv::RKV_CUDA_NS::kernels

@@ -1,0 +1,114 @@
+// `ripplekv profile CONFIG`: compute a sensitivity profile (DESIGN.md "perturbation_kl") for the config's model and
+// calibration data, write profile.json and print it per layer.
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "core/errors.hpp"
+#include "model/model.hpp"
+#include "runner/config.hpp"
+#include "runner/profile.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace po = boost::program_options;
+
+namespace rkv::cli {
+namespace {
+
+const char* kUsage =
+    "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--no-cache]\n\n"
+    "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
+    "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
+    "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
+    "(default ./profile.json; `ripplekv allocate --profile` reads it) and prints s with 95% bootstrap CIs per layer\n"
+    "and the split-half Spearman. Profiles are cached under <asset cache>/profiles; --no-cache recomputes (and\n"
+    "refreshes the cache entry).\n";
+
+int run_profile(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("out", po::value<std::string>()->default_value("profile.json"),
+                                                  "output file")(
+      "signal", po::value<std::string>(), "signal plugin id (overrides the config's [signal])")(
+      "threads", po::value<int64_t>(), "CPU threads (default: the config's model.threads; 0: all cores)")(
+      "no-cache", "ignore cached profiles and recompute");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>(), "config file");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + "\n" + kUsage);
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << opts;
+    return 0;
+  }
+  if (!vm.count("config")) throw UsageError(std::string("a CONFIG file is required\n") + kUsage);
+  if (vm.count("threads") && vm["threads"].as<int64_t>() < 0)
+    throw UsageError("--threads must be >= 0 (got " + std::to_string(vm["threads"].as<int64_t>()) + ")");
+
+  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
+  const CellConfig* cell = nullptr;
+  for (const auto& c : plan.cells)
+    if (c.config.signal) {
+      cell = &c.config;
+      break;
+    }
+  if (!cell && !signal_override.empty())
+    for (const auto& c : plan.cells)
+      if (c.config.scorer) {
+        cell = &c.config;
+        break;
+      }
+  if (!cell)
+    throw UsageError(plan.config_path + " has no [signal] section; add one with plugin = \"perturbation_kl\" or give "
+                     "--signal ID");
+  if (plan.backend == "cuda")
+    std::cerr << "ripplekv profile: warning: profiling runs on the CPU backend (config asks for cuda)\n";
+
+  const Model model = load_model(plan.model_path);
+  const Tokenizer tokenizer = model.gguf ? Tokenizer::from_gguf(*model.gguf) : Tokenizer::from_path(plan.model_path);
+  ProfileRequest req = make_profile_request(plan, *cell, model, tokenizer, signal_override);
+  if (vm.count("threads")) req.threads = static_cast<int>(vm["threads"].as<int64_t>());
+  req.read_cache = !vm.count("no-cache");
+  req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
+  const SensitivityProfile p = compute_profile(req);
+  const std::string out = vm["out"].as<std::string>();
+  write_json_atomically(out, p.to_json());
+
+  for (const auto& w : p.warnings) std::cerr << "ripplekv profile: warning: " << w << "\n";
+  std::cout << "signal " << p.signal << " (" << p.params.dump() << "), scorer "
+            << (req.scorer_id.empty() ? std::string("none") : req.scorer_id) << " protecting "
+            << p.calibration["protected"]["count"] << " of " << req.prefix_tokens << " prefix positions\n"
+            << "model " << plan.model_path << "\n"
+            << "calibration: " << req.examples.size() << " examples x (prefix " << req.prefix_tokens << " + window "
+            << req.window_tokens << ") tokens\n\n"
+            << std::setw(6) << "layer" << std::setw(14) << "s" << std::setw(14) << "ci_low" << std::setw(14)
+            << "ci_high" << "\n";
+  for (size_t l = 0; l < p.s.size(); ++l)
+    std::cout << std::setw(6) << p.layers[l] << std::scientific << std::setprecision(4) << std::setw(14) << p.s[l]
+              << std::setw(14) << p.ci_low[l] << std::setw(14) << p.ci_high[l] << "\n";
+  std::cout << std::defaultfloat << std::setprecision(4) << "\nsplit-half Spearman: ";
+  if (std::isfinite(p.split_half_spearman))
+    std::cout << p.split_half_spearman << "\n";
+  else
+    std::cout << "undefined (needs >= 2 examples and a non-constant profile in each half)\n";
+  std::cout << std::fixed << std::setprecision(1) << "time: " << p.seconds << " s"
+            << (p.from_cache ? " (from the cache; the time is the original computation's)" : "") << "\n"
+            << "wrote " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+RKV_CLI_COMMAND("profile", "compute a layer sensitivity profile (profile.json)", run_profile);
+
+}  // namespace rkv::cli

@@ -1,0 +1,139 @@
+// `ripplekv run CONFIG`, `ripplekv validate CONFIG` and `ripplekv merge DIR...`.
+#include <boost/program_options.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "core/errors.hpp"
+#include "runner/config.hpp"
+#include "runner/run.hpp"
+
+namespace po = boost::program_options;
+
+namespace rkv::cli {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void on_sigint(int) { g_cancel.store(true); }
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& opts,
+                        const po::positional_options_description& pos, const char* usage) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + "\n" + usage);
+  }
+  return vm;
+}
+
+const char* kRunUsage =
+    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--quiet]\n\n"
+    "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
+    "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
+    "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
+    "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
+    "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
+    "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n";
+
+int run_run(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
+      "out", po::value<std::string>(), "output folder")("resume", "skip finished cells")(
+      "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
+      "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(
+      "quiet,q", "no progress output");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  const po::variables_map vm = parse(args, opts, pos, kRunUsage);
+  if (vm.count("help")) {
+    std::cout << kRunUsage << "\n" << opts;
+    return 0;
+  }
+  if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kRunUsage);
+  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunOptions o;
+  o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
+  if (o.out_dir.empty()) throw UsageError("no output folder: give --out DIR or set [output] dir in the config");
+  o.resume = vm.count("resume") != 0;
+  o.quiet = vm.count("quiet") != 0;
+  if (vm.count("threads")) o.threads = vm["threads"].as<int64_t>();
+  if (vm.count("shard")) {
+    const std::string s = vm["shard"].as<std::string>();
+    int i = 0, n = 0;
+    char extra = 0;
+    if (std::sscanf(s.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 1 || i > n)
+      throw UsageError("--shard '" + s + "' is not I/N with 1 <= I <= N");
+    o.shard_index = i;
+    o.shard_count = n;
+  }
+  o.cancel = &g_cancel;
+  std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);
+  try {
+    const RunSummary s = run_ablation(plan, o);
+    if (!o.quiet)
+      std::cerr << "run: " << s.cells_computed << " cells computed, " << s.cells_skipped
+                << " skipped (finished or other shards), " << s.cells_total << " in the sweep; " << s.seconds
+                << " s; outputs in " << o.out_dir << "\n";
+  } catch (const Cancelled&) {
+    std::cerr << "ripplekv run: cancelled; finished cells are kept in " << o.out_dir
+              << "/cells (continue with --resume)\n";
+    return 130;
+  }
+  return 0;
+}
+
+const char* kValidateUsage =
+    "usage: ripplekv validate CONFIG\n\n"
+    "Checks CONFIG without running: TOML syntax, known sections and keys, types and ranges, that files exist, that\n"
+    "plugins exist and their params are valid for them, sweep keys, and that calibration and evaluation sets are\n"
+    "disjoint. Errors name the TOML line. Prints the cells of the sweep.\n";
+
+int run_validate(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  const po::variables_map vm = parse(args, opts, pos, kValidateUsage);
+  if (vm.count("help")) {
+    std::cout << kValidateUsage << "\n" << opts;
+    return 0;
+  }
+  if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kValidateUsage);
+  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";
+  for (const auto& c : plan.cells) std::cout << "  " << c.id << "  " << c.label << "  " << c.values.dump() << "\n";
+  return 0;
+}
+
+const char* kMergeUsage =
+    "usage: ripplekv merge DIR... --out OUT\n\n"
+    "Combines the output folders of the shards of one sweep (`ripplekv run --shard I/N`) into OUT: results.jsonl,\n"
+    "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n";
+
+int run_merge(const std::vector<std::string>& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("dirs", po::value<std::vector<std::string>>(), "shard folders")(
+      "out", po::value<std::string>(), "output folder")("quiet,q", "no summary line");
+  po::positional_options_description pos;
+  pos.add("dirs", -1);
+  const po::variables_map vm = parse(args, opts, pos, kMergeUsage);
+  if (vm.count("help")) {
+    std::cout << kMergeUsage << "\n" << opts;
+    return 0;
+  }
+  if (!vm.count("dirs")) throw UsageError(std::string("missing DIR\n") + kMergeUsage);
+  if (!vm.count("out")) throw UsageError(std::string("missing --out OUT\n") + kMergeUsage);
+  merge_outputs(vm["dirs"].as<std::vector<std::string>>(), vm["out"].as<std::string>(), vm.count("quiet") != 0);
+  return 0;
+}
+
+}  // namespace
+
+RKV_CLI_COMMAND("run", "run an ablation sweep from a TOML config", run_run);
+RKV_CLI_COMMAND("validate", "check an ablation config without running it", run_validate);
+RKV_CLI_COMMAND("merge", "combine the output folders of sweep shards", run_merge);
+
+}  // namespace rkv::cli

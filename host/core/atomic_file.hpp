@@ -1,0 +1,16 @@
+// Writing files so that nothing already written is lost: write a temporary file beside the target, flush it to
+// disk, then rename it over the target (rename is atomic on POSIX file systems). A reader sees the old file or the
+// new one, never a half-written one; an interrupted writer leaves at most a stray "*.tmp.*" file.
+#pragma once
+#include <string>
+
+namespace rkv {
+
+/// Atomically replaces `path` with `content`. Creates parent folders. Throws rkv::InputError naming the path when
+/// the folder is not writable or the disk is full.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+/// Reads a whole file; throws rkv::InputError naming the path when it cannot be read.
+std::string read_file(const std::string& path);
+
+}  // namespace rkv

@@ -1,0 +1,402 @@
+#include "runner/run.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "backend/cpu/threads.hpp"
+#include "cache/budget.hpp"
+#include "core/atomic_file.hpp"
+#include "core/errors.hpp"
+#include "core/sha256.hpp"
+#include "eval/longbench.hpp"
+#include "eval/longbench_records.hpp"
+#include "eval/stats.hpp"
+#include "model/model.hpp"
+#include "runner/compression.hpp"
+#include "runner/profile.hpp"
+#include "runner/run_records.hpp"
+#include "runner/task_lm_fidelity.hpp"
+#include "runner/task_needle.hpp"
+#include "runner/text_windows.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string choice_key(const PluginChoice& c) { return c.id + "{" + c.params.to_string() + "}"; }
+
+// ---- progress ----------------------------------------------------------------------------------------------------
+
+/// A progress bar with ETA on a terminal, plain lines elsewhere (one line per finished step).
+class Progress {
+ public:
+  Progress(bool quiet, std::function<void(int64_t, int64_t, const std::string&)> sink)
+      : quiet_(quiet), sink_(std::move(sink)), tty_(::isatty(STDERR_FILENO) != 0), t0_(Clock::now()) {}
+  void set_total(int64_t total) {
+    total_ = total;
+    t0_ = Clock::now();  // the ETA covers the cell loop, not the set-up before it
+  }
+  void step(const std::string& what) {
+    ++done_;
+    if (sink_) return sink_(done_, total_, what);
+    if (quiet_) return;
+    const double el = since(t0_);
+    const double eta = done_ > 0 ? el / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0.0;
+    std::ostringstream os;
+    os.precision(0);
+    os << std::fixed << "[" << done_ << "/" << total_ << "] " << what << "  elapsed " << el << " s, ETA " << eta << " s";
+    if (tty_) {
+      const int width = 30;
+      const int filled = total_ > 0 ? static_cast<int>(width * done_ / total_) : width;
+      std::cerr << "\r[" << std::string(static_cast<size_t>(filled), '#')
+                << std::string(static_cast<size_t>(width - filled), '.') << "] " << os.str() << "\033[K";
+      if (done_ == total_) std::cerr << "\n";
+    } else {
+      std::cerr << os.str() << "\n";
+    }
+  }
+  void note(const std::string& line) const {
+    if (quiet_ || sink_) return;
+    if (tty_) std::cerr << "\r\033[K";
+    std::cerr << line << "\n";
+  }
+
+ private:
+  bool quiet_;
+  std::function<void(int64_t, int64_t, const std::string&)> sink_;
+  bool tty_;
+  Clock::time_point t0_;
+  int64_t done_ = 0, total_ = 0;
+};
+
+// ---- plugin instances --------------------------------------------------------------------------------------------
+
+/// One instance per distinct (plugin, params), created on first use.
+class InstancePool {
+ public:
+  explicit InstancePool(const HostServices& host) : host_(host) {}
+  const PluginInstance& get(const PluginChoice& c) {
+    const std::string key = choice_key(c);
+    auto it = pool_.find(key);
+    if (it == pool_.end())
+      it = pool_.emplace(key, std::make_unique<PluginInstance>(PluginInstance::create(*c.info, c.params, host_))).first;
+    return *it->second;
+  }
+
+ private:
+  const HostServices& host_;
+  std::map<std::string, std::unique_ptr<PluginInstance>> pool_;
+};
+
+// ---- examples -----------------------------------------------------------------------------------------------------
+
+/// One evaluation prompt, prefilled once and shared by every cell.
+struct Example {
+  std::string task;
+  int64_t index = 0;
+  PrefilledPrompt prompt;
+  // lm_fidelity
+  std::vector<int32_t> continuation;
+  LmFidelityReference reference;
+  // needle
+  NeedlePrompt needle;
+  // longbench
+  const LongBenchRecord* record = nullptr;
+  LongBenchDataset dataset;
+  std::vector<int32_t> stop_ids;
+  ScoreMemo memo;  // statistics and scores per scorer, shared by the cells
+  // the full cache's outcome, per metric
+  std::map<std::string, double> full_values;
+  double full_decode_tps = 0;
+};
+
+/// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
+GreedyResult answer(const Model& model, const PrefilledPrompt& prompt, KVCache& cache,
+                    const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
+                    cpu::Workspace& ws) {
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  if (question.empty()) return greedy_decode(model, prompt.last_logits, T, cache, max_new, stop, ws);
+  const std::vector<float> logits = continuation_logits(model, question, T, cache, ws);
+  const int64_t V = model.config.vocab_size, n = static_cast<int64_t>(question.size());
+  const std::vector<float> last(logits.begin() + (n - 1) * V, logits.begin() + n * V);
+  return greedy_decode(model, last, T + n, cache, max_new, stop, ws);
+}
+
+/// Scores one example on `cache` (the full cache or a compressed copy; consumed).
+std::map<std::string, double> score_example(const Model& model, const Tokenizer& tok, const Example& ex, KVCache& cache,
+                                            double* decode_tps, cpu::Workspace& ws) {
+  std::map<std::string, double> v;
+  if (ex.task == "lm_fidelity") {
+    const LmFidelityValues f = lm_fidelity_score(model, ex.prompt, cache, ex.continuation, ex.reference, ws);
+    v["kl"] = f.kl;
+    v["top1_agreement"] = f.top1;
+    v["ppl"] = f.ppl;
+    v["ppl_full"] = f.ppl_full;
+  } else if (ex.task == "needle") {
+    const GreedyResult r = answer(model, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), ws);
+    v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
+    *decode_tps = r.tokens_per_second;
+  } else {
+    const GreedyResult r =
+        answer(model, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, ws);
+    const std::string pred = longbench_prediction(tok, r.tokens);
+    v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
+    *decode_tps = r.tokens_per_second;
+  }
+  return v;
+}
+
+// ---- the run --------------------------------------------------------------------------------------------------------
+
+void check_cancel(const RunOptions& o) {
+  if (o.cancel && o.cancel->load()) throw Cancelled();
+}
+
+std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
+  std::vector<size_t> order(plan.cells.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return plan.cells[a].id < plan.cells[b].id; });
+  std::vector<size_t> mine;
+  for (size_t k = 0; k < order.size(); ++k)
+    if (static_cast<int>(k % static_cast<size_t>(count)) == index - 1) mine.push_back(order[k]);
+  std::sort(mine.begin(), mine.end());  // config order within the shard
+  return mine;
+}
+
+}  // namespace
+
+RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
+  const auto t_run = Clock::now();
+  if (opt.out_dir.empty()) throw InputError("run: an output folder is required (--out DIR or [output] dir)");
+  if (opt.shard_count < 1 || opt.shard_index < 1 || opt.shard_index > opt.shard_count)
+    throw InputError("run: --shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
+                     " is not I/N with 1 <= I <= N");
+  const std::string out = opt.out_dir;
+  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count);
+
+  RunSummary summary;
+  summary.cells_total = static_cast<int64_t>(plan.cells.size());
+  std::vector<size_t> todo;
+  for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
+    if (opt.resume && cell_file_complete(out, plan.cells[c].id)) continue;
+    todo.push_back(c);
+  }
+  summary.cells_skipped = summary.cells_total - static_cast<int64_t>(todo.size());
+  Progress progress(opt.quiet, opt.progress);
+  if (todo.empty()) {
+    progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) + " cells complete or in other shards)");
+    merge_outputs({out}, out, true);
+    summary.seconds = since(t_run);
+    return summary;
+  }
+
+  // Model, tokenizer, plugins.
+  const int threads = static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads);
+  cpu::set_num_threads(threads);
+  progress.note("run: loading " + plan.model_path);
+  const Model model = load_model(plan.model_path);
+  const Tokenizer tok = Tokenizer::from_path(plan.model_path);
+  id.model_sha256 = model.sha256;
+  if (plan.backend == "cuda")
+    throw InputError("model.backend = \"cuda\": the runner's CUDA path is not wired yet; use \"cpu\" or \"auto\"");
+  HostServices host;
+  InstancePool instances(host);
+  const ModelConfig& mc = model.config;
+  const rkv_attention_shape shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim};
+
+  std::vector<int64_t> layers_A = plan.compressible_layers;
+  if (layers_A.empty())
+    for (int64_t l = 0; l < mc.n_layers; ++l) layers_A.push_back(l);
+  for (int64_t l : layers_A)
+    if (l >= mc.n_layers)
+      throw InputError(plan.config_path + ": budget.layers names layer " + std::to_string(l) + " but the model has " +
+                       std::to_string(mc.n_layers) + " layers");
+
+  // Scorers of the cells to compute, and how many prompt queries their statistics need.
+  std::map<std::string, ScorerUse> scorers;
+  bool need_all_queries = false;
+  int64_t max_window = 0;
+  for (size_t c : todo) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache) continue;
+    const std::string key = choice_key(*cc.scorer);
+    if (scorers.count(key)) continue;
+    ScorerUse use;
+    use.instance = &instances.get(*cc.scorer);
+    use.requirements = query_scorer_requirements(*use.instance, shape);
+    use.key = key;
+    need_all_queries |= use.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION);
+    if (use.requirements.wants(RKV_STAT_WINDOW_ATTENTION) || use.requirements.wants(RKV_STAT_WINDOW_QUERIES))
+      max_window = std::max(max_window, use.requirements.window);
+    scorers.emplace(key, use);
+  }
+
+  // Sensitivity profiles, one per (signal, scorer) that a cell's allocator uses.
+  std::map<std::string, SensitivityProfile> profiles;
+  for (size_t c : todo) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache || !cc.uses_profile) continue;
+    const std::string key = choice_key(*cc.signal) + "|" + choice_key(*cc.scorer);
+    if (profiles.count(key)) continue;
+    check_cancel(opt);
+    progress.note("run: profiling with " + cc.signal->id + " (base scorer " + cc.scorer->id + ")");
+    ProfileRequest req = make_profile_request(plan, cc, model, tok);
+    SensitivityProfile p = compute_profile(req);
+    progress.note("run: profile " + std::string(p.from_cache ? "read from cache" : "computed") + " in " +
+                  std::to_string(p.seconds) + " s, split-half Spearman " + std::to_string(p.split_half_spearman));
+    write_profile_file(out, p, profiles.empty());
+    profiles.emplace(key, std::move(p));
+  }
+
+  // Evaluation examples, each prefilled once.
+  std::vector<Example> examples;
+  cpu::Workspace ws;
+  auto keep_queries = [&](int64_t T) { return need_all_queries ? T : std::min(T, max_window); };
+  std::vector<LongBenchRecord> lb_records;
+  for (const std::string& task : plan.tasks) {
+    if (task == "lm_fidelity") {
+      const auto windows = draw_text_windows(tok, plan.eval.files, plan.eval.examples,
+                                             plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
+      for (size_t i = 0; i < windows.size(); ++i) {
+        Example ex;
+        ex.task = task;
+        ex.index = static_cast<int64_t>(i);
+        const auto& w = windows[i].tokens;
+        const std::vector<int32_t> prefix(w.begin(), w.begin() + plan.eval.prefix_tokens);
+        ex.continuation.assign(w.begin() + plan.eval.prefix_tokens, w.end());
+        examples.push_back(std::move(ex));
+        examples.back().prompt = prefill_prompt(model, prefix, keep_queries(plan.eval.prefix_tokens), ws);
+        examples.back().reference = lm_fidelity_reference(model, examples.back().prompt, examples.back().continuation, ws);
+        check_cancel(opt);
+      }
+    } else if (task == "needle") {
+      std::string haystack;
+      for (const auto& f : plan.eval.files) haystack += read_file(f) + "\n\n";
+      const auto prompts = build_needle_prompts(tok, haystack, plan.needle, plan.query_aware);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        Example ex;
+        ex.task = task;
+        ex.index = static_cast<int64_t>(i);
+        ex.needle = prompts[i];
+        const int64_t T = static_cast<int64_t>(ex.needle.compressed_part.size());
+        ex.prompt = prefill_prompt(model, ex.needle.compressed_part, keep_queries(T), ws);
+        examples.push_back(std::move(ex));
+        check_cancel(opt);
+      }
+    } else if (task == "longbench") {
+      for (const auto& f : plan.longbench.files) {
+        auto recs = read_longbench_jsonl(f);
+        lb_records.insert(lb_records.end(), recs.begin(), recs.end());
+      }
+    }
+  }
+  if (!lb_records.empty()) {
+    const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
+    const size_t max_len = static_cast<size_t>(plan.longbench.max_context_tokens > 0 ? plan.longbench.max_context_tokens
+                                                                                     : std::max<int64_t>(mc.context_length, 2));
+    for (size_t i = 0; i < lb_records.size(); ++i) {
+      Example ex;
+      ex.task = "longbench";
+      ex.index = static_cast<int64_t>(i);
+      ex.record = &lb_records[i];
+      LongBenchOverride ov;
+      if (auto it = plan.longbench.datasets.find(lb_records[i].dataset); it != plan.longbench.datasets.end()) {
+        if (!it->second.prompt.empty()) ov.prompt_template = it->second.prompt;
+        if (it->second.max_new_tokens > 0) ov.max_new_tokens = static_cast<int>(it->second.max_new_tokens);
+      }
+      ex.dataset = longbench_dataset(lb_records[i].dataset, ov);
+      ex.stop_ids = longbench_stop_ids(ex.dataset, tok);
+      const auto ids = longbench_prompt_ids(lb_records[i], ex.dataset, tok, &chat, max_len);
+      ex.prompt = prefill_prompt(model, ids, keep_queries(static_cast<int64_t>(ids.size())), ws);
+      examples.push_back(std::move(ex));
+      check_cancel(opt);
+    }
+  }
+  // The full cache's outcome on every example (the reference reported beside every cell).
+  for (Example& ex : examples) {
+    KVCache full = ex.prompt.cache;
+    ex.full_values = score_example(model, tok, ex, full, &ex.full_decode_tps, ws);
+  }
+
+  // Cells: compute each distinct effective input once; write each finished cell atomically.
+  progress.set_total(static_cast<int64_t>(todo.size()));
+  std::map<std::string, std::vector<ExampleOutcomeRecord>> done_by_effective;
+  for (size_t c : todo) {
+    const Cell& cell = plan.cells[c];
+    const CellConfig& cc = cell.config;
+    const auto t_cell = Clock::now();
+    std::vector<ExampleOutcomeRecord> outcomes;
+    auto reuse = done_by_effective.find(cell.effective_key);
+    if (reuse != done_by_effective.end()) {
+      outcomes = reuse->second;
+    } else {
+      for (Example& ex : examples) {
+        check_cancel(opt);
+        ExampleOutcomeRecord r;
+        r.task = ex.task;
+        r.example = ex.index;
+        r.prefix_tokens = static_cast<int64_t>(ex.prompt.tokens.size());
+        r.kv_bytes_full = ex.prompt.cache.bytes();
+        r.full_values = ex.full_values;
+        const int64_t T = r.prefix_tokens;
+        if (cc.full_cache) {
+          r.values = ex.full_values;
+          r.budget_total = T * static_cast<int64_t>(layers_A.size());
+          r.budgets.assign(static_cast<size_t>(mc.n_layers), T);
+          r.kv_bytes = r.kv_bytes_full;
+          r.decode_tokens_per_second = ex.full_decode_tps;
+        } else {
+          const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
+          const int64_t A = static_cast<int64_t>(layers_A.size());
+          const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
+                                               : budget_total_from_tokens(*cc.budget_tokens, T, A);
+          std::vector<double> profile_A;
+          if (cc.uses_profile) {
+            const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));
+            for (int64_t l : layers_A) profile_A.push_back(p.s[static_cast<size_t>(l)]);
+          }
+          const Allocation alloc = run_allocator(instances.get(*cc.allocator), profile_A, B, T, A,
+                                                 scorer.requirements.protected_count(T));
+          CompressedPrompt comp = compress_prompt(model, ex.prompt, scorer, layers_A, alloc.budgets, ex.memo);
+          r.budget_total = B;
+          r.budgets = comp.budgets;
+          r.kv_bytes = comp.bytes_kept;
+          r.compress_seconds = comp.seconds;
+          r.warnings = alloc.warnings;
+          r.warnings.insert(r.warnings.end(), comp.warnings.begin(), comp.warnings.end());
+          if (cc.budget_tokens && *cc.budget_tokens >= T)
+            r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
+                                 std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
+          r.values = score_example(model, tok, ex, comp.cache, &r.decode_tokens_per_second, ws);
+        }
+        outcomes.push_back(std::move(r));
+      }
+      done_by_effective.emplace(cell.effective_key, outcomes);
+    }
+    write_cell_file(out, plan, id, cell, outcomes, since(t_cell));
+    ++summary.cells_computed;
+    progress.step(cell.label);
+  }
+  merge_outputs({out}, out, opt.quiet);
+  summary.seconds = since(t_run);
+  return summary;
+}
+
+}  // namespace rkv

@@ -1,0 +1,54 @@
+// `ripplekv run`: an ablation sweep on a real model (issue "ablation runner"; DESIGN.md "Data flow").
+//
+// Output folder layout:
+//   run.json                 the run's identity: run_id, config and base hashes, model hash, shard, cell ids
+//   config.toml              a copy of the config
+//   cells/<cell id>.json     one finished cell: its result records, per-example values, budgets, warnings; written
+//                            atomically when the cell completes (an interrupted run loses no finished cell)
+//   profile.json             the sensitivity profile (profiles/<signal>.json when several signals are swept)
+//   results.jsonl            one line per cell x task x metric (keys documented in README "Results")
+//   examples.jsonl           one line per cell x task x example
+//   budgets.json             per cell and example, the budgets actually used
+//   report.md, plots/        tables with CIs, paired comparisons against uniform, plots (PNG and SVG)
+//
+// Thread rules: one run per process at a time (plugin instances are not shared across runs).
+#pragma once
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runner/config.hpp"
+
+namespace rkv {
+
+struct RunOptions {
+  std::string out_dir;        ///< required
+  bool resume = false;        ///< skip finished cells; refuse when the non-swept config changed
+  int shard_index = 1;        ///< this shard, 1-based
+  int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
+  bool quiet = false;         ///< no progress output
+  int64_t threads = 0;        ///< overrides model.threads when > 0
+  const std::atomic<bool>* cancel = nullptr;  ///< polled between examples; a cancelled run writes nothing partial
+  /// Progress sink (done, total, what); default: a bar with ETA on a terminal, plain lines elsewhere.
+  std::function<void(int64_t, int64_t, const std::string&)> progress;
+};
+
+/// What a run did.
+struct RunSummary {
+  int64_t cells_total = 0;     ///< cells of the whole sweep (full cache included)
+  int64_t cells_computed = 0;  ///< computed by this invocation
+  int64_t cells_skipped = 0;   ///< already complete (--resume) or in another shard
+  double seconds = 0;
+};
+
+/// Runs `plan` into options.out_dir. Throws rkv::InputError for bad input (e.g. --resume over a different config),
+/// rkv::Cancelled when cancelled (finished cells stay on disk).
+RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
+
+/// Assembles results.jsonl, examples.jsonl, budgets.json, report.md and plots in `out_dir` from the cell files of
+/// `inputs` (output folders of shards of one sweep; may include out_dir itself). Corrupt or truncated cell files are
+/// reported on stderr and skipped. Throws rkv::InputError when the inputs belong to different runs.
+void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);
+
+}  // namespace rkv

@@ -1,0 +1,177 @@
+#include "runner/run_records.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "core/atomic_file.hpp"
+#include "core/errors.hpp"
+#include "core/sha256.hpp"
+#include "runner/profile.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+nlohmann::json ExampleOutcomeRecord::to_json() const {
+  nlohmann::json j;
+  j["task"] = task;
+  j["example"] = example;
+  j["values"] = values;
+  j["full_values"] = full_values;
+  j["T"] = prefix_tokens;
+  j["B"] = budget_total;
+  j["budgets"] = budgets;
+  j["kv_bytes"] = kv_bytes;
+  j["kv_bytes_full"] = kv_bytes_full;
+  j["compress_seconds"] = compress_seconds;
+  j["decode_tokens_per_second"] = decode_tokens_per_second;
+  j["warnings"] = warnings;
+  return j;
+}
+
+ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
+  ExampleOutcomeRecord r;
+  r.task = j.at("task").get<std::string>();
+  r.example = j.at("example").get<int64_t>();
+  r.values = j.at("values").get<std::map<std::string, double>>();
+  r.full_values = j.at("full_values").get<std::map<std::string, double>>();
+  r.prefix_tokens = j.at("T").get<int64_t>();
+  r.budget_total = j.at("B").get<int64_t>();
+  r.budgets = j.at("budgets").get<std::vector<int64_t>>();
+  r.kv_bytes = j.at("kv_bytes").get<size_t>();
+  r.kv_bytes_full = j.at("kv_bytes_full").get<size_t>();
+  r.compress_seconds = j.at("compress_seconds").get<double>();
+  r.decode_tokens_per_second = j.at("decode_tokens_per_second").get<double>();
+  r.warnings = j.at("warnings").get<std::vector<std::string>>();
+  return r;
+}
+
+namespace {
+
+std::string cell_path(const std::string& out, const std::string& id) { return (fs::path(out) / "cells" / (id + ".json")).string(); }
+
+/// sha256 of each plugin library, computed once per path.
+std::string library_sha256(const std::string& path) {
+  static std::mutex m;
+  static std::map<std::string, std::string> memo;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = memo.find(path);
+  if (it == memo.end()) it = memo.emplace(path, sha256_file(path)).first;
+  return it->second;
+}
+
+nlohmann::json param_json(const ParamValue& v) {
+  if (auto b = std::get_if<bool>(&v)) return *b;
+  if (auto i = std::get_if<int64_t>(&v)) return *i;
+  if (auto d = std::get_if<double>(&v)) return *d;
+  return std::get<std::string>(v);
+}
+
+nlohmann::json plugin_json(const std::optional<PluginChoice>& c, bool used) {
+  if (!c || !used) return nullptr;
+  nlohmann::json j;
+  j["id"] = c->id;
+  j["version"] = c->info->descriptor->version;
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, v] : c->params.values()) params[k] = param_json(v);
+  j["params"] = params;
+  j["library_sha256"] = library_sha256(c->info->library->path);
+  return j;
+}
+
+}  // namespace
+
+RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
+                                  int shard_count) {
+  std::error_code ec;
+  fs::create_directories(fs::path(out) / "cells", ec);
+  if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
+  if (::access(out.c_str(), W_OK) != 0) throw InputError("output folder '" + out + "' is not writable");
+  RunIdentity id{plan.run_id, plan.config_sha256, plan.base_sha256, ""};
+  const fs::path run_json = fs::path(out) / "run.json";
+  if (fs::exists(run_json)) {
+    nlohmann::json old;
+    try {
+      old = nlohmann::json::parse(read_file(run_json.string()));
+    } catch (const nlohmann::json::exception&) {
+      old = nullptr;
+    }
+    const bool has_cells = !fs::is_empty(fs::path(out) / "cells", ec);
+    if (resume) {
+      if (old.is_object() && old.value("base_sha256", "") != plan.base_sha256)
+        throw InputError("--resume: the non-swept part of the config has changed since the run in '" + out +
+                         "' (base config sha256 " + old.value("base_sha256", "?").substr(0, 12) + " then, " +
+                         plan.base_sha256.substr(0, 12) +
+                         " now); results would not be comparable. Use another --out folder, or restore the config");
+    } else if (has_cells) {
+      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, or choose " +
+                       "another --out folder");
+    }
+  }
+  nlohmann::json j;
+  j["run_id"] = plan.run_id;
+  j["config_sha256"] = plan.config_sha256;
+  j["base_sha256"] = plan.base_sha256;
+  j["config_path"] = plan.config_path;
+  j["shard"] = std::to_string(shard_index) + "/" + std::to_string(shard_count);
+  j["cells"] = nlohmann::json::array();
+  for (const auto& c : plan.cells) j["cells"].push_back({{"id", c.id}, {"label", c.label}, {"cell", c.values}});
+  write_file_atomically(run_json.string(), j.dump(2) + "\n");
+  write_file_atomically((fs::path(out) / "config.toml").string(), plan.config_text);
+  return id;
+}
+
+bool cell_file_complete(const std::string& out, const std::string& cell_id) {
+  const std::string path = cell_path(out, cell_id);
+  if (!fs::exists(path)) return false;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file(path));
+    if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array()) throw std::runtime_error("bad");
+    for (const auto& e : j.at("examples")) (void)ExampleOutcomeRecord::from_json(e);
+    return true;
+  } catch (const std::exception&) {
+    std::cerr << "warning: cell file '" << path << "' is corrupt or incomplete; the cell will be recomputed\n";
+    return false;
+  }
+}
+
+void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+                     const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
+  const CellConfig& cc = cell.config;
+  nlohmann::json j;
+  j["run_id"] = id.run_id;
+  j["config_sha256"] = id.config_sha256;
+  j["base_sha256"] = id.base_sha256;
+  j["model_sha256"] = id.model_sha256;
+  j["cell_id"] = cell.id;
+  j["label"] = cell.label;
+  j["cell"] = cell.values;
+  j["effective_key"] = cell.effective_key;
+  j["full_cache"] = cc.full_cache;
+  j["signal"] = plugin_json(cc.signal, !cc.full_cache && cc.uses_profile);
+  j["scorer"] = plugin_json(cc.scorer, !cc.full_cache);
+  j["allocator"] = plugin_json(cc.allocator, !cc.full_cache);
+  j["budget_fraction"] = cc.budget_fraction ? nlohmann::json(*cc.budget_fraction) : nlohmann::json(nullptr);
+  j["budget_tokens"] = cc.budget_tokens ? nlohmann::json(*cc.budget_tokens) : nlohmann::json(nullptr);
+  j["model_path"] = plan.model_path;
+  j["backend"] = "cpu";
+  j["bootstrap_resamples"] = plan.bootstrap_resamples;
+  j["seconds"] = seconds;
+  j["examples"] = nlohmann::json::array();
+  for (const auto& o : outcomes) j["examples"].push_back(o.to_json());
+  write_file_atomically(cell_path(out, cell.id), j.dump() + "\n");
+}
+
+void write_profile_file(const std::string& out, const SensitivityProfile& p, bool primary) {
+  const auto dot = p.signal.rfind('.');
+  const std::string name = p.signal.substr(dot == std::string::npos ? 0 : dot + 1) + "-" + p.cache_key.substr(0, 12);
+  const std::string text = p.to_json().dump(2) + "\n";
+  write_file_atomically((fs::path(out) / "profiles" / (name + ".json")).string(), text);
+  if (primary) write_file_atomically((fs::path(out) / "profile.json").string(), text);
+}
+
+}  // namespace rkv

@@ -1,0 +1,60 @@
+// The records a run writes, and the output folder's bookkeeping (run.json, cells/<id>.json, profile.json), used by
+// `ripplekv run`, `--resume`, `--shard` and `ripplekv merge`.
+//
+// Every file is written atomically (core/atomic_file.hpp). A cell file is written once its cell is complete, so an
+// interrupted run keeps every finished cell; a corrupt or truncated cell file is reported and recomputed (--resume) or
+// skipped (merge), never fatal.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runner/config.hpp"
+
+namespace rkv {
+
+struct SensitivityProfile;
+
+/// The outcome of one cell on one evaluation example.
+struct ExampleOutcomeRecord {
+  std::string task;
+  int64_t example = 0;
+  std::map<std::string, double> values;       ///< metric -> value
+  std::map<std::string, double> full_values;  ///< the full cache's values on the same example
+  int64_t prefix_tokens = 0;                  ///< T
+  int64_t budget_total = 0;                   ///< B
+  std::vector<int64_t> budgets;               ///< per model layer (T for a layer kept whole)
+  size_t kv_bytes = 0, kv_bytes_full = 0;
+  double compress_seconds = 0;
+  double decode_tokens_per_second = 0;        ///< 0 when the task does not decode
+  std::vector<std::string> warnings;
+  nlohmann::json to_json() const;
+  static ExampleOutcomeRecord from_json(const nlohmann::json& j);
+};
+
+/// What run.json records: the identity a resumed run and merged shards must share.
+struct RunIdentity {
+  std::string run_id, config_sha256, base_sha256;
+  std::string model_sha256;  ///< set once the model is loaded
+};
+
+/// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json
+/// must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without `resume`, a
+/// folder that already holds finished cells is refused (use --resume or another folder).
+RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
+                                  int shard_count);
+
+/// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr.
+bool cell_file_complete(const std::string& out, const std::string& cell_id);
+
+/// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
+/// budget settings and per-example outcomes.
+void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+                     const std::vector<ExampleOutcomeRecord>& outcomes, double seconds);
+
+/// Writes profiles/<signal short id>-<cache key prefix>.json, and profile.json when `primary`.
+void write_profile_file(const std::string& out, const SensitivityProfile& profile, bool primary);
+
+}  // namespace rkv

@@ -1,0 +1,85 @@
+#include "runner/task_needle.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "core/errors.hpp"
+#include "tokenizer/chat_template.hpp"
+
+namespace rkv {
+
+namespace {
+const char* kIntro =
+    "There is an important pass key hidden inside a lot of irrelevant text. Find it and memorize it. I will quiz you "
+    "about the pass key.\n\n";
+const char* kQuestion = "\n\nWhat is the 5-digit pass key?";
+// The assistant's answer is primed with this prefix, as in the passkey evaluations of Landmark Attention and
+// LongLoRA, so that a small chat model answers with the number rather than a paraphrase.
+const char* kAnswerPrefix = "The pass key is";
+
+std::string needle_sentence(const std::string& key) {
+  return " The pass key is " + key + ". Remember it. " + key + " is the pass key. ";
+}
+}  // namespace
+
+std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::string& haystack_text,
+                                               const NeedleConfig& cfg, bool query_aware) {
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
+  const std::vector<int32_t> hay = tok.encode(haystack_text, false, false);
+  // Tokens the template, intro, needle and question add (measured on an empty haystack).
+  const std::string empty_prompt =
+      chat.apply({{"user", std::string(kIntro) + needle_sentence("00000") + kQuestion}}, true) + kAnswerPrefix;
+  const int64_t overhead = static_cast<int64_t>(tok.encode(empty_prompt, false, true).size());
+  std::vector<NeedlePrompt> out;
+  std::mt19937_64 rng(cfg.seed);
+  for (int64_t len : cfg.context_tokens) {
+    const int64_t n_hay = len - overhead;
+    if (n_hay < 16)
+      throw InputError("needle: context_tokens " + std::to_string(len) + " leaves no room for text (the prompt's " +
+                       "fixed part takes " + std::to_string(overhead) + " tokens)");
+    if (static_cast<int64_t>(hay.size()) < n_hay)
+      throw InputError("needle: the evaluation text has " + std::to_string(hay.size()) + " tokens, fewer than the " +
+                       std::to_string(n_hay) + " a context of " + std::to_string(len) + " needs");
+    for (double depth : cfg.depths) {
+      for (int64_t trial = 0; trial < cfg.trials; ++trial) {
+        NeedlePrompt p;
+        p.context_tokens = len;
+        p.depth = depth;
+        p.trial = trial;
+        p.passkey = std::to_string(10000 + rng() % 90000);
+        // A different stretch of text per trial, so trials are independent examples.
+        const int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(hay.size() - n_hay + 1));
+        const int64_t cut = start + static_cast<int64_t>(depth * static_cast<double>(n_hay) + 0.5);
+        const std::string before = tok.decode(std::vector<int32_t>(hay.begin() + start, hay.begin() + cut), false);
+        const std::string after =
+            tok.decode(std::vector<int32_t>(hay.begin() + cut, hay.begin() + start + n_hay), false);
+        const std::string context = std::string(kIntro) + before + needle_sentence(p.passkey) + after;
+        const std::string prompt = chat.apply({{"user", context + kQuestion}}, true) + kAnswerPrefix;
+        const std::vector<int32_t> ids = tok.encode(prompt, false, true);
+        if (!query_aware) {
+          p.compressed_part = ids;
+        } else {
+          // Split where the question starts: the context part tokenized alone is a prefix of the whole (the
+          // question begins after "\n\n"); if BPE merged across the cut, tokenize both parts separately.
+          const std::string head = prompt.substr(0, prompt.rfind(kQuestion));
+          const std::vector<int32_t> head_ids = tok.encode(head, false, true);
+          if (head_ids.size() <= ids.size() && std::equal(head_ids.begin(), head_ids.end(), ids.begin())) {
+            p.compressed_part = head_ids;
+            p.question_part.assign(ids.begin() + static_cast<int64_t>(head_ids.size()), ids.end());
+          } else {
+            p.compressed_part = head_ids;
+            p.question_part = tok.encode(prompt.substr(head.size()), false, true);
+          }
+        }
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  return out;
+}
+
+bool needle_hit(const std::string& answer, const std::string& passkey) {
+  return answer.find(passkey) != std::string::npos;
+}
+
+}  // namespace rkv

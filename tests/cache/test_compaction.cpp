@@ -1,0 +1,119 @@
+// compact_layer keeps the right K/V rows, reallocates the storage at [H_kv, b_l, d] and frees the rest.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cache/compaction.hpp"
+#include "core/errors.hpp"
+
+namespace {
+
+/// A layer with T positions and spare capacity; k = 1000 h + 10 p + x, v = -(1000 h + 10 p + x).
+rkv::LayerKV make_layer(int64_t Hkv, int64_t T, int64_t d, int64_t capacity) {
+  rkv::LayerKV l;
+  l.n_kv_heads = Hkv;
+  l.head_dim = d;
+  l.capacity = capacity;
+  l.length = T;
+  l.k.assign(static_cast<size_t>(Hkv * capacity * d), -1.0f);
+  l.v.assign(l.k.size(), -1.0f);
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t p = 0; p < T; ++p)
+      for (int64_t x = 0; x < d; ++x) {
+        l.k_at(h, p)[x] = float(1000 * h + 10 * p + x);
+        l.v_at(h, p)[x] = -float(1000 * h + 10 * p + x);
+      }
+  return l;
+}
+
+rkv::Selection selection(int64_t Hkv, int64_t T, std::vector<std::vector<int64_t>> per_head) {
+  rkv::Selection s;
+  s.layer = 4;
+  s.n_kv_heads = Hkv;
+  s.prefix_tokens = T;
+  s.kept = static_cast<int64_t>(per_head[0].size());
+  s.budget = s.kept;
+  for (auto& h : per_head) s.positions.insert(s.positions.end(), h.begin(), h.end());
+  return s;
+}
+
+TEST(CompactLayer, KeepsTheSelectedRowsAndFreesMemory) {
+  const int64_t Hkv = 3, T = 12, d = 4;
+  rkv::LayerKV l = make_layer(Hkv, T, d, 20);  // capacity 20 > T: decode headroom is freed too
+  const size_t before = l.bytes();
+  EXPECT_EQ(before, size_t(2 * Hkv * 20 * d) * sizeof(float));
+  const rkv::Selection sel = selection(Hkv, T, {{0, 3, 11}, {1, 2, 5}, {7, 10, 11}});
+  const rkv::CompactionReport r = rkv::compact_layer(l, sel);
+  EXPECT_FALSE(r.untouched);
+  EXPECT_EQ(r.layer, 4);
+  EXPECT_EQ(r.length_before, T);
+  EXPECT_EQ(r.length_after, 3);
+  EXPECT_EQ(r.bytes_before, before);
+  EXPECT_EQ(r.bytes_after, size_t(2 * Hkv * 3 * d) * sizeof(float));
+  EXPECT_EQ(l.bytes(), r.bytes_after);
+  EXPECT_EQ(l.k.size(), size_t(Hkv * 3 * d));
+  EXPECT_EQ(l.k.capacity(), size_t(Hkv * 3 * d));  // really reallocated, not just resized
+  EXPECT_EQ(l.v.capacity(), size_t(Hkv * 3 * d));
+  EXPECT_EQ(l.capacity, 3);
+  EXPECT_EQ(l.length, 3);
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t i = 0; i < 3; ++i) {
+      const int64_t p = sel.head_positions(h)[i];
+      for (int64_t x = 0; x < d; ++x) {
+        EXPECT_EQ(l.k_at(h, i)[x], float(1000 * h + 10 * p + x));
+        EXPECT_EQ(l.v_at(h, i)[x], -float(1000 * h + 10 * p + x));
+      }
+    }
+  // Decoding can grow the compacted layer again, keeping the kept rows.
+  rkv::reserve_layer(l, 8);
+  EXPECT_EQ(l.k_at(2, 2)[1], float(2000 + 110 + 1));
+}
+
+TEST(CompactLayer, KeepsTheUncompressedTailAfterTheSelection) {
+  // 8 positions held, only T = 6 eligible (e.g. compress the context, keep the 2 question positions).
+  rkv::LayerKV l = make_layer(2, 8, 2, 10);
+  const rkv::CompactionReport r = rkv::compact_layer(l, selection(2, 6, {{1, 4}, {0, 5}}));
+  EXPECT_EQ(r.length_before, 8);
+  EXPECT_EQ(r.length_after, 4);
+  EXPECT_EQ(l.length, 4);
+  EXPECT_EQ(l.capacity, 4);
+  EXPECT_EQ(r.bytes_after, size_t(2 * 2 * 4 * 2) * sizeof(float));
+  const int64_t want[2][4] = {{1, 4, 6, 7}, {0, 5, 6, 7}};
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(l.k_at(h, i)[1], float(1000 * h + 10 * want[h][i] + 1));
+      EXPECT_EQ(l.v_at(h, i)[0], -float(1000 * h + 10 * want[h][i]));
+    }
+  // A selected position inside the tail is rejected (only 0 .. T-1 are eligible).
+  rkv::LayerKV m = make_layer(1, 8, 2, 8);
+  EXPECT_THROW(rkv::compact_layer(m, selection(1, 6, {{6}})), rkv::InputError);
+}
+
+TEST(CompactLayer, UntouchedSelectionLeavesTheLayerAlone) {
+  rkv::LayerKV l = make_layer(2, 6, 2, 9);
+  const rkv::LayerKV orig = l;
+  rkv::Selection s;
+  s.n_kv_heads = 2;
+  s.prefix_tokens = 6;
+  s.budget = 6;
+  s.kept = 6;
+  s.untouched = true;
+  const rkv::CompactionReport r = rkv::compact_layer(l, s);
+  EXPECT_TRUE(r.untouched);
+  EXPECT_EQ(r.bytes_after, r.bytes_before);
+  EXPECT_EQ(l.capacity, 9);
+  EXPECT_EQ(l.k, orig.k);
+  EXPECT_EQ(l.v, orig.v);
+}
+
+TEST(CompactLayer, RejectsMismatchesAndLeavesTheLayerUnchanged) {
+  rkv::LayerKV l = make_layer(2, 6, 2, 6);
+  const rkv::LayerKV orig = l;
+  EXPECT_THROW(rkv::compact_layer(l, selection(2, 7, {{0}, {1}})), rkv::InputError);      // T beyond the cache
+  EXPECT_THROW(rkv::compact_layer(l, selection(1, 6, {{0}})), rkv::InputError);           // head count differs
+  EXPECT_THROW(rkv::compact_layer(l, selection(2, 6, {{0}, {6}})), rkv::InputError);      // position out of range
+  EXPECT_EQ(l.k, orig.k);
+  EXPECT_EQ(l.capacity, 6);
+}
+
+}  // namespace

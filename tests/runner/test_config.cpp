@@ -1,0 +1,154 @@
+// Ablation configs: every bad input is a clear error naming the file, the line and the key; sweeps expand into the
+// cartesian product with the full-cache reference first; cells with the same effective inputs share a key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/assets.hpp"
+#include "core/errors.hpp"
+#include "runner/config.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A folder with a model file and text files, so configs validate without the real assets.
+class Config : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("rkv-config-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    for (const char* f : {"model.gguf", "a.txt", "b.txt", "c.txt"}) std::ofstream(dir / f) << "x";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string base(const std::string& extra = "", const std::string& sweep = "") const {
+    return "[model]\npath = \"model.gguf\"\n"
+           "[data.calibration]\nfiles = [\"a.txt\"]\nexamples = 2\n"
+           "[data.eval]\nfiles = [\"b.txt\"]\n"
+           "[signal]\nplugin = \"perturbation_kl\"\n"
+           "[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 16\n"
+           "[allocator]\nplugin = \"ripplekv\"\n"
+           "[budget]\nfraction = 0.2\n" +
+           extra + sweep;
+  }
+  rkv::RunPlan load(const std::string& text) const {
+    return rkv::load_run_plan_from_string(text, "cfg.toml", dir.string());
+  }
+  std::string error(const std::string& text) const {
+    try {
+      load(text);
+    } catch (const rkv::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  fs::path dir;
+};
+
+TEST_F(Config, ValidConfigHasTheFullCacheCellFirst) {
+  const rkv::RunPlan p = load(base());
+  ASSERT_EQ(p.cells.size(), 2u);
+  EXPECT_TRUE(p.cells[0].config.full_cache);
+  EXPECT_EQ(p.cells[1].config.allocator->id, "org.ripplekv.allocator.ripplekv");
+  EXPECT_EQ(std::get<int64_t>(p.cells[1].config.scorer->params.values().at("window")), 16);
+  EXPECT_EQ(p.calibration.examples, 2);
+  EXPECT_EQ(p.calibration.prefix_tokens, 1024);  // defaults: N 8, P 1024, n_w 32
+  EXPECT_EQ(p.calibration.window_tokens, 32);
+}
+
+TEST_F(Config, SweepIsTheCartesianProduct) {
+  const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\", \"ripplekv\"]\n"
+                                       "\"budget.fraction\" = [0.1, 0.3]\n"));
+  ASSERT_EQ(p.cells.size(), 1u + 3u * 2u);
+  std::set<std::string> ids;
+  for (const auto& c : p.cells) ids.insert(c.id);
+  EXPECT_EQ(ids.size(), p.cells.size());  // stable, distinct ids
+  EXPECT_EQ(p.cells[2].config.allocator->id, "org.ripplekv.allocator.pyramid");
+  EXPECT_DOUBLE_EQ(*p.cells[4].config.budget_fraction, 0.3);
+  // Cell ids do not depend on anything but the swept values: the same config gives the same ids.
+  EXPECT_EQ(load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\", \"ripplekv\"]\n"
+                          "\"budget.fraction\" = [0.1, 0.3]\n")).cells[3].id, p.cells[3].id);
+}
+
+TEST_F(Config, UniformUnderTwoSignalsHasOneEffectiveKey) {
+  const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"ripplekv\"]\n"
+                                       "\"signal.plugin\" = [\"perturbation_kl\", \"depth\"]\n"));
+  ASSERT_EQ(p.cells.size(), 5u);
+  std::map<std::string, int> keys;
+  for (const auto& c : p.cells) keys[c.effective_key]++;
+  EXPECT_EQ(keys.size(), 4u);  // full, uniform (once for both signals), ripplekv x 2 signals
+}
+
+TEST_F(Config, SyntaxErrorsGiveLineAndColumn) {
+  const std::string e = error("[model]\npath = \"x\"\nthreads = = 2\n");
+  EXPECT_NE(e.find("cfg.toml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("TOML syntax error"), std::string::npos) << e;
+}
+
+TEST_F(Config, UnknownKeysNameTheLineAndClosestMatch) {
+  EXPECT_EQ(error(base("[output]\ndri = \"x\"\n")),
+            "cfg.toml:19: 'output.dri' is not a known key in [output]; valid: dir, bootstrap_resamples; did you mean "
+            "'dir'?");
+  const std::string e = error(base("[modle]\n"));
+  EXPECT_NE(e.find("'modle' is not a known key at the top level"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'model'?"), std::string::npos) << e;
+}
+
+TEST_F(Config, PluginParamsAreValidatedAgainstTheirPlugin) {
+  const std::string e = error(base("[allocator.ripplekv]\ngama = 2.0\n"));
+  EXPECT_NE(e.find("plugin 'org.ripplekv.allocator.ripplekv' has no parameter 'gama' (cfg.toml:19)"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("did you mean 'gamma'?"), std::string::npos) << e;
+  const std::string r = error(base("[allocator.ripplekv]\nr = 0.5\n"));
+  EXPECT_NE(r.find("0.5 is out of range; allowed: >= 1"), std::string::npos) << r;
+  const std::string u = error(base("[allocator.pyramidd]\nbeta = 2\n"));
+  EXPECT_NE(u.find("table names no allocator plugin"), std::string::npos) << u;
+}
+
+TEST_F(Config, WrongTypesAndRanges) {
+  EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = \"64\"\n")).find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = 0\n")).find("must be >= 1 (got 0)"),
+            std::string::npos);
+  std::string t = base();
+  t.replace(t.find("fraction = 0.2"), 14, "fraction = 1.5");
+  EXPECT_NE(error(t).find("'budget.fraction' must be in (0, 1] (got 1.500000)"), std::string::npos) << error(t);
+  t = base();
+  t.replace(t.find("examples = 2"), 12, "examples = -3");
+  EXPECT_NE(error(t).find("'data.calibration.examples' must be >= 1 (got -3)"), std::string::npos) << error(t);
+}
+
+TEST_F(Config, SweepOverAnUnknownKey) {
+  const std::string e = error(base("", "[sweep]\n\"scorer.snapkv.windw\" = [16, 32]\n"));
+  EXPECT_NE(e.find("plugin 'org.ripplekv.scorer.snapkv' has no parameter 'windw'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'window'?"), std::string::npos) << e;
+  EXPECT_NE(error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n")).find("cannot be swept"), std::string::npos);
+}
+
+TEST_F(Config, CalibrationAndEvaluationMustBeDisjoint) {
+  std::string t = base();
+  t.replace(t.find("files = [\"b.txt\"]"), 17, "files = [\"a.txt\"]");
+  EXPECT_NE(error(t).find("is also a calibration file; calibration and evaluation sets must be disjoint"),
+            std::string::npos)
+      << error(t);
+}
+
+TEST_F(Config, MissingFilesAreNamed) {
+  std::string t = base();
+  t.replace(t.find("files = [\"b.txt\"]"), 17, "files = [\"nope.txt\"]");
+  EXPECT_NE(error(t).find("file 'nope.txt'"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("does not exist"), std::string::npos);
+  t = base();
+  t.replace(t.find("model.gguf"), 10, "none.gguf");
+  EXPECT_NE(error(t).find("'model.path': '"), std::string::npos) << error(t);
+}
+
+TEST_F(Config, AllocatorThatNeedsAProfileNeedsASignal) {
+  std::string t = base();
+  t.replace(t.find("[signal]\nplugin = \"perturbation_kl\"\n"), 35, "");
+  EXPECT_NE(error(t).find("needs a sensitivity profile: add a [signal] section"), std::string::npos) << error(t);
+}
+
+}  // namespace

@@ -1,0 +1,58 @@
+// A deliberately misbehaving scorer for tests of the host's validation (never installed). Its `mode` param picks
+// the fault: nan / inf (one bad score at KV head 1, position 2), unwritten (leaves scores untouched), fail (returns
+// an error), negative_window (declares recent = -1), unknown_stat (asks for an undefined statistics bit),
+// ok (scores = position, asks for keys and values and checks they arrive contiguous with the right rows).
+#include <ripplekv/sdk.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace {
+
+class BadScorer final : public rkv::sdk::Scorer {
+ public:
+  static rkv::sdk::Descriptor describe() {
+    return rkv::sdk::Descriptor("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER, "0.0.1", "test-only faulty scorer")
+        .param(rkv::sdk::Param::Choice("mode", "ok",
+                                       {"ok", "nan", "inf", "unwritten", "fail", "negative_window", "unknown_stat"},
+                                       "which fault to produce"));
+  }
+  BadScorer(const rkv::sdk::Params& p, const rkv::sdk::Host&) : mode_(p.get_string("mode")) {}
+
+  rkv_scorer_requirements requirements(const rkv_attention_shape& shape) override {
+    head_dim_ = shape.head_dim;
+    rkv_scorer_requirements r{};
+    r.stats = RKV_STAT_KEYS | RKV_STAT_VALUES;
+    if (mode_ == "negative_window") r.recent = -1;
+    if (mode_ == "unknown_stat") r.stats |= uint64_t(1) << 40;
+    return r;
+  }
+
+  void score(const rkv_scorer_inputs& in, float* scores, int64_t n_kv_heads, int64_t T,
+             rkv::sdk::Diagnostics& diag) override {
+    if (mode_ == "fail") throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "deliberate failure");
+    if (mode_ == "unwritten") return;
+    rkv::sdk::require_tensor(in.keys, "keys", kDLFloat, 32, {n_kv_heads, T, head_dim_});
+    rkv::sdk::require_tensor(in.values, "values", kDLFloat, 32, {n_kv_heads, T, head_dim_});
+    // The test's cache has k[h, p, 0] = 100 h + p: check every row arrived in place.
+    const float* k = rkv::sdk::tensor_data<const float>(in.keys);
+    for (int64_t h = 0; h < n_kv_heads; ++h)
+      for (int64_t p = 0; p < T; ++p)
+        if (k[(h * T + p) * head_dim_] != float(100 * h + p))
+          throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "keys are not the cache rows");
+    for (int64_t h = 0; h < n_kv_heads; ++h)
+      for (int64_t p = 0; p < T; ++p) scores[h * T + p] = float(p);
+    if (mode_ == "nan") scores[1 * T + 2] = std::numeric_limits<float>::quiet_NaN();
+    if (mode_ == "inf") scores[1 * T + 2] = std::numeric_limits<float>::infinity();
+    diag.warning("bad_scorer says hello");
+  }
+
+ private:
+  std::string mode_;
+  int64_t head_dim_ = 0;
+};
+
+}  // namespace
+
+RKV_PLUGIN(BadScorer)
