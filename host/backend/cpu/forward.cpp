@@ -71,11 +71,18 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   const float* V = kv.v_at(g, 0);
   const float* Q = qg + (g * n + i0) * G * d;
   gemm_nt(M, N, d, 1.0f / std::sqrt(static_cast<float>(d)), Q, d, K, d, 0.0f, S, N);
+  const bool probs_needed = hooks && hooks->on_attention_probs;
+  // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
+  std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
   auto softmax_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t len = len_before + i0 + r / G + 1;  // causal: entries 0..len_before + i
       float* row = S + r * N;
-      softmax_row(row, len);
+      if (probs_needed) {
+        softmax_row(row, len);
+      } else {
+        inv_sum[static_cast<size_t>(r)] = 1.0f / softmax_unnormalized(row, len);
+      }
       std::fill(row + len, row + N, 0.0f);
     }
   };
@@ -84,7 +91,7 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   } else {
     softmax_rows(0, M);
   }
-  if (hooks && hooks->on_attention_probs) {
+  if (probs_needed) {
     for (int64_t r = 0; r < M; ++r) {
       hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
     }
@@ -92,7 +99,9 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
   for (int64_t r = 0; r < M; ++r) {
     const int64_t i = i0 + r / G, h = g * G + r % G;
-    std::memcpy(out + i * H * d + h * d, O + r * d, static_cast<size_t>(d) * sizeof(float));
+    const float s = inv_sum[static_cast<size_t>(r)];
+    float* dst = out + i * H * d + h * d;
+    for (int64_t e = 0; e < d; ++e) dst[e] = O[r * d + e] * s;
   }
 }
 

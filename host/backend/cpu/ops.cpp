@@ -64,9 +64,9 @@ RKV_CLONES void exp_inplace(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = exp_approx(x[i]);
 }
 
-RKV_CLONES void softmax_row(float* x, int64_t n) {
-  // Two passes over the row: the max, then exp(x - max) with the sum; then the scaling. Reductions use 16
-  // independent lanes (a fixed, deterministic order the compiler can vectorize).
+RKV_CLONES float softmax_unnormalized(float* x, int64_t n) {
+  // Two passes over the row: the max, then exp(x - max) with the sum. Reductions use 16 independent lanes (a fixed,
+  // deterministic order the compiler can vectorize).
   constexpr int64_t W = 16;
   float lane[W];
   for (int64_t k = 0; k < W; ++k) lane[k] = -INFINITY;
@@ -91,8 +91,12 @@ RKV_CLONES void softmax_row(float* x, int64_t n) {
     x[j] = exp_approx(x[j] - mx);
     sum += x[j];
   }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (j = 0; j < n; ++j) x[j] *= inv;
+  return static_cast<float>(sum);
+}
+
+RKV_CLONES void softmax_row(float* x, int64_t n) {
+  const float inv = 1.0f / softmax_unnormalized(x, n);
+  for (int64_t j = 0; j < n; ++j) x[j] *= inv;
 }
 
 RKV_CLONES void silu_mul(float* gate, const float* up, int64_t n) {
