@@ -42,7 +42,7 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   if (c.sliding_window > 0 && kv.length + extra > c.sliding_window) {
     throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
                      ") and this context of " + std::to_string(kv.length + extra) +
-                     " entries exceeds it; sliding-window attention is not implemented");
+                     " entries exceeds it; this backend computes full attention only (no sliding window)");
   }
   const int64_t need = kv.length + extra;
   if (need > kv.capacity) {
