@@ -42,7 +42,7 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   if (c.sliding_window > 0 && kv.length + extra > c.sliding_window) {
     throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
                      ") and this context of " + std::to_string(kv.length + extra) +
-                     " entries exceeds it; sliding-window attention is not implemented");
+                     " entries exceeds it; this backend computes full attention only (no sliding window)");
   }
   const int64_t need = kv.length + extra;
   if (need > kv.capacity) {
@@ -57,44 +57,88 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   }
 }
 
-/// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
-/// n new entries already appended (len_before = kv.length - n). out: [n, H*d].
-void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, float* out, Workspace& ws,
-               const LayerHooks* hooks) {
+/// One attention block: query rows [i0, i1) of KV head g against cache entries [0, len_before + i1).
+/// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d].
+/// When `row_parallel`, softmax rows are spread over the pool (the sgemm calls use OpenBLAS's threads).
+void attention_block(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, int64_t g, int64_t i0,
+                     float* S, float* O, float* out, bool row_parallel, const LayerHooks* hooks) {
   const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
   const int64_t len_before = kv.length - n;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool prob_hook = hooks && hooks->on_attention_probs;
-  for (int64_t g = 0; g < c.n_kv_heads; ++g) {
-    const float* K = kv.k_at(g, 0);  // [capacity, d], rows 0..kv.length valid
-    const float* V = kv.v_at(g, 0);
-    for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock) {
-      const int64_t i1 = std::min(n, i0 + kQueryBlock);
-      const int64_t M = (i1 - i0) * G;       // rows: (query i, head j) -> (i - i0) * G + j
-      const int64_t N = len_before + i1;     // keys visible to the last query of the block
-      float* S = grow(ws.scores, static_cast<size_t>(M * N));
-      float* O = grow(ws.o, static_cast<size_t>(M * d));
-      const float* Q = qg + (g * n + i0) * G * d;
-      gemm_nt(M, N, d, scale, Q, d, K, d, 0.0f, S, N);
-      parallel_for(M, 8, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t len = len_before + i0 + r / G + 1;  // causal: entries 0..len_before + i
-          float* row = S + r * N;
-          softmax_row(row, len);
-          std::fill(row + len, row + N, 0.0f);
-        }
-      });
-      if (prob_hook) {
-        for (int64_t r = 0; r < M; ++r) {
-          hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
-        }
+  const int64_t i1 = std::min(n, i0 + kQueryBlock);
+  const int64_t M = (i1 - i0) * G;    // rows: (query i, head j) -> (i - i0) * G + j
+  const int64_t N = len_before + i1;  // keys visible to the last query of the block
+  const float* K = kv.k_at(g, 0);     // [capacity, d], rows 0..kv.length valid
+  const float* V = kv.v_at(g, 0);
+  const float* Q = qg + (g * n + i0) * G * d;
+  gemm_nt(M, N, d, 1.0f / std::sqrt(static_cast<float>(d)), Q, d, K, d, 0.0f, S, N);
+  const bool probs_needed = hooks && hooks->on_attention_probs;
+  // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
+  std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
+  auto softmax_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t len = len_before + i0 + r / G + 1;  // causal: entries 0..len_before + i
+      float* row = S + r * N;
+      if (probs_needed) {
+        softmax_row(row, len);
+      } else {
+        inv_sum[static_cast<size_t>(r)] = 1.0f / softmax_unnormalized(row, len);
       }
-      gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
-      for (int64_t r = 0; r < M; ++r) {
-        const int64_t i = i0 + r / G, h = g * G + r % G;
-        std::memcpy(out + i * H * d + h * d, O + r * d, static_cast<size_t>(d) * sizeof(float));
-      }
+      std::fill(row + len, row + N, 0.0f);
     }
+  };
+  if (row_parallel) {
+    parallel_for(M, 8, softmax_rows);
+  } else {
+    softmax_rows(0, M);
+  }
+  if (probs_needed) {
+    for (int64_t r = 0; r < M; ++r) {
+      hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
+    }
+  }
+  gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
+  for (int64_t r = 0; r < M; ++r) {
+    const int64_t i = i0 + r / G, h = g * G + r % G;
+    const float s = inv_sum[static_cast<size_t>(r)];
+    float* dst = out + i * H * d + h * d;
+    for (int64_t e = 0; e < d; ++e) dst[e] = O[r * d + e] * s;
+  }
+}
+
+/// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
+/// n new entries already appended (len_before = kv.length - n). out: [n, H*d].
+///
+/// Without a probability hook and with several threads, the blocks (KV head x query block) are spread over the pool,
+/// each thread running its blocks' sgemm calls single-threaded (one synchronisation per layer instead of three per
+/// block; blocks are dealt round-robin so early, cheap blocks and late, expensive ones mix). With the hook, blocks
+/// run in order on the calling thread (the hook's contract), with multi-threaded sgemm and softmax.
+void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, float* out, Workspace& ws,
+               const LayerHooks* hooks) {
+  const int64_t G = c.group_size(), d = c.head_dim;
+  const int64_t n_blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int64_t tasks = c.n_kv_heads * n_blocks;
+  const int threads = num_threads();
+  const int64_t max_scores = std::min(n, kQueryBlock) * G * kv.length;
+  if (!(hooks && hooks->on_attention_probs) && threads > 1 && tasks > 1) {
+    const int64_t slots = std::min<int64_t>(threads, tasks);
+    const size_t per_slot = static_cast<size_t>(max_scores + std::min(n, kQueryBlock) * G * d);
+    float* scratch = grow(ws.scores, per_slot * static_cast<size_t>(slots));
+    SingleThreadedBlas one_thread_each;
+    parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t slot = s0; slot < s1; ++slot) {
+        float* S = scratch + per_slot * static_cast<size_t>(slot);
+        for (int64_t t = slot; t < tasks; t += slots) {
+          attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, S, S + max_scores, out,
+                          false, nullptr);
+        }
+      }
+    });
+    return;
+  }
+  float* S = grow(ws.scores, static_cast<size_t>(max_scores));
+  float* O = grow(ws.o, static_cast<size_t>(std::min(n, kQueryBlock) * G * d));
+  for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+    for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock) attention_block(c, qg, n, kv, g, i0, S, O, out, true, hooks);
   }
 }
 

@@ -59,7 +59,7 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
 /// entries [0, kv.length_before + i]. Cache entries may be any subset of earlier positions (a compacted cache): keys
 /// are stored already rotated, so their positions are never needed again.
 /// Throws rkv::InputError for a cache of the wrong geometry, or when a sliding-window model would attend beyond its
-/// window (sliding-window attention is not implemented).
+/// window (this backend computes full attention only).
 void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
                    Workspace& ws, const LayerHooks* hooks = nullptr);
 

@@ -12,8 +12,13 @@ void rmsnorm_row(const float* x, const float* w, float eps, int64_t n, float* y)
 /// SwiGLU activation (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). In place on gate.
 void silu_mul(float* gate, const float* up, int64_t n);
 
-/// Softmax of row x[0..n) in place, with max subtraction: x[j] = exp(x[j] - max) / sum. Uses exp_inplace.
+/// Softmax of row x[0..n) in place, with max subtraction: x[j] = exp(x[j] - max) / sum. Uses exp_inplace's exp.
 void softmax_row(float* x, int64_t n);
+
+/// The unnormalized part of softmax_row: x[j] = exp(x[j] - max_k x[k]) in place; returns sum_j x[j] (accumulated in
+/// 16 float lanes, then double). softmax_row(x) equals this followed by x[j] *= 1 / sum. Attention uses it to divide
+/// the (much smaller) output rows by the sum instead of the probability rows.
+float softmax_unnormalized(float* x, int64_t n);
 
 /// x[j] = exp(x[j]) for n values: Cody-Waite range reduction x = k ln2 + r, |r| <= ln2/2, degree-6 Taylor polynomial
 /// for exp(r), times 2^k. Max relative error about 2e-7 on [-87, 88]; inputs below -87.3 give 0, above 88.7 give

@@ -144,6 +144,13 @@ void set_num_threads(int n) {
 
 int num_threads() { return ensure_init(); }
 
+SingleThreadedBlas::SingleThreadedBlas() {
+  ensure_init();
+  openblas_set_num_threads(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(num_threads()); }
+
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int threads = ensure_init();

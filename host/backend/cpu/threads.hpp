@@ -22,4 +22,15 @@ int num_threads();
 /// runs serially on the calling thread. Exceptions thrown by fn are rethrown on the calling thread (the first one).
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t begin, int64_t end)>& fn);
 
+/// While alive, OpenBLAS runs every call on the calling thread (openblas_set_num_threads(1)), so several pool threads
+/// can each run their own sgemm; the destructor restores num_threads(). Process-wide: other threads' BLAS calls made
+/// meanwhile also run single-threaded. Used inside parallel_for-based kernels; not nestable across threads.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+};
+
 }  // namespace rkv::cpu
