@@ -23,7 +23,7 @@ void reserve_layer(LayerKV& layer, int64_t capacity) {
   if (capacity <= layer.capacity) return;
   std::vector<float> k(static_cast<size_t>(layer.n_kv_heads * capacity * layer.head_dim), 0.0f);
   std::vector<float> v(k.size(), 0.0f);
-  for (int64_t h = 0; h < layer.n_kv_heads; ++h) {
+  for (int64_t h = 0; h < layer.n_kv_heads && layer.length > 0; ++h) {  // nothing to copy from an empty cache
     const size_t n = static_cast<size_t>(layer.length * layer.head_dim);
     std::memcpy(k.data() + h * capacity * layer.head_dim, layer.k_at(h, 0), n * sizeof(float));
     std::memcpy(v.data() + h * capacity * layer.head_dim, layer.v_at(h, 0), n * sizeof(float));
