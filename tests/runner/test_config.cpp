@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 class Config : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("rkv-config-" + std::to_string(::getpid()));
+    dir = fs::temp_directory_path() / ("rkv-config-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir);
     for (const char* f : {"model.gguf", "a.txt", "b.txt", "c.txt"}) std::ofstream(dir / f) << "x";
   }
