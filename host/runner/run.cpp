@@ -193,14 +193,14 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   RunSummary summary;
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
-  std::vector<size_t> todo;
+  std::vector<size_t> pending;
   for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
     if (opt.resume && cell_file_complete(out, plan.cells[c].id)) continue;
-    todo.push_back(c);
+    pending.push_back(c);
   }
-  summary.cells_skipped = summary.cells_total - static_cast<int64_t>(todo.size());
+  summary.cells_skipped = summary.cells_total - static_cast<int64_t>(pending.size());
   Progress progress(opt.quiet, opt.progress);
-  if (todo.empty()) {
+  if (pending.empty()) {
     progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) + " cells complete or in other shards)");
     merge_outputs({out}, out, true);
     summary.seconds = since(t_run);
@@ -233,7 +233,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   std::map<std::string, ScorerUse> scorers;
   bool need_all_queries = false;
   int64_t max_window = 0;
-  for (size_t c : todo) {
+  for (size_t c : pending) {
     const CellConfig& cc = plan.cells[c].config;
     if (cc.full_cache) continue;
     const std::string key = choice_key(*cc.scorer);
@@ -250,7 +250,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Sensitivity profiles, one per (signal, scorer) that a cell's allocator uses.
   std::map<std::string, SensitivityProfile> profiles;
-  for (size_t c : todo) {
+  for (size_t c : pending) {
     const CellConfig& cc = plan.cells[c].config;
     if (cc.full_cache || !cc.uses_profile) continue;
     const std::string key = choice_key(*cc.signal) + "|" + choice_key(*cc.scorer);
@@ -338,9 +338,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
-  progress.set_total(static_cast<int64_t>(todo.size()));
+  progress.set_total(static_cast<int64_t>(pending.size()));
   std::map<std::string, std::vector<ExampleOutcomeRecord>> done_by_effective;
-  for (size_t c : todo) {
+  for (size_t c : pending) {
     const Cell& cell = plan.cells[c];
     const CellConfig& cc = cell.config;
     const auto t_cell = Clock::now();
