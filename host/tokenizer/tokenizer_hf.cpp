@@ -169,7 +169,7 @@ Tokenizer Tokenizer::from_hf_dir(const fs::path& dir) {
       filled[id] = true;
     }
     for (std::size_t i = 0; i < v.tokens.size(); ++i) {
-      if (!filled[i]) {  // a hole in the ids: a placeholder nobody can produce
+      if (!filled[i]) {  // an id no vocab entry uses: named [PADi] and marked unused, so encode never emits it (as llama.cpp does)
         v.tokens[i].text = "[PAD" + std::to_string(i) + "]";
         v.tokens[i].attr = kTokenUnused;
       }
