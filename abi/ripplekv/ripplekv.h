@@ -4,7 +4,8 @@
  * Rules for every function below:
  *  - Handles are opaque: rkv_context (plugin listing, profile, allocate, run, results) and rkv_model (one open model:
  *    tokenize, detokenize, generate). Option structs are passed by pointer and begin with `struct_size`: set it to
- *    sizeof(the struct); a smaller struct_size is RKV_ERROR_INVALID_ARGUMENT (structs are append-only, as in plugin.h).
+ *    sizeof(the struct); a struct_size smaller than the struct's first layout is RKV_ERROR_INVALID_ARGUMENT
+ *    (structs are append-only, as in plugin.h; fields past a caller's struct_size take their documented defaults).
  *  - Every function except rkv_version, rkv_*_last_error and the free/close/destroy functions returns an rkv_status
  *    (RKV_OK or an RKV_ERROR_* code of plugin.h): bad input (a missing file, a bad TOML key, an unknown plugin id)
  *    is RKV_ERROR_INVALID_ARGUMENT, a cancelled run RKV_ERROR_CANCELLED, anything else RKV_ERROR_INTERNAL.
@@ -85,16 +86,35 @@ rkv_status rkv_tokenize(rkv_model* model, const char* text, int add_bos, int par
  *  as their text. An id outside the vocabulary is RKV_ERROR_INVALID_ARGUMENT. */
 rkv_status rkv_detokenize(rkv_model* model, const int32_t* ids, size_t n, int render_special, char** out_text);
 
-/** Options of rkv_generate. Decoding is greedy (argmax) with the full KV cache; generation stops at an
- *  end-of-generation token or after max_new_tokens. */
+/** Options of rkv_generate. Decoding is greedy (argmax); generation stops at an end-of-generation token or after
+ *  max_new_tokens. Without compression_config the prompt keeps its full KV cache. With it, the prompt is prefilled,
+ *  its cache compressed as the config says ([scorer], [allocator] and [budget] of the run schema, plus optional
+ *  plugin_paths; other sections are ignored; as `ripplekv generate --compress CONFIG`), and decoding runs on the
+ *  compacted cache.
+ *  The fields from compression_config on were added after the first layout: a struct_size that ends before them
+ *  (RKV_GENERATE_OPTIONS_SIZE_V0) is accepted and they read as NULL. */
 typedef struct rkv_generate_options {
   size_t struct_size;     /**< sizeof(rkv_generate_options) */
   const char* prompt;     /**< UTF-8 prompt (required) */
   int chat;               /**< nonzero: wrap the prompt as one user turn of the model's chat template */
   int64_t max_new_tokens; /**< >= 0; 0 in a struct means 0 new tokens */
+  const char* compression_config; /**< path of a compression TOML, or NULL for the full cache */
+  const char* profile_path;       /**< profile.json (`ripplekv profile` or a run) for an allocator that needs a
+                                       sensitivity profile (ripplekv); NULL otherwise */
+  char** out_compression_json;    /**< NULL, or receives (caller frees with rkv_string_free) a JSON object
+                                       {"scorer", "allocator", "prompt_tokens", "budget_total", "budgets" (one per
+                                       model layer, positions), "kv_bytes_full", "kv_bytes_kept", "warnings"};
+                                       set only when compression_config is given and the call succeeds */
 } rkv_generate_options;
 
-/** Generates a continuation of options->prompt; *out_text (freed with rkv_string_free) holds the new text only. */
+/** struct_size of the first rkv_generate_options layout (prompt, chat, max_new_tokens). */
+#define RKV_GENERATE_OPTIONS_SIZE_V0 (offsetof(rkv_generate_options, compression_config))
+
+/** Generates a continuation of options->prompt; *out_text (freed with rkv_string_free) holds the new text only.
+ *  Errors (RKV_ERROR_INVALID_ARGUMENT, message on the model handle): a missing prompt, max_new_tokens < 0, a prompt
+ *  that encodes to no tokens; with compression: a bad config (file, key and line named), an unknown plugin,
+ *  budget.layers outside the model, a profile that is needed but missing or has the wrong number of layers; a
+ *  plugin that fails (named). Uses the process-wide CPU thread pool; one call at a time per model handle. */
 rkv_status rkv_generate(rkv_model* model, const rkv_generate_options* options, char** out_text);
 
 /** Computes the sensitivity profile of the TOML config at config_path (its model, calibration data and [signal]

@@ -1,7 +1,11 @@
-// C API: open/close a model, tokenize, detokenize, greedy generation (abi/ripplekv/ripplekv.h).
+// C API: open/close a model, tokenize, detokenize, greedy generation with the full or a compressed cache
+// (abi/ripplekv/ripplekv.h).
+#include <nlohmann/json.hpp>
+
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
 #include "capi/capi_handles.hpp"
+#include "runner/compressed_generate.hpp"
 #include "tokenizer/chat_template.hpp"
 
 using rkv::capi::guarded;
@@ -77,10 +81,18 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
   return guarded(m->last_error, [&] {
     require(o, "options");
     require(out_text, "out_text");
-    if (o->struct_size < sizeof(rkv_generate_options))
+    if (o->struct_size < RKV_GENERATE_OPTIONS_SIZE_V0)
       throw rkv::InputError("rkv_generate_options.struct_size " + std::to_string(o->struct_size) + " is too small");
     require(o->prompt, "options->prompt");
     if (o->max_new_tokens < 0) throw rkv::InputError("max_new_tokens must be >= 0");
+    // Fields after the first layout are read only when the caller's struct has them.
+    const bool has_v1 = o->struct_size >= sizeof(rkv_generate_options);
+    const char* compression_config = has_v1 ? o->compression_config : nullptr;
+    const char* profile_path = has_v1 ? o->profile_path : nullptr;
+    char** out_compression_json = has_v1 ? o->out_compression_json : nullptr;
+    if (!compression_config && profile_path)
+      throw rkv::InputError("profile_path is given without compression_config");
+
     const rkv::Tokenizer& tok = m->tokenizer;
     std::vector<int32_t> ids;
     if (o->chat) {
@@ -90,11 +102,32 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
       ids = tok.encode(o->prompt, tok.add_bos_by_default(), false);
     }
     if (ids.empty()) throw rkv::InputError("the prompt encodes to no tokens");
-    rkv::cpu::GenerateOptions g;
-    g.max_new_tokens = o->max_new_tokens;
-    g.stop_ids = tok.end_of_generation_ids();  // default sampling: temperature 0 = greedy
-    const rkv::cpu::GenerateResult r = rkv::cpu::generate(m->model, ids, g);
-    *out_text = rkv::capi::copy_string(tok.decode(r.tokens, false));
+
+    if (!compression_config) {
+      rkv::cpu::GenerateOptions g;
+      g.max_new_tokens = o->max_new_tokens;
+      g.stop_ids = tok.end_of_generation_ids();  // default sampling: temperature 0 = greedy
+      const rkv::cpu::GenerateResult r = rkv::cpu::generate(m->model, ids, g);
+      *out_text = rkv::capi::copy_string(tok.decode(r.tokens, false));
+      return;
+    }
+    const rkv::CompressedGeneration g = rkv::generate_compressed(
+        m->model, tok, ids, compression_config, profile_path ? profile_path : "", o->max_new_tokens);
+    std::string info;
+    if (out_compression_json) {
+      nlohmann::json j;
+      j["scorer"] = g.scorer;
+      j["allocator"] = g.allocator;
+      j["prompt_tokens"] = g.prompt_tokens;
+      j["budget_total"] = g.budget_total;
+      j["budgets"] = g.budgets;
+      j["kv_bytes_full"] = g.bytes_full;
+      j["kv_bytes_kept"] = g.bytes_kept;
+      j["warnings"] = g.warnings;
+      info = j.dump();
+    }
+    *out_text = rkv::capi::copy_string(tok.decode(g.tokens, false));
+    if (out_compression_json) *out_compression_json = rkv::capi::copy_string(info);
   });
 }
 

@@ -7,11 +7,8 @@
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
-#include "cache/budget.hpp"
 #include "cli/command.hpp"
-#include "runner/compression.hpp"
-#include "runner/config.hpp"
-#include "runner/profile_file.hpp"
+#include "runner/compressed_generate.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -33,60 +30,19 @@ size_t complete_utf8_prefix(const std::string& s) {
 }
 
 /// generate --compress: prefill, compress as the config says, print budgets and bytes, decode greedily.
-int generate_compressed(const rkv::Model& model, const rkv::Tokenizer& tok, const std::vector<int32_t>& ids,
-                        const std::string& config_path, const std::string& profile_path, int64_t max_new,
-                        float temperature) {
+int print_compressed_generation(const rkv::Model& model, const rkv::Tokenizer& tok, const std::vector<int32_t>& ids,
+                                const std::string& config_path, const std::string& profile_path, int64_t max_new,
+                                float temperature) {
   if (temperature > 0.0f) throw rkv::cli::UsageError("--compress decodes greedily; drop --temperature");
-  const rkv::CompressionConfig cfg = rkv::load_compression_config(config_path);
-  const rkv::CellConfig& cc = cfg.cell;
-  const rkv::ModelConfig& mc = model.config;
-  std::vector<int64_t> layers = cfg.compressible_layers;
-  if (layers.empty())
-    for (int64_t l = 0; l < mc.n_layers; ++l) layers.push_back(l);
-  for (int64_t l : layers)
-    if (l < 0 || l >= mc.n_layers)
-      throw rkv::InputError(config_path + ": budget.layers names layer " + std::to_string(l) + "; the model has " +
-                            std::to_string(mc.n_layers));
-  std::vector<double> profile;
-  const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
-  if (needs_profile) {
-    if (profile_path.empty())
-      throw rkv::cli::UsageError("allocator '" + cc.allocator->id + "' needs a sensitivity profile: give --profile FILE");
-    const rkv::ProfileFile pf = rkv::read_profile_file(profile_path);
-    if (static_cast<int64_t>(pf.s.size()) != mc.n_layers)
-      throw rkv::InputError(profile_path + ": the profile has " + std::to_string(pf.s.size()) +
-                            " layers, the model " + std::to_string(mc.n_layers));
-    for (int64_t l : layers) profile.push_back(pf.s[static_cast<size_t>(l)]);
-  }
-  rkv::HostServices host;
-  const rkv::PluginInstance scorer_inst = rkv::PluginInstance::create(*cc.scorer->info, cc.scorer->params, host);
-  const rkv::PluginInstance alloc_inst = rkv::PluginInstance::create(*cc.allocator->info, cc.allocator->params, host);
-  rkv::ScorerUse scorer;
-  scorer.instance = &scorer_inst;
-  scorer.requirements = rkv::query_scorer_requirements(
-      scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim});
-  scorer.key = cc.scorer->id;
-  const int64_t T = static_cast<int64_t>(ids.size()), A = static_cast<int64_t>(layers.size());
-  rkv::cpu::Workspace ws;
-  const int64_t keep_q = scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min(T, scorer.requirements.window);
-  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(model, ids, keep_q, ws);
-  const int64_t B = cc.budget_fraction ? rkv::budget_total_from_fraction(*cc.budget_fraction, T, A)
-                                       : rkv::budget_total_from_tokens(*cc.budget_tokens, T, A);
-  const rkv::Allocation alloc =
-      rkv::run_allocator(alloc_inst, profile, B, T, A, scorer.requirements.protected_count(T));
-  rkv::ScoreMemo memo;
-  rkv::CompressedPrompt comp = rkv::compress_prompt(model, prompt, scorer, layers, alloc.budgets, memo);
-  std::cerr << "[compressed " << T << " prompt positions with " << cc.scorer->id << " + " << cc.allocator->id
-            << ": B = " << B << ", KV bytes " << comp.bytes_kept << " of " << comp.bytes_full << " ("
-            << 100.0 * static_cast<double>(comp.bytes_kept) / static_cast<double>(comp.bytes_full) << "%)]\n[budgets:";
-  for (int64_t b : comp.budgets) std::cerr << " " << b;
+  const rkv::CompressedGeneration g = rkv::generate_compressed(model, tok, ids, config_path, profile_path, max_new);
+  std::cerr << "[compressed " << g.prompt_tokens << " prompt positions with " << g.scorer << " + " << g.allocator
+            << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
+            << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
+  for (int64_t b : g.budgets) std::cerr << " " << b;
   std::cerr << "]\n";
-  for (const auto& w : alloc.warnings) std::cerr << "warning: " << w << "\n";
-  for (const auto& w : comp.warnings) std::cerr << "warning: " << w << "\n";
-  const rkv::GreedyResult r =
-      rkv::greedy_decode(model, prompt.last_logits, T, comp.cache, max_new, tok.end_of_generation_ids(), ws);
-  std::cout << tok.decode(r.tokens, false) << std::endl;
-  std::cerr << "[" << r.tokens.size() << " generated on the compressed cache, decode " << r.tokens_per_second
+  for (const auto& w : g.warnings) std::cerr << "warning: " << w << "\n";
+  std::cout << tok.decode(g.tokens, false) << std::endl;
+  std::cerr << "[" << g.tokens.size() << " generated on the compressed cache, decode " << g.decode_tokens_per_second
             << " tok/s]\n";
   return 0;
 }
@@ -160,7 +116,7 @@ int run_generate(const std::vector<std::string>& args) {
   }
   if (ids.empty()) throw rkv::cli::UsageError("the prompt encodes to no tokens");
 
-  if (!compress_path.empty()) return generate_compressed(model, tok, ids, compress_path, profile_path, max_new, temperature);
+  if (!compress_path.empty()) return print_compressed_generation(model, tok, ids, compress_path, profile_path, max_new, temperature);
   if (!profile_path.empty()) throw rkv::cli::UsageError("--profile needs --compress");
 
   rkv::cpu::GenerateOptions g;

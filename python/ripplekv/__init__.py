@@ -196,16 +196,31 @@ class Model:
         self._check(_lib.rkv_detokenize(self._live(), arr, len(ids), int(render_special), ctypes.byref(out)))
         return take_string(_lib, out)
 
-    def generate(self, prompt, chat=False, max_new_tokens=256):
-        """Greedy continuation of `prompt` (chat=True wraps it as a user turn of the chat template); new text only."""
+    def generate(self, prompt, chat=False, max_new_tokens=256, compress=None, profile=None, info=False):
+        """Greedy continuation of `prompt` (chat=True wraps it as a user turn of the chat template); new text only.
+
+        compress: path of a compression TOML ([scorer], [allocator], [budget]); the prompt's KV cache is compressed
+        after prefill and decoding runs on the compacted cache. profile: a profile.json, for allocators that need a
+        sensitivity profile (ripplekv). info=True (with compress) returns (text, dict) where the dict holds scorer,
+        allocator, prompt_tokens, budget_total, budgets (per layer), kv_bytes_full, kv_bytes_kept and warnings."""
+        if info and compress is None:
+            raise ValueError("info=True needs compress=CONFIG")
         o = _C.GenerateOptions()
         o.struct_size = ctypes.sizeof(o)
         o.prompt = prompt.encode()
         o.chat = 1 if chat else 0
         o.max_new_tokens = int(max_new_tokens)
+        o.compression_config = os.fsencode(compress) if compress is not None else None
+        o.profile_path = os.fsencode(profile) if profile is not None else None
+        info_out = ctypes.c_void_p()
+        if info:
+            o.out_compression_json = ctypes.pointer(info_out)
         out = ctypes.c_void_p()
         self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
-        return take_string(_lib, out)
+        text = take_string(_lib, out)
+        if info:
+            return text, json.loads(take_string(_lib, info_out))
+        return text
 
     def close(self):
         if self._h is not None and self._h.value:

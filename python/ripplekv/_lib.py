@@ -49,7 +49,8 @@ class _C:
 
     class GenerateOptions(ctypes.Structure):
         _fields_ = [("struct_size", ctypes.c_size_t), ("prompt", ctypes.c_char_p), ("chat", ctypes.c_int),
-                    ("max_new_tokens", ctypes.c_int64)]
+                    ("max_new_tokens", ctypes.c_int64), ("compression_config", ctypes.c_char_p),
+                    ("profile_path", ctypes.c_char_p), ("out_compression_json", ctypes.POINTER(ctypes.c_void_p))]
 
     class AllocateOptions(ctypes.Structure):
         _fields_ = [("struct_size", ctypes.c_size_t), ("allocator", ctypes.c_char_p),

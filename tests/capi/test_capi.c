@@ -1,8 +1,10 @@
 /* The C API from C99 (abi/ripplekv/ripplekv.h).
  *   test_capi unit   version, plugin listing, allocate with hand-computed budgets, errors with the message on the
  *                    context
- *   test_capi model  SmolLM2: tokenize/detokenize round trip and greedy chat generation naming Paris; exits 77 (skip)
- *                    when the model file is absent, unless CI=true. */
+ *   test_capi model  SmolLM2: tokenize/detokenize round trip, greedy chat generation naming Paris (with the first
+ *                    struct layout and the current one), generation on a compressed cache (snapkv + uniform at
+ *                    fraction 0.5: B = round(0.5 T L), L = 30 budgets summing to B, kept bytes B/(T L) of the full
+ *                    cache), and its errors; exits 77 (skip) when the model file is absent, unless CI=true. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,95 @@ static int test_unit(void) {
   return failures ? 1 : 0;
 }
 
+/* Writes `text` to `path`; returns 0 on success. */
+static int write_text(const char* path, const char* text) {
+  FILE* f = fopen(path, "w");
+  if (!f) return 1;
+  fputs(text, f);
+  return fclose(f) != 0;
+}
+
+/* Reads the integer after `"key":` in a flat JSON object, or -1. */
+static long json_int(const char* json, const char* key) {
+  char pattern[64];
+  const char* at;
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  at = strstr(json, pattern);
+  return at ? strtol(at + strlen(pattern), NULL, 10) : -1;
+}
+
+/* rkv_generate with a compression config: snapkv + uniform at fraction 0.5, then the errors. */
+static void test_compressed_generate(rkv_model* m) {
+  const char* config = RKV_TEST_BINARY_DIR "/tests/capi/compress-snapkv-uniform.toml";
+  const char* needs_profile = RKV_TEST_SOURCE_DIR "/configs/compress-snapkv-ripplekv.toml";
+  rkv_generate_options go;
+  char* text = NULL;
+  char* info = NULL;
+  long T, B, full, kept;
+  const char* budgets;
+  long sum = 0, count = 0;
+
+  CHECK(write_text(config, "[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 8\n"
+                           "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n") == 0);
+  memset(&go, 0, sizeof go);
+  go.struct_size = sizeof go;
+  go.prompt = "Read this and answer. The secret number is 4172. Many other words follow here, about the weather, "
+              "the sea and the long road home. What is the secret number?";
+  go.chat = 1;
+  go.max_new_tokens = 16;
+  go.compression_config = config;
+  go.out_compression_json = &info;
+  CHECK_OK(rkv_model_last_error(m), rkv_generate(m, &go, &text));
+  CHECK(text != NULL && info != NULL);
+  if (text && info) {
+    printf("compressed generation: %s\n%s\n", text, info);
+    CHECK(strstr(info, "\"scorer\":\"org.ripplekv.scorer.snapkv\"") != NULL);
+    CHECK(strstr(info, "\"allocator\":\"org.ripplekv.allocator.uniform\"") != NULL);
+    T = json_int(info, "prompt_tokens");
+    B = json_int(info, "budget_total");
+    full = json_int(info, "kv_bytes_full");
+    kept = json_int(info, "kv_bytes_kept");
+    CHECK(T > 40);
+    CHECK(B == (long)(0.5 * (double)T * 30 + 0.5)); /* B = round(f T |A|), |A| = 30 layers */
+    CHECK(kept == full * B / (30 * T));             /* bytes are proportional to the positions kept */
+    budgets = strstr(info, "\"budgets\":[");
+    CHECK(budgets != NULL);
+    if (budgets) {
+      const char* p = budgets + strlen("\"budgets\":[");
+      while (*p && *p != ']') {
+        char* end;
+        long b = strtol(p, &end, 10);
+        if (end == p) break;
+        CHECK(b == B / 30 || b == B / 30 + 1); /* uniform: every layer within one position of B / L */
+        sum += b;
+        ++count;
+        p = (*end == ',') ? end + 1 : end;
+      }
+      CHECK(count == 30);
+      CHECK(sum == B);
+    }
+  }
+  rkv_string_free(text);
+  rkv_string_free(info);
+  text = NULL;
+  info = NULL;
+
+  /* The ripplekv allocator needs a sensitivity profile. */
+  go.compression_config = needs_profile;
+  CHECK(rkv_generate(m, &go, &text) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_model_last_error(m), "needs a sensitivity profile") != NULL);
+  CHECK(text == NULL && info == NULL);
+  /* A config that does not exist is named. */
+  go.compression_config = "/nonexistent/compress.toml";
+  CHECK(rkv_generate(m, &go, &text) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_model_last_error(m), "/nonexistent/compress.toml") != NULL);
+  /* A profile without a config is refused. */
+  go.compression_config = NULL;
+  go.profile_path = "profile.json";
+  CHECK(rkv_generate(m, &go, &text) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_model_last_error(m), "profile_path") != NULL);
+}
+
 static int test_model(void) {
   char path[4096];
   const char* cache = getenv("RIPPLEKV_CACHE");
@@ -183,6 +274,18 @@ static int test_model(void) {
   CHECK(text != NULL && strstr(text, "Paris") != NULL);
   printf("generated: %s\n", text ? text : "(null)");
   rkv_string_free(text);
+
+  /* A caller built against the first layout (no compression fields) still works. */
+  go.struct_size = RKV_GENERATE_OPTIONS_SIZE_V0;
+  go.compression_config = "this field is past the caller's struct and must not be read";
+  CHECK_OK(rkv_model_last_error(m), rkv_generate(m, &go, &text));
+  CHECK(text != NULL && strstr(text, "Paris") != NULL);
+  rkv_string_free(text);
+  go.struct_size = RKV_GENERATE_OPTIONS_SIZE_V0 - 1;
+  CHECK(rkv_generate(m, &go, &text) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(rkv_model_last_error(m), "struct_size") != NULL);
+
+  test_compressed_generate(m);
 
   rkv_model_close(m);
   rkv_context_destroy(ctx);

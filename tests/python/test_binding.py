@@ -81,6 +81,31 @@ class WithModel(unittest.TestCase):
         self.assertEqual(len(p["s"]), 30)  # SmolLM2-135M has 30 layers, all compressible in ci-tiny
         self.assertTrue(all(isinstance(x, (int, float)) for x in p["s"]))
 
+    def test_generate_compressed_with_profile(self):
+        # ripplekv allocation from the ci-tiny profile (cached after test_profile), snapkv scoring, fraction 0.3
+        p = ripplekv.profile(CONFIG, threads=2)
+        compress = os.path.join(SRC, "configs", "compress-snapkv-ripplekv.toml")
+        prompt = "Summarize: " + " ".join(["The rain in the north fell for days and the river rose."] * 12)
+        with tempfile.TemporaryDirectory() as d, ripplekv.Model(MODEL, threads=2) as m:
+            profile_path = os.path.join(d, "profile.json")
+            with open(profile_path, "w") as f:
+                json.dump(p, f)
+            text, info = m.generate(prompt, chat=True, max_new_tokens=8, compress=compress, profile=profile_path,
+                                    info=True)
+            self.assertIsInstance(text, str)
+            T, B, s = info["prompt_tokens"], info["budget_total"], p["s"]
+            self.assertEqual(B, int(0.3 * T * 30 + 0.5))  # B = round(f T L)
+            self.assertEqual(sum(info["budgets"]), B)
+            self.assertEqual(info["allocator"], "org.ripplekv.allocator.ripplekv")
+            # the allocation is monotone in the sensitivity: the most sensitive layer keeps at least as many
+            # positions as the least sensitive one, and strictly more since the profile is not constant
+            hi, lo = s.index(max(s)), s.index(min(s))
+            self.assertGreater(info["budgets"][hi], info["budgets"][lo])
+            self.assertEqual(info["kv_bytes_kept"], info["kv_bytes_full"] * B // (30 * T))
+            with self.assertRaises(ripplekv.Error) as e:
+                m.generate(prompt, compress=compress)  # no profile
+            self.assertIn("needs a sensitivity profile", e.exception.message)
+
     def test_run(self):
         seen = []
         with tempfile.TemporaryDirectory() as out:

@@ -1,0 +1,102 @@
+// Greedy generation on a compressed prompt cache (see compressed_generate.hpp).
+#include "runner/compressed_generate.hpp"
+
+#include <algorithm>
+
+#include "backend/cpu/forward.hpp"
+#include "cache/budget.hpp"
+#include "core/errors.hpp"
+#include "runner/compression.hpp"
+#include "runner/config.hpp"
+#include "runner/profile_file.hpp"
+
+namespace rkv {
+
+namespace {
+
+/// The model layers of the set A: budget.layers, or every layer when it is empty.
+std::vector<int64_t> compressible_layers(const CompressionConfig& cfg, const ModelConfig& mc,
+                                         const std::string& config_path) {
+  std::vector<int64_t> layers = cfg.compressible_layers;
+  if (layers.empty())
+    for (int64_t l = 0; l < mc.n_layers; ++l) layers.push_back(l);
+  for (int64_t l : layers)
+    if (l < 0 || l >= mc.n_layers)
+      throw InputError(config_path + ": budget.layers names layer " + std::to_string(l) + "; the model has " +
+                       std::to_string(mc.n_layers));
+  return layers;
+}
+
+/// s_l for every layer of `layers`, read from `profile_path` (checked against the model's layer count).
+std::vector<double> profile_of_layers(const std::string& profile_path, const std::string& allocator_id,
+                                      const std::vector<int64_t>& layers, int64_t n_layers) {
+  if (profile_path.empty())
+    throw InputError("allocator '" + allocator_id + "' needs a sensitivity profile: give --profile FILE "
+                     "(profile_path in the C API), a profile.json of `ripplekv profile` or a run");
+  const ProfileFile pf = read_profile_file(profile_path);
+  if (static_cast<int64_t>(pf.s.size()) != n_layers)
+    throw InputError(profile_path + ": the profile has " + std::to_string(pf.s.size()) + " layers, the model " +
+                     std::to_string(n_layers));
+  std::vector<double> profile;
+  for (int64_t l : layers) profile.push_back(pf.s[static_cast<size_t>(l)]);
+  return profile;
+}
+
+}  // namespace
+
+CompressedGeneration generate_compressed(const Model& model, const Tokenizer& tok,
+                                         const std::vector<int32_t>& prompt_ids, const std::string& config_path,
+                                         const std::string& profile_path, int64_t max_new_tokens) {
+  if (prompt_ids.empty()) throw InputError("the prompt encodes to no tokens");
+  if (max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
+  const CompressionConfig cfg = load_compression_config(config_path);
+  const CellConfig& cc = cfg.cell;
+  const ModelConfig& mc = model.config;
+  const std::vector<int64_t> layers = compressible_layers(cfg, mc, config_path);
+  const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
+  const std::vector<double> profile =
+      needs_profile ? profile_of_layers(profile_path, cc.allocator->id, layers, mc.n_layers) : std::vector<double>{};
+
+  HostServices host;
+  const PluginInstance scorer_inst = PluginInstance::create(*cc.scorer->info, cc.scorer->params, host);
+  const PluginInstance alloc_inst = PluginInstance::create(*cc.allocator->info, cc.allocator->params, host);
+  ScorerUse scorer;
+  scorer.instance = &scorer_inst;
+  scorer.requirements = query_scorer_requirements(
+      scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim});
+  scorer.key = cc.scorer->id;
+
+  // Prefill once, keeping the queries the scorer's statistics need.
+  const int64_t T = static_cast<int64_t>(prompt_ids.size()), A = static_cast<int64_t>(layers.size());
+  cpu::Workspace ws;
+  const int64_t keep_q =
+      scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min(T, scorer.requirements.window);
+  const PrefilledPrompt prompt = prefill_prompt(model, prompt_ids, keep_q, ws);
+
+  // Allocation -> per-layer scoring, top-k and compaction.
+  const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
+                                       : budget_total_from_tokens(*cc.budget_tokens, T, A);
+  const Allocation alloc = run_allocator(alloc_inst, profile, B, T, A, scorer.requirements.protected_count(T));
+  ScoreMemo memo;
+  CompressedPrompt comp = compress_prompt(model, prompt, scorer, layers, alloc.budgets, memo);
+
+  // Greedy decode on the compacted cache.
+  const GreedyResult r =
+      greedy_decode(model, prompt.last_logits, T, comp.cache, max_new_tokens, tok.end_of_generation_ids(), ws);
+
+  CompressedGeneration g;
+  g.tokens = r.tokens;
+  g.scorer = cc.scorer->id;
+  g.allocator = cc.allocator->id;
+  g.prompt_tokens = T;
+  g.budget_total = B;
+  g.budgets = comp.budgets;
+  g.bytes_full = comp.bytes_full;
+  g.bytes_kept = comp.bytes_kept;
+  g.warnings = alloc.warnings;
+  g.warnings.insert(g.warnings.end(), comp.warnings.begin(), comp.warnings.end());
+  g.decode_tokens_per_second = r.tokens_per_second;
+  return g;
+}
+
+}  // namespace rkv

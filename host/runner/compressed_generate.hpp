@@ -1,0 +1,41 @@
+// Greedy generation on a compressed prompt cache: what `ripplekv generate --compress` and rkv_generate with a
+// compression config do (DESIGN.md "Data flow": prefill once -> allocator -> per layer scorer + top-k -> decode).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace rkv {
+
+/// What one compressed generation did.
+struct CompressedGeneration {
+  std::vector<int32_t> tokens;        ///< generated ids, without the end-of-generation id
+  std::string scorer;                 ///< scorer plugin id
+  std::string allocator;              ///< allocator plugin id
+  int64_t prompt_tokens = 0;          ///< T
+  int64_t budget_total = 0;           ///< B, positions over the compressible layers
+  std::vector<int64_t> budgets;       ///< per model layer: b_l (T for a layer left whole)
+  size_t bytes_full = 0;              ///< KV cache bytes of the prompt before compression
+  size_t bytes_kept = 0;              ///< after compression
+  std::vector<std::string> warnings;  ///< allocator, scorer and selection warnings
+  double decode_tokens_per_second = 0;
+};
+
+/// Prefills `prompt_ids` (T >= 1) on the CPU backend, compresses the cache as the compression config at
+/// `config_path` says ([scorer], [allocator], [budget] of the run schema; see load_compression_config), then decodes
+/// greedily on the compacted cache for at most `max_new_tokens` (>= 0) tokens, stopping at an end-of-generation id
+/// of `tok`. An allocator that declares RKV_FLAG_NEEDS_PROFILE reads the sensitivity profile s[L] from
+/// `profile_path` (a profile.json of `ripplekv profile` or a run; one value per model layer).
+/// Errors (rkv::InputError): a bad config (file, key and line named), budget.layers outside the model, a needed
+/// profile missing or with the wrong number of layers, a plugin that fails (named). Plugins are created for this
+/// call and released before it returns. Thread rules: uses the process-wide CPU thread pool; one call at a time
+/// per model.
+CompressedGeneration generate_compressed(const Model& model, const Tokenizer& tok,
+                                         const std::vector<int32_t>& prompt_ids, const std::string& config_path,
+                                         const std::string& profile_path, int64_t max_new_tokens);
+
+}  // namespace rkv
