@@ -9,6 +9,10 @@ VERSION = os.environ["RKV_VERSION"]
 CMAKE = os.environ.get("RKV_CMAKE", "cmake")
 CC = os.environ.get("RKV_C_COMPILER", "cc")
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A sanitized build (RIPPLEKV_SANITIZE) installs an instrumented libripplekv: programs that link it must be
+# instrumented too (the ASan runtime has to come first). Plugins do not link libripplekv and need nothing.
+SANITIZE_FLAGS = ["-fsanitize=address,undefined"] if os.environ.get("RKV_SANITIZE", "").upper() in (
+    "ON", "1", "TRUE", "YES") else []
 KNORM_SRC = os.path.join(SRC, "plugins", "examples", "knorm")
 KNORM_ID = "org.example.scorer.knorm"
 BUILTIN_IDS = {

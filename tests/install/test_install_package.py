@@ -90,7 +90,7 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(os.path.realpath(plugindir), os.path.realpath(self.path("lib", "ripplekv", "plugins")))
         exe = os.path.join(self.tmp, "print_version_pc")
         H.check([H.CC, "-std=c99", "-Wall", "-Wextra", "-Werror", os.path.join(H.HERE, "consumer", "print_version.c"),
-                 "-o", exe, *flags, "-Wl,-rpath," + libdir], "cc with pkg-config flags", env=env)
+                 "-o", exe, *flags, "-Wl,-rpath," + libdir, *H.SANITIZE_FLAGS], "cc with pkg-config flags", env=env)
         self.assertEqual(H.check([exe], "print_version (pkg-config)").stdout.strip(), H.VERSION + " 1.0")
 
     def test_pkg_config_c_plugin(self):
@@ -108,7 +108,8 @@ class InstalledPackage(unittest.TestCase):
 
     def test_find_package_program(self):
         build = os.path.join(self.tmp, "consumer-build")
-        H.configure_and_build(os.path.join(H.HERE, "consumer"), build, self.prefix)
+        H.configure_and_build(os.path.join(H.HERE, "consumer"), build, self.prefix,
+                              *(["-DCMAKE_C_FLAGS=" + " ".join(H.SANITIZE_FLAGS)] if H.SANITIZE_FLAGS else []))
         with open(os.path.join(build, "CMakeCache.txt")) as f:
             cache = f.read()
         self.assertIn("ripplekv_DIR:PATH=" + self.path("lib", "cmake", "ripplekv"), cache)
