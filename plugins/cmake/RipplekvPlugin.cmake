@@ -3,7 +3,10 @@
 # Builds one ripplekv plugin library (a MODULE .so named <name>.so, no "lib" prefix) against the plugin SDK.
 # Only the entry symbol rkv_plugin_library_get is exported (-fvisibility=hidden, as DESIGN.md "Plugin ABI" asks).
 # In the ripplekv tree the library lands in build/lib/ripplekv/plugins and is installed to
-# <libdir>/ripplekv/plugins; out of tree (after find_package(ripplekv)) it lands in the caller's binary folder.
+# <libdir>/ripplekv/plugins. Out of tree (after find_package(ripplekv), which includes this file and links the imported
+# ripplekv::sdk) it lands in the caller's binary folder (or CMAKE_LIBRARY_OUTPUT_DIRECTORY), and `cmake --install`
+# puts it in <prefix>/<libdir>/ripplekv/plugins of the caller's prefix: the host finds it there without
+# RIPPLEKV_PLUGIN_PATH when that prefix is ripplekv's own. NO_INSTALL skips the install rule.
 function(ripplekv_add_plugin name)
   cmake_parse_arguments(ARG "NO_INSTALL" "" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
