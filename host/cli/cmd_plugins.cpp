@@ -62,8 +62,8 @@ const char* kUsage =
     "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic\n"
     "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"
     "each after a `create` case. --param KEY=VALUE sets a plugin parameter (validated against its spec).\n"
-    "Exit status: 0 when every case passes, 1 when any case fails, 2 for usage errors, an unknown ID or a bad\n"
-    "parameter.\n";
+    "Exit status: 0 when every case passes, 1 when any case fails, 2 for usage errors, an unknown ID, a bad\n"
+    "parameter or a plugin library that cannot be loaded.\n";
 
 /// `plugins check`: runs the kit and prints the table or JSON; returns the exit code.
 int run_check(const PluginInfo& p, const std::vector<std::string>& param_args, bool json) {
