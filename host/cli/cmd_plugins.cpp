@@ -1,10 +1,13 @@
-// `ripplekv plugins list [--json]` and `ripplekv plugins describe ID`.
+// `ripplekv plugins list [--json]`, `ripplekv plugins describe ID` and `ripplekv plugins check ID` (the conformance
+// kit of plugin/conformance.hpp: exit 0 when every case passes, 1 when one fails, 2 for usage or load errors).
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "plugin/conformance.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 
@@ -48,15 +51,70 @@ nlohmann::json plugin_json(const PluginInfo& p) {
 
 const char* kUsage =
     "usage: ripplekv plugins list [--json] [--plugin-path DIR]...\n"
-    "       ripplekv plugins describe ID [--json] [--plugin-path DIR]...\n\n"
+    "       ripplekv plugins describe ID [--json] [--plugin-path DIR]...\n"
+    "       ripplekv plugins check ID [--param KEY=VALUE]... [--json] [--plugin-path DIR]...\n\n"
     "Plugins are searched in --plugin-path folders, then $RIPPLEKV_PLUGIN_PATH (':'-separated), then the plugin\n"
-    "folder beside libripplekv. ID may be a full id or its last component when unambiguous.\n";
+    "folder beside libripplekv. ID may be a full id or its last component when unambiguous.\n\n"
+    "check runs the rules every plugin of ID's kind must follow on seeded synthetic inputs, through the host's own\n"
+    "call paths, and prints one line per rule (case, PASS or FAIL, detail) and a summary:\n"
+    "  scorer     requirements, scores_finite, deterministic, budget_respected, protected_kept, protected_priority,\n"
+    "             short_prompt (shapes (H, H_kv, d) = (4, 2, 8), (3, 1, 16), (2, 2, 4); T in {1, 7, 64, 300})\n"
+    "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic\n"
+    "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"
+    "each after a `create` case. --param KEY=VALUE sets a plugin parameter (validated against its spec).\n"
+    "Exit status: 0 when every case passes, 1 when any case fails, 2 for usage errors, an unknown ID, a bad\n"
+    "parameter or a plugin library that cannot be loaded.\n";
+
+/// `plugins check`: runs the kit and prints the table or JSON; returns the exit code.
+int run_check(const PluginInfo& p, const std::vector<std::string>& param_args, bool json) {
+  std::vector<UserParam> user;
+  for (const auto& kv : param_args) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--param '" + kv + "' is not KEY=VALUE");
+    user.push_back(UserParam{kv.substr(0, eq), kv.substr(eq + 1), true, "--param " + kv});
+  }
+  const ParamSet params = ParamSet::validate(*p.descriptor, user);
+  const std::vector<ConformanceCase> cases = check_plugin(p, params);
+  size_t passed = 0;
+  for (const auto& c : cases) passed += c.passed ? 1 : 0;
+  const bool ok = all_passed(cases);
+  if (json) {
+    nlohmann::json j;
+    j["id"] = p.id();
+    j["kind"] = plugin_kind_name(p.descriptor->kind);
+    j["version"] = p.descriptor->version;
+    j["library"] = p.library->path;
+    j["params"] = params.to_string();
+    j["cases"] = nlohmann::json::array();
+    for (const auto& c : cases)
+      j["cases"].push_back({{"case", c.name}, {"result", c.passed ? "PASS" : "FAIL"}, {"passed", c.passed},
+                            {"detail", c.detail}});
+    j["summary"] = {{"total", cases.size()}, {"passed", passed}, {"failed", cases.size() - passed}, {"ok", ok}};
+    std::cout << j.dump(2) << "\n";
+    return ok ? 0 : 1;
+  }
+  std::cout << "check " << p.id() << " (" << plugin_kind_name(p.descriptor->kind) << ", version "
+            << p.descriptor->version << ")\n  library: " << p.library->path << "\n  params: "
+            << (params.to_string().empty() ? "(none)" : params.to_string()) << "\n\n";
+  size_t width = 4;
+  for (const auto& c : cases) width = std::max(width, c.name.size());
+  std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "CASE" << std::setw(8) << "RESULT"
+            << "DETAIL\n";
+  for (const auto& c : cases)
+    std::cout << std::left << std::setw(static_cast<int>(width + 2)) << c.name << std::setw(8)
+              << (c.passed ? "PASS" : "FAIL") << c.detail << "\n";
+  std::cout << "\n" << (ok ? "PASS" : "FAIL") << ": " << passed << " of " << cases.size() << " cases passed ("
+            << p.id() << ")\n";
+  return ok ? 0 : 1;
+}
 
 int run_plugins(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("json", "print JSON")(
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra plugin folder or library (repeatable)")(
-      "action", po::value<std::string>(), "list | describe")("id", po::value<std::string>(), "plugin id");
+      "param", po::value<std::vector<std::string>>()->composing(),
+      "check: plugin parameter KEY=VALUE (repeatable)")("action", po::value<std::string>(), "list | describe | check")(
+      "id", po::value<std::string>(), "plugin id");
   po::positional_options_description pos;
   pos.add("action", 1).add("id", 1);
   po::variables_map vm;
@@ -70,11 +128,14 @@ int run_plugins(const std::vector<std::string>& args) {
     std::cout << kUsage << "\n" << opts;
     return 0;
   }
-  if (!vm.count("action")) throw UsageError(std::string("missing action (list or describe)\n") + kUsage);
+  if (!vm.count("action")) throw UsageError(std::string("missing action (list, describe or check)\n") + kUsage);
   const std::string action = vm["action"].as<std::string>();
   const bool json = vm.count("json") != 0;
   std::vector<std::string> extra;
   if (vm.count("plugin-path")) extra = vm["plugin-path"].as<std::vector<std::string>>();
+  std::vector<std::string> param_args;
+  if (vm.count("param")) param_args = vm["param"].as<std::vector<std::string>>();
+  if (!param_args.empty() && action != "check") throw UsageError("--param is only for 'plugins check'");
 
   if (action == "list") {
     if (vm.count("id")) throw UsageError("'plugins list' takes no positional argument");
@@ -120,11 +181,17 @@ int run_plugins(const std::vector<std::string>& args) {
     if (!any) std::cout << "  (none)\n";
     return 0;
   }
-  throw UsageError("unknown action '" + action + "' (expected list or describe)\n" + kUsage);
+  if (action == "check") {
+    if (!vm.count("id")) throw UsageError("'plugins check' needs a plugin ID");
+    const PluginRegistry reg = PluginRegistry::discover(extra);
+    return run_check(reg.resolve(vm["id"].as<std::string>()), param_args, json);
+  }
+  throw UsageError("unknown action '" + action + "' (expected list, describe or check)\n" + kUsage);
 }
 
 }  // namespace
 
-RKV_CLI_COMMAND("plugins", "list plugins or describe one plugin's parameters", run_plugins);
+RKV_CLI_COMMAND("plugins", "list plugins, describe one plugin's parameters, or check one against its kind's rules",
+                run_plugins);
 
 }  // namespace rkv::cli

@@ -35,8 +35,8 @@ void validate_profile(const std::vector<double>& profile, int64_t n_layers, cons
                        std::to_string(profile[l]) + ")");
 }
 
-Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t B, int64_t T,
-                         int64_t n_layers, int64_t protected_count) {
+Allocation call_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t B, int64_t T,
+                          int64_t n_layers, int64_t protected_count) {
   const std::string who = "allocator '" + inst.id() + "'";
   if (n_layers < 1) throw InputError(who + ": no compressible layers");
   if (T < 1) throw InputError(who + ": prefix length T must be >= 1");
@@ -73,7 +73,13 @@ Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& 
   const rkv_status s = vt->allocate(inst.raw(), &req, &out_tensor, log.abi());
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
+  return out;
+}
 
+Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t B, int64_t T,
+                         int64_t n_layers, int64_t protected_count) {
+  const std::string who = "allocator '" + inst.id() + "'";
+  Allocation out = call_allocator(inst, profile, B, T, n_layers, protected_count);
   double sum = 0;
   for (int64_t l = 0; l < n_layers; ++l) {
     const double v = out.raw[static_cast<size_t>(l)];

@@ -16,6 +16,13 @@ struct Allocation {
   std::vector<std::string> warnings;
 };
 
+/// The call alone, without checking the answer: builds the request exactly as run_allocator() does, calls the plugin
+/// and returns its real values as written (`raw`, NaN where it wrote nothing), its warnings and B; `budgets` stays
+/// empty. For tools that judge the answer themselves (plugin/conformance.hpp). Throws rkv::InputError naming the
+/// plugin when the request is invalid (see run_allocator) or the call returns an error status.
+Allocation call_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t budget_total,
+                          int64_t prefix_tokens, int64_t n_layers, int64_t protected_count);
+
 /// Calls allocator `inst` for |A| = n_layers layers with global budget B over T prefix positions.
 /// `profile` ([|A|], may be empty) is passed only when the plugin sets RKV_FLAG_NEEDS_PROFILE; it is then required
 /// and checked (length |A|, no NaN or infinity; negative values are legal). `protected_count` is the scorer's

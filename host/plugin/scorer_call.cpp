@@ -83,7 +83,7 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
   return req;
 }
 
-ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in) {
+ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in) {
   const std::string who = "scorer '" + inst.id() + "' (layer " + str(in.layer) + ")";
   if (!in.kv) throw InputError(who + ": no cache given");
   const LayerKV& kv = *in.kv;
@@ -147,6 +147,13 @@ ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req
   const rkv_status s = vt->score(inst.raw(), &si, &out, log.abi());
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& m : log.warnings()) res.warnings.push_back(who + ": " + m);
+  return res;
+}
+
+ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in) {
+  const std::string who = "scorer '" + inst.id() + "' (layer " + str(in.layer) + ")";
+  ScoreResult res = call_scorer(inst, req, in);
+  const int64_t Hkv = in.kv->n_kv_heads, T = in.prefix_tokens < 0 ? in.kv->length : in.prefix_tokens;
   for (int64_t h = 0; h < Hkv; ++h)
     for (int64_t j = 0; j < T; ++j) {
       const float v = res.scores[static_cast<size_t>(h * T + j)];

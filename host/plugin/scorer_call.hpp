@@ -54,6 +54,12 @@ struct ScoreResult {
   std::vector<std::string> warnings;  ///< the plugin's warnings, prefixed with its id and the layer
 };
 
+/// The call alone, without checking the scores: builds the inputs and calls score() exactly as run_scorer() does and
+/// returns the scores as written (the host pre-fills NaN, so an unwritten entry reads NaN) with the warnings. For
+/// tools that judge the answer themselves (plugin/conformance.hpp). Throws rkv::InputError as run_scorer() does,
+/// except for non-finite scores.
+ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in);
+
 /// Calls score() of `inst` for one layer. Only the statistics in `req` are passed (other tensors are NULL); keys
 /// and values are passed as contiguous [H_kv, T, d] views (copied when the layer has spare capacity).
 /// Throws rkv::InputError naming the plugin id when a requested statistic is missing or of the wrong shape, when

@@ -6,7 +6,7 @@
 
 namespace rkv {
 
-SignalOutput run_signal(const PluginInstance& inst, int64_t L, int64_t N, const rkv_profiler_v1* profiler) {
+SignalOutput call_signal(const PluginInstance& inst, int64_t L, int64_t N, const rkv_profiler_v1* profiler) {
   const std::string who = "signal '" + inst.id() + "'";
   if (L < 1 || N < 1) throw InputError(who + ": needs at least one layer and one calibration example");
   const auto* vt = static_cast<const rkv_signal_v1*>(inst.interface(RKV_INTERFACE_SIGNAL_V1));
@@ -36,20 +36,26 @@ SignalOutput run_signal(const PluginInstance& inst, int64_t L, int64_t N, const 
   if (st != RKV_OK) throw InputError(who + " failed (" + status_name(st) + "): " + log.error_text());
 
   SignalOutput out;
-  for (int64_t l = 0; l < L; ++l)
-    if (!std::isfinite(s[static_cast<size_t>(l)]))
-      throw InputError(who + " returned a non-finite sensitivity for layer " + std::to_string(l));
   out.s = s;
   out.per_example.assign(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(L)));
   for (int64_t i = 0; i < N; ++i)
-    for (int64_t l = 0; l < L; ++l) {
-      const double v = d[static_cast<size_t>(i * L + l)];
-      if (!std::isfinite(v))
+    for (int64_t l = 0; l < L; ++l)
+      out.per_example[static_cast<size_t>(i)][static_cast<size_t>(l)] = d[static_cast<size_t>(i * L + l)];
+  for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
+  return out;
+}
+
+SignalOutput run_signal(const PluginInstance& inst, int64_t L, int64_t N, const rkv_profiler_v1* profiler) {
+  const std::string who = "signal '" + inst.id() + "'";
+  SignalOutput out = call_signal(inst, L, N, profiler);
+  for (int64_t l = 0; l < L; ++l)
+    if (!std::isfinite(out.s[static_cast<size_t>(l)]))
+      throw InputError(who + " returned a non-finite sensitivity for layer " + std::to_string(l));
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t l = 0; l < L; ++l)
+      if (!std::isfinite(out.per_example[static_cast<size_t>(i)][static_cast<size_t>(l)]))
         throw InputError(who + " returned a non-finite value for example " + std::to_string(i) + ", layer " +
                          std::to_string(l));
-      out.per_example[static_cast<size_t>(i)][static_cast<size_t>(l)] = v;
-    }
-  for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
   return out;
 }
 

@@ -4,11 +4,11 @@
 
 #include <numeric>
 
-#include "../model/synthetic_model.hpp"
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
+#include "model/synthetic_model.hpp"
 #include "naive_forward.hpp"
 
 namespace {
@@ -16,7 +16,7 @@ namespace {
 using rkv::cpu::LogitsFor;
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
-  rkv_test::Lcg r(seed);
+  rkv::SyntheticRng r(seed);
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = static_cast<int32_t>((r.next() + 1.0f) * 0.5f * static_cast<float>(V - 1));
   return t;
@@ -32,9 +32,9 @@ class ForwardSynthetic : public testing::TestWithParam<Case> {};
 
 TEST_P(ForwardSynthetic, PrefillMatchesNaiveAndDecode) {
   const Case cs = GetParam();
-  rkv::ModelConfig c = rkv_test::small_config(cs.arch, cs.H, cs.Hkv, cs.d, cs.layers);
+  rkv::ModelConfig c = rkv::synthetic_config(cs.arch, cs.H, cs.Hkv, cs.d, cs.layers);
   c.tied_embeddings = cs.tied;
-  const rkv::Model m = rkv_test::random_model(c, 42);
+  const rkv::Model m = rkv::synthetic_model(c, 42);
   const int64_t T = 150;  // > one attention block of 64 queries
   const auto tokens = random_tokens(T, c.vocab_size, 3);
   const auto ref = rkv_test::naive_forward(m, tokens);
@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ForwardSynthetic,
                          });
 
 TEST(ForwardSynthetic, ThreadCountsAgree) {
-  const rkv::Model m = rkv_test::random_model(rkv_test::small_config("llama", 4, 2, 8, 2), 5);
+  const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("llama", 4, 2, 8, 2), 5);
   const auto tokens = random_tokens(90, m.config.vocab_size, 4);
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 2, 3}) {
@@ -96,8 +96,8 @@ TEST(ForwardSynthetic, ThreadCountsAgree) {
 }
 
 TEST(ForwardSynthetic, HooksSeeProbabilitiesQueriesAndAttentionOutput) {
-  rkv::ModelConfig c = rkv_test::small_config("llama", 4, 2, 8, 2);
-  const rkv::Model m = rkv_test::random_model(c, 6);
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
+  const rkv::Model m = rkv::synthetic_model(c, 6);
   const int64_t T = 80, H = c.n_heads, d = c.head_dim, D = c.d_model, V = c.vocab_size;
   const auto tokens = random_tokens(T, V, 8);
   const auto ref = rkv_test::naive_forward(m, tokens, /*probe_layer=*/1);
@@ -166,8 +166,8 @@ TEST(ForwardSynthetic, HooksSeeProbabilitiesQueriesAndAttentionOutput) {
 TEST(ForwardSynthetic, DecodeOnACompactedCacheAttendsOnlyToKeptEntries) {
   // After prefilling T-1 tokens, keep only some positions per layer (same for every head, in order) and decode the
   // last token: the result must equal the naive model where the last query sees only those positions (+ itself).
-  rkv::ModelConfig c = rkv_test::small_config("llama", 4, 2, 8, 2);
-  const rkv::Model m = rkv_test::random_model(c, 9);
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
+  const rkv::Model m = rkv::synthetic_model(c, 9);
   const int64_t T = 40, V = c.vocab_size;
   const auto tokens = random_tokens(T, V, 10);
   const std::vector<int64_t> keep = {0, 1, 2, 3, 10, 17, 25, 33, 36, 37, 38};
@@ -206,7 +206,7 @@ TEST(Blas, UsesVectorKernelsWhenTheCpuHasThem) {
 }
 
 TEST(ForwardSynthetic, ErrorsAreInputErrors) {
-  const rkv::Model m = rkv_test::random_model(rkv_test::small_config("llama"), 11);
+  const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("llama"), 11);
   rkv::cpu::Workspace ws;
   rkv::KVCache cache = rkv::cpu::make_cache(m, 4);
   EXPECT_THROW(rkv::cpu::prefill(m, {1, 2, 40}, 0, cache, ws), rkv::InputError);  // 40 = V
@@ -215,9 +215,9 @@ TEST(ForwardSynthetic, ErrorsAreInputErrors) {
   EXPECT_THROW(rkv::cpu::prefill(m, {1}, 0, wrong, ws), rkv::InputError);
   rkv::KVCache layers3 = rkv::build_kv_cache(3, 2, 8, 4);
   EXPECT_THROW(rkv::cpu::prefill(m, {1}, 0, layers3, ws), rkv::InputError);
-  rkv::ModelConfig sw = rkv_test::small_config("llama");
+  rkv::ModelConfig sw = rkv::synthetic_config("llama");
   sw.sliding_window = 8;
-  const rkv::Model msw = rkv_test::random_model(sw, 12);
+  const rkv::Model msw = rkv::synthetic_model(sw, 12);
   rkv::KVCache c2 = rkv::cpu::make_cache(msw, 16);
   EXPECT_NO_THROW(rkv::cpu::prefill(msw, std::vector<int32_t>(8, 1), 0, c2, ws));
   EXPECT_THROW(rkv::cpu::decode_step(msw, 1, 8, c2, ws), rkv::InputError);

@@ -47,7 +47,7 @@ inline Sizes sizes() {
 
 /// SmolLM2-135M's shapes with `layers` layers and `vocab` tokens (RoPE theta 100000, tied embeddings, eps 1e-5).
 inline rkv::ModelConfig smollm2_shapes(int64_t layers, int64_t vocab) {
-  rkv::ModelConfig c = rkv_test::small_config("llama", 9, 3, 64, layers);
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 9, 3, 64, layers);
   c.d_model = 576;
   c.d_ff = 1536;
   c.vocab_size = vocab;
@@ -58,7 +58,7 @@ inline rkv::ModelConfig smollm2_shapes(int64_t layers, int64_t vocab) {
 
 /// Deterministic token ids in [0, vocab).
 inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint64_t seed) {
-  rkv_test::Lcg r(seed);
+  rkv::SyntheticRng r(seed);
   std::vector<int32_t> t(n);
   for (auto& x : t) x = static_cast<int32_t>((r.next() * 0.5f + 0.5f) * static_cast<float>(vocab - 1));
   return t;

@@ -43,7 +43,7 @@ class CompressionTest : public GpuTest {};
 
 TEST_F(CompressionTest, BuiltInScorersKeepTheSamePositionsAndDecodeAlike) {
   const Sizes z = sizes();
-  const rkv::Model model = rkv_test::random_model(smollm2_shapes(z.layers, z.vocab), 43);
+  const rkv::Model model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 43);
   const std::vector<int32_t> prompt = random_tokens(static_cast<size_t>(z.prompt), z.vocab, 3);
   const std::vector<int32_t> next = random_tokens(4, z.vocab, 4);
   const int64_t T = static_cast<int64_t>(prompt.size()), L = model.config.n_layers, H = model.config.n_heads;
@@ -119,7 +119,7 @@ TEST_F(CompressionTest, DeviceStatisticsFeedTheDevicePipeline) {
   // prefill with device statistics -> host scorer -> device top-k -> device compaction -> decode: the compacted
   // cache holds exactly b_l positions per layer and decoding runs on it.
   const Sizes z = sizes();
-  const rkv::Model model = rkv_test::random_model(smollm2_shapes(z.layers, z.vocab), 44);
+  const rkv::Model model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 44);
   const std::vector<int32_t> prompt = random_tokens(static_cast<size_t>(z.prompt), z.vocab, 5);
   const int64_t T = static_cast<int64_t>(prompt.size()), L = model.config.n_layers;
   const rc::DeviceModel dm(*ctx, model, rc::Precision::BF16);

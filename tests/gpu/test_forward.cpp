@@ -59,7 +59,7 @@ class ForwardTest : public GpuTest {
     GpuTest::SetUp();
     if (IsSkipped()) return;
     const Sizes z = sizes();
-    model = rkv_test::random_model(smollm2_shapes(z.layers, z.vocab), 42);
+    model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 42);
     prompt = random_tokens(static_cast<size_t>(z.prompt), z.vocab, 1);
     next = random_tokens(static_cast<size_t>(z.decode_steps), z.vocab, 2);
   }
@@ -77,7 +77,7 @@ TEST_F(ForwardTest, Fp32MatchesCpuOnPrefillAndSixteenDecodeSteps) {
 // runs at 12 layers here; test_real_model.cpp checks the real SmolLM2 at full depth.
 TEST_F(ForwardTest, Bf16WithinTwoPercentOfCpu) {
   const Sizes z = sizes();
-  const rkv::Model m = rkv_test::random_model(smollm2_shapes(std::min<int64_t>(z.layers, 12), z.vocab), 42);
+  const rkv::Model m = rkv::synthetic_model(smollm2_shapes(std::min<int64_t>(z.layers, 12), z.vocab), 42);
   const rc::DeviceModel dm(*ctx, m, rc::Precision::BF16);
   expect_logits_match(run_cpu(m, prompt, next), run_gpu(dm, prompt, next), 2e-2, false, "bf16");
 }
@@ -119,7 +119,7 @@ TEST_F(ForwardTest, BiasesAndLlama3RopeMatchCpu) {
   c.rope_scaling.type = "llama3";
   c.rope_scaling.factor = 8.0;
   c.rope_scaling.original_context_length = 64.0;  // so that the scaled band matters at these positions
-  const rkv::Model m = rkv_test::random_model(c, 7);
+  const rkv::Model m = rkv::synthetic_model(c, 7);
   const rc::DeviceModel dm(*ctx, m, rc::Precision::FP32);
   const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 70), n(next.begin(), next.begin() + 4);
   expect_logits_match(run_cpu(m, p, n), run_gpu(dm, p, n), 1e-4, true, "qwen2 fp32");
@@ -178,7 +178,7 @@ TEST_F(ForwardTest, BadInputsAreInputErrors) {
   EXPECT_THROW(rc::prefill(dm, {1, 2}, 0, wrong, ws), rkv::InputError);
   rc::DeviceKVCache fp32 = rc::build_device_cache(*ctx, model.config.n_layers, 3, 64, 8, rc::DType::F32);
   EXPECT_THROW(rc::prefill(dm, {1, 2}, 0, fp32, ws), rkv::InputError);
-  rkv::Model odd = rkv_test::random_model(rkv_test::small_config("llama", 4, 2, 8, 1), 1);  // head_dim 8
+  rkv::Model odd = rkv::synthetic_model(rkv::synthetic_config("llama", 4, 2, 8, 1), 1);  // head_dim 8
   EXPECT_THROW({ rc::DeviceModel bad(*ctx, odd, rc::Precision::FP32); }, rkv::InputError);
 }
 

@@ -19,8 +19,7 @@
 
 using namespace rkv_gpu_test;
 using rc::kernels::DType;
-using rkv_test::Lcg;
-using rkv_test::random_vec;
+using Lcg = rkv::SyntheticRng;
 
 namespace {
 
@@ -71,7 +70,7 @@ const char* name(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
 TEST_F(OpsTest, EmbedGathersRows) {
   Lcg r(11);
   const int64_t V = 50, D = 576;
-  const std::vector<float> table = random_vec(r, V * D, 1.0f);
+  const std::vector<float> table = rkv::synthetic_uniform(r, V * D, 1.0f);
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17};
   for (DType t : kBoth) {
     rc::DeviceBuffer dt = put(table, t), dtok = rc::upload(*ctx, tokens);
@@ -88,7 +87,7 @@ TEST_F(OpsTest, EmbedGathersRows) {
 TEST_F(OpsTest, RmsNormMatchesCpu) {
   Lcg r(12);
   const int64_t rows = 7, n = 576;
-  const std::vector<float> x = random_vec(r, rows * n, 3.0f), w = random_vec(r, n, 0.2f, 1.0f);
+  const std::vector<float> x = rkv::synthetic_uniform(r, rows * n, 3.0f), w = rkv::synthetic_uniform(r, n, 0.2f, 1.0f);
   std::vector<float> want(x.size());
   for (int64_t i = 0; i < rows; ++i) rkv::cpu::rmsnorm_row(x.data() + i * n, w.data(), 1e-5f, n, want.data() + i * n);
   rc::DeviceBuffer dx = rc::upload(*ctx, x), dw = rc::upload(*ctx, w);
@@ -116,7 +115,7 @@ TEST_F(OpsTest, QkvRopeAppendMatchesCpu) {
     const int64_t n = 5, ld = (cs.H + 2 * cs.Hkv) * cs.d, cap = 20, first = 3, half = cs.d / 2;
     const std::vector<int64_t> positions = {0, 1, 7, 1000, 40000};
     const std::vector<double> inv_freq = rkv::rope_inv_freq(cs.d, cs.theta, cs.scaling);
-    const std::vector<float> qkv = random_vec(r, n * ld, 2.0f), bias = random_vec(r, ld, 0.5f);
+    const std::vector<float> qkv = rkv::synthetic_uniform(r, n * ld, 2.0f), bias = rkv::synthetic_uniform(r, ld, 0.5f);
     for (DType t : kBoth) {
       for (bool with_bias : {false, true}) {
         // CPU: bias, then rope_tables + rope_rotate_half (forward.cpp's order).
@@ -167,7 +166,7 @@ TEST_F(OpsTest, QkvRopeAppendMatchesCpu) {
 TEST_F(OpsTest, SiluMulMatchesCpu) {
   Lcg r(14);
   const int64_t n = 3, F = 1536;
-  const std::vector<float> gu = random_vec(r, n * 2 * F, 6.0f);
+  const std::vector<float> gu = rkv::synthetic_uniform(r, n * 2 * F, 6.0f);
   for (DType t : kBoth) {
     const std::vector<float>& in = gu;
     std::vector<float> want(n * F);
@@ -186,8 +185,8 @@ TEST_F(OpsTest, SiluMulMatchesCpu) {
 TEST_F(OpsTest, LinearMatchesCpu) {
   Lcg r(15);
   const int64_t rows = 5, in = 576, out = 960;
-  const std::vector<float> W = random_vec(r, out * in, 0.08f), x = random_vec(r, rows * in, 1.0f),
-                           y0 = random_vec(r, rows * out, 1.0f);
+  const std::vector<float> W = rkv::synthetic_uniform(r, out * in, 0.08f), x = rkv::synthetic_uniform(r, rows * in, 1.0f),
+                           y0 = rkv::synthetic_uniform(r, rows * out, 1.0f);
   for (DType t : kBoth) {
     for (float beta : {0.0f, 1.0f}) {
       const std::vector<float> Wt = stored(W, t), xt = stored(x, t);
@@ -244,8 +243,8 @@ TEST_F(OpsTest, PrefillAttentionMatchesReference) {
   for (const AttnCase& c : cases) {
     Lcg r(16);
     const int64_t ld = (c.H + 2 * c.Hkv) * c.d, cap = c.first + c.n + 3;
-    const std::vector<float> q = random_vec(r, c.n * ld, 2.0f);
-    const std::vector<float> K = random_vec(r, c.Hkv * cap * c.d, 2.0f), V = random_vec(r, c.Hkv * cap * c.d, 1.0f);
+    const std::vector<float> q = rkv::synthetic_uniform(r, c.n * ld, 2.0f);
+    const std::vector<float> K = rkv::synthetic_uniform(r, c.Hkv * cap * c.d, 2.0f), V = rkv::synthetic_uniform(r, c.Hkv * cap * c.d, 1.0f);
     for (DType t : kBoth) {
       std::vector<float> want, want_lse;
       reference_attention(stored(q, t), ld, c.n, stored(K, t), stored(V, t), cap, c.first, c.H, c.Hkv, c.d, want,
@@ -276,8 +275,8 @@ TEST_F(OpsTest, DecodeAttentionMatchesReference) {
     const AttnCase& c = cs.a;
     Lcg r(17);
     const int64_t len = c.first + 1, cap = len + 5;
-    const std::vector<float> q = random_vec(r, c.H * c.d, 2.0f);
-    const std::vector<float> K = random_vec(r, c.Hkv * cap * c.d, 2.0f), V = random_vec(r, c.Hkv * cap * c.d, 1.0f);
+    const std::vector<float> q = rkv::synthetic_uniform(r, c.H * c.d, 2.0f);
+    const std::vector<float> K = rkv::synthetic_uniform(r, c.Hkv * cap * c.d, 2.0f), V = rkv::synthetic_uniform(r, c.Hkv * cap * c.d, 1.0f);
     const rc::kernels::AttentionShape shape{c.H, c.Hkv, c.d, 1.0f / std::sqrt(static_cast<float>(c.d))};
     const int splits = cs.splits > 0 ? cs.splits : rc::kernels::decode_attention_splits(len, c.Hkv, ctx->sm_count());
     for (DType t : kBoth) {
@@ -305,7 +304,7 @@ TEST_F(OpsTest, AttentionStatsMatchCpu) {
   for (const Case& c : cases) {
     Lcg r(18);
     const int64_t ld = (c.H + 2 * c.Hkv) * c.d, cap = c.T + 2;
-    const std::vector<float> q = random_vec(r, c.T * ld, 2.0f), K = random_vec(r, c.Hkv * cap * c.d, 2.0f);
+    const std::vector<float> q = rkv::synthetic_uniform(r, c.T * ld, 2.0f), K = rkv::synthetic_uniform(r, c.Hkv * cap * c.d, 2.0f);
     // CPU: queries [H, T, d] and keys with stride cap * d.
     std::vector<float> qh(static_cast<size_t>(c.H * c.T * c.d));
     for (int h = 0; h < c.H; ++h)
@@ -397,9 +396,9 @@ TEST_F(OpsTest, CompactionMatchesCpu) {
   host.n_kv_heads = Hkv;
   host.head_dim = d;
   host.capacity = host.length = T;
-  host.k = random_vec(r, Hkv * T * d, 1.0f);
-  host.v = random_vec(r, Hkv * T * d, 1.0f);
-  std::vector<float> scores = random_vec(r, Hkv * T, 1.0f);
+  host.k = rkv::synthetic_uniform(r, Hkv * T * d, 1.0f);
+  host.v = rkv::synthetic_uniform(r, Hkv * T * d, 1.0f);
+  std::vector<float> scores = rkv::synthetic_uniform(r, Hkv * T, 1.0f);
   const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, 13, {2, 4}, 0);
   for (DType t : kBoth) {
     rc::DeviceLayerKV dev = rc::upload_layer(*ctx, host, t, T + 8);  // spare capacity: strided source rows
@@ -428,7 +427,7 @@ TEST_F(OpsTest, PerturbationNoiseMatchesHostBitForBit) {
   Lcg r(21);
   const int64_t Hkv = 3, cap = 50, prefix = 40;
   const int d = 64;
-  const std::vector<float> v = random_vec(r, Hkv * cap * d, 1.0f);
+  const std::vector<float> v = rkv::synthetic_uniform(r, Hkv * cap * d, 1.0f);
   std::vector<uint8_t> mask(static_cast<size_t>(prefix), 0);
   for (int64_t p : rkv::protected_positions(prefix, {4, 4})) mask[static_cast<size_t>(p)] = 1;
   const double alpha = 0.3;
@@ -467,8 +466,8 @@ TEST_F(OpsTest, PerturbationNoiseMatchesHostBitForBit) {
 TEST_F(OpsTest, KlRowsMatchDoubleReference) {
   Lcg r(22);
   const int64_t rows = 3, V = 1000;
-  const std::vector<float> p = random_vec(r, rows * V, 5.0f);
-  std::vector<float> q = random_vec(r, rows * V, 0.3f);
+  const std::vector<float> p = rkv::synthetic_uniform(r, rows * V, 5.0f);
+  std::vector<float> q = rkv::synthetic_uniform(r, rows * V, 0.3f);
   for (size_t i = 0; i < q.size(); ++i) q[i] += p[i];
   rc::DeviceBuffer dp = rc::upload(*ctx, p), dq = rc::upload(*ctx, q), dout(*ctx, rows * 8);
   RKV_CUDA_CHECK(rc::kernels::kl_rows(dp.as<float>(), dq.as<float>(), rows, V, dout.as<double>(), s()));

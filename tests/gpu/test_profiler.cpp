@@ -106,7 +106,7 @@ class ProfilerTest : public GpuTest {
     GpuTest::SetUp();
     if (IsSkipped()) return;
     const Sizes z = sizes();
-    model = rkv_test::random_model(smollm2_shapes(z.layers, z.vocab), 45);
+    model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 45);
     // Soften the output distribution (logits of the raw synthetic model have a spread of tens, so the softmax is
     // one-hot and every KL underflows): scale the final norm so logits have a spread of about one.
     for (float& w : model.output_norm) w *= 0.05f;

@@ -9,7 +9,7 @@
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
 #include "core/sha256.hpp"
-#include "synthetic_model.hpp"
+#include "model_writers.hpp"
 
 namespace {
 
@@ -64,8 +64,8 @@ TEST(UnpermuteQk, InvertsLlamaCppPermutationByHand) {
 }
 
 TEST(ModelLoad, GgufLlamaUnpermutesQkAndMatchesTheOriginal) {
-  rkv::ModelConfig c = rkv_test::small_config("llama");
-  const rkv::Model ref = rkv_test::random_model(c, 7);
+  rkv::ModelConfig c = rkv::synthetic_config("llama");
+  const rkv::Model ref = rkv::synthetic_model(c, 7);
   const fs::path p = tmp("llama.gguf");
   rkv_test::gguf_writer_for(ref).write(p.string());
   const rkv::Model m = rkv::load_model(p.string());
@@ -90,9 +90,9 @@ TEST(ModelLoad, GgufLlamaUnpermutesQkAndMatchesTheOriginal) {
 }
 
 TEST(ModelLoad, GgufQwen2KeepsQkOrderAndLoadsBiases) {
-  rkv::ModelConfig c = rkv_test::small_config("qwen2", 4, 1, 8, 1);
+  rkv::ModelConfig c = rkv::synthetic_config("qwen2", 4, 1, 8, 1);
   c.tied_embeddings = false;
-  const rkv::Model ref = rkv_test::random_model(c, 8);
+  const rkv::Model ref = rkv::synthetic_model(c, 8);
   const fs::path p = tmp("qwen2.gguf");
   rkv_test::gguf_writer_for(ref).write(p.string());
   const rkv::Model m = rkv::load_model(p.string());
@@ -104,9 +104,9 @@ TEST(ModelLoad, GgufQwen2KeepsQkOrderAndLoadsBiases) {
 
 TEST(ModelLoad, HfFolderGivesTheSameWeightsAsGguf) {
   for (const std::string arch : {"llama", "qwen2"}) {
-    rkv::ModelConfig c = rkv_test::small_config(arch);
+    rkv::ModelConfig c = rkv::synthetic_config(arch);
     c.tied_embeddings = arch == "llama";
-    const rkv::Model ref = rkv_test::random_model(c, 9);
+    const rkv::Model ref = rkv::synthetic_model(c, 9);
     const fs::path g = tmp(arch + "_hf.gguf"), d = tmp(arch + "_hf");
     rkv_test::gguf_writer_for(ref).write(g.string());
     rkv_test::write_hf_folder(ref, d);
@@ -122,8 +122,8 @@ TEST(ModelLoad, HfFolderGivesTheSameWeightsAsGguf) {
 }
 
 TEST(ModelLoad, HfBf16AndShardedFolders) {
-  rkv::ModelConfig c = rkv_test::small_config("llama");
-  const rkv::Model ref = rkv_test::random_model(c, 10);
+  rkv::ModelConfig c = rkv::synthetic_config("llama");
+  const rkv::Model ref = rkv::synthetic_model(c, 10);
   // BF16: each weight is the bf16 rounding of the original.
   const fs::path d16 = tmp("bf16");
   rkv_test::write_hf_folder(ref, d16, "BF16");
@@ -150,8 +150,8 @@ TEST(ModelLoad, HfBf16AndShardedFolders) {
 }
 
 TEST(ModelLoad, ConfigFromHfJsonIncludingLlama3RopeScaling) {
-  rkv::ModelConfig c = rkv_test::small_config("llama");
-  const rkv::Model ref = rkv_test::random_model(c, 11);
+  rkv::ModelConfig c = rkv::synthetic_config("llama");
+  const rkv::Model ref = rkv::synthetic_model(c, 11);
   const fs::path d = tmp("llama3");
   rkv_test::write_hf_folder(ref, d);
   nlohmann::json cfg = rkv_test::hf_config(c);
@@ -170,8 +170,8 @@ TEST(ModelLoad, ConfigFromHfJsonIncludingLlama3RopeScaling) {
 }
 
 TEST(ModelLoad, GgufRopeFreqFactorsAndLinearScaling) {
-  rkv::ModelConfig c = rkv_test::small_config("llama");  // d = 8, theta = 1e4: inv_freq = 1, 0.1, 0.01, 0.001
-  const rkv::Model ref = rkv_test::random_model(c, 14);
+  rkv::ModelConfig c = rkv::synthetic_config("llama");  // d = 8, theta = 1e4: inv_freq = 1, 0.1, 0.01, 0.001
+  const rkv::Model ref = rkv::synthetic_model(c, 14);
   {  // llama3-style factors stored by llama.cpp as rope_freqs.weight: inv_freq / factor
     GgufWriter w = rkv_test::gguf_writer_for(ref);
     w.add_tensor_f32("rope_freqs.weight", {4}, {1.0f, 2.0f, 4.0f, 8.0f});
@@ -204,8 +204,8 @@ TEST(ModelLoad, GgufRopeFreqFactorsAndLinearScaling) {
 }
 
 TEST(ModelLoad, ErrorsNameTheProblem) {
-  rkv::ModelConfig c = rkv_test::small_config("llama");
-  const rkv::Model ref = rkv_test::random_model(c, 12);
+  rkv::ModelConfig c = rkv::synthetic_config("llama");
+  const rkv::Model ref = rkv::synthetic_model(c, 12);
   expect_input_error([] { rkv::load_model("/nonexistent/x.gguf"); }, {"/nonexistent/x.gguf", "no such file"});
   {  // unknown architecture (GGUF)
     GgufWriter w;
@@ -358,8 +358,8 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
     expect_input_error([&] { rkv::SafetensorsFile f(p.string()); }, {"data_offsets"});
   }
   {  // a model folder whose shard header points outside the file
-    rkv::ModelConfig c = rkv_test::small_config("llama");
-    const rkv::Model ref = rkv_test::random_model(c, 13);
+    rkv::ModelConfig c = rkv::synthetic_config("llama");
+    const rkv::Model ref = rkv::synthetic_model(c, 13);
     const fs::path d = tmp("hfbad");
     rkv_test::write_hf_folder(ref, d);
     std::vector<uint8_t> b;

@@ -26,7 +26,7 @@ const rkv::ProtectedSpec kProtect{2, 4};  // positions 0, 1 and 20..23
 
 const rkv::Model& model() {
   static const rkv::Model m = [] {
-    rkv::Model x = rkv_test::random_model(rkv_test::small_config("llama", 4, 2, 8, 4), 11);
+    rkv::Model x = rkv::synthetic_model(rkv::synthetic_config("llama", 4, 2, 8, 4), 11);
     x.sha256 = "synthetic-llama-4-layers-seed-11";
     return x;
   }();
@@ -34,7 +34,7 @@ const rkv::Model& model() {
 }
 
 std::vector<std::vector<int32_t>> examples() {
-  rkv_test::Lcg r(5);
+  rkv::SyntheticRng r(5);
   std::vector<std::vector<int32_t>> ex(kN);
   for (auto& e : ex)
     for (int64_t t = 0; t < kP + kW; ++t)
@@ -492,7 +492,7 @@ TEST_F(ProfilerTest, CacheKeyCoversEveryInput) {
   r.protect = rkv::ProtectedSpec{4, 4};
   keys.insert(rkv::profile_cache_key(r));
   r = base;
-  rkv::Model other = rkv_test::random_model(model().config, 11);
+  rkv::Model other = rkv::synthetic_model(model().config, 11);
   other.sha256 = "another";
   r.model = &other;
   keys.insert(rkv::profile_cache_key(r));

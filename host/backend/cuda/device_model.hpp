@@ -45,7 +45,8 @@ class DeviceModel {
 
   /// A model of `config` with random weights generated on the device (no host copy; for benchmarks at Llama-3.1-8B
   /// size): uniform in +-1 for embeddings, 1 +- 0.2 for norms, +-2/sqrt(in) for wq, wk, gate and up, +-1/sqrt(in) for
-  /// wv, wo and down (as tests/model/synthetic_model.hpp). RoPE frequencies from the config. Deterministic in `seed`.
+  /// wv, wo and down (as rkv::synthetic_model, model/synthetic_model.hpp). RoPE frequencies from the config.
+  /// Deterministic in `seed`.
   static DeviceModel random(Context& ctx, const ModelConfig& config, Precision precision, uint64_t seed);
 
   DeviceModel(DeviceModel&&) = default;

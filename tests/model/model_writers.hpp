@@ -1,5 +1,5 @@
-// Test helper: small random models held in memory, and writers that store them as GGUF files (with llama.cpp's Q/K
-// permutation) or Hugging Face folders. Not part of the library.
+// Test helper: writers that store an in-memory model (e.g. rkv::synthetic_model, model/synthetic_model.hpp) as a GGUF
+// file (with llama.cpp's Q/K permutation) or a Hugging Face folder. Not part of the library.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -14,79 +14,9 @@
 #include "gguf_writer.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
-#include "model/rope.hpp"
+#include "model/synthetic_model.hpp"
 
 namespace rkv_test {
-
-/// Deterministic uniform numbers in [-1, 1) (64-bit LCG, top bits).
-struct Lcg {
-  uint64_t s;
-  explicit Lcg(uint64_t seed) : s(seed * 6364136223846793005ull + 1442695040888963407ull) {}
-  float next() {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-  }
-};
-
-inline std::vector<float> random_vec(Lcg& r, size_t n, float scale, float offset = 0.0f) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = offset + scale * r.next();
-  return v;
-}
-
-/// A small configuration: llama-like by default.
-inline rkv::ModelConfig small_config(const std::string& arch = "llama", int64_t H = 4, int64_t Hkv = 2, int64_t d = 8,
-                                     int64_t layers = 2) {
-  rkv::ModelConfig c;
-  c.architecture = arch;
-  c.n_layers = layers;
-  c.n_heads = H;
-  c.n_kv_heads = Hkv;
-  c.head_dim = d;
-  c.d_model = 16;
-  c.d_ff = 24;
-  c.vocab_size = 40;
-  c.context_length = 256;
-  c.rms_eps = 1e-5f;
-  c.rope_theta = 10000.0;
-  c.tied_embeddings = true;
-  c.qkv_bias = arch == "qwen2";
-  return c;
-}
-
-/// Random weights for `c` (matrices uniform in +-1/sqrt(in), norms around 1, embeddings +-1).
-inline rkv::Model random_model(const rkv::ModelConfig& c, uint64_t seed) {
-  Lcg r(seed);
-  rkv::Model m;
-  m.config = c;
-  const size_t D = static_cast<size_t>(c.d_model), H = static_cast<size_t>(c.n_heads),
-               Hkv = static_cast<size_t>(c.n_kv_heads), d = static_cast<size_t>(c.head_dim),
-               F = static_cast<size_t>(c.d_ff), V = static_cast<size_t>(c.vocab_size);
-  const float sD = 1.0f / std::sqrt(static_cast<float>(D)), sHd = 1.0f / std::sqrt(static_cast<float>(H * d)),
-              sF = 1.0f / std::sqrt(static_cast<float>(F));
-  m.tok_embd = random_vec(r, V * D, 1.0f);
-  m.output_norm = random_vec(r, D, 0.2f, 1.0f);
-  if (!c.tied_embeddings) m.lm_head = random_vec(r, V * D, sD);
-  m.layers.resize(static_cast<size_t>(c.n_layers));
-  for (auto& w : m.layers) {
-    w.attn_norm = random_vec(r, D, 0.2f, 1.0f);
-    w.wq = random_vec(r, H * d * D, 2.0f * sD);
-    w.wk = random_vec(r, Hkv * d * D, 2.0f * sD);
-    w.wv = random_vec(r, Hkv * d * D, sD);
-    if (c.qkv_bias) {
-      w.bq = random_vec(r, H * d, 0.5f);
-      w.bk = random_vec(r, Hkv * d, 0.5f);
-      w.bv = random_vec(r, Hkv * d, 0.5f);
-    }
-    w.wo = random_vec(r, D * H * d, sHd);
-    w.ffn_norm = random_vec(r, D, 0.2f, 1.0f);
-    w.w_gate = random_vec(r, F * D, 2.0f * sD);
-    w.w_up = random_vec(r, F * D, 2.0f * sD);
-    w.w_down = random_vec(r, D * F, sF);
-  }
-  m.rope_inv_freq = rkv::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  return m;
-}
 
 /// llama.cpp's converter permutation (convert_hf_to_gguf.py `permute`) written in the HF -> GGUF direction:
 /// reshape rows to (heads, 2, d/2), swap the last two axes. GGUF row h*d + 2j + s <- HF row h*d + s*d/2 + j.

@@ -1,0 +1,418 @@
+// Scorer conformance (plugin/conformance.hpp, check_scorer): the rules of DESIGN.md "Budget semantics" that hold
+// for every scorer, on seeded random queries, keys and values, through the host's real path (the statistics as
+// ScoreMemo::scores computes them, call_scorer, and compress_layer = run_scorer -> select_positions -> compact_layer).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <set>
+#include <sstream>
+
+#include "cache/attention_stats.hpp"
+#include "cache/layer_compression.hpp"
+#include "cache/selection.hpp"
+#include "model/synthetic_model.hpp"
+#include "plugin/conformance.hpp"
+#include "plugin/conformance_rule.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/scorer_call.hpp"
+
+namespace rkv {
+
+namespace {
+
+using conformance::RuleTally;
+
+struct Shape {
+  int64_t H, Hkv, d;
+};
+constexpr Shape kShapes[] = {{4, 2, 8}, {3, 1, 16}, {2, 2, 4}};
+constexpr int64_t kLayers = 3;  ///< the model shape's layer count; inputs use layers 0 .. 2
+constexpr int64_t kLengths[] = {1, 7, 64, 300};
+
+/// random: keys, queries and values uniform in +-1. tied: every key of a head equal (uniform attention, so every
+/// statistic ties exactly), stored with spare capacity (the strided path). peaked: queries and keys scaled by 6
+/// (softmax probabilities underflow to 0 for most keys).
+enum class Variant { random, tied, peaked };
+constexpr Variant kVariants[] = {Variant::random, Variant::tied, Variant::peaked};
+const char* variant_name(Variant v) {
+  return v == Variant::random ? "random" : v == Variant::tied ? "tied keys" : "peaked attention";
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// One layer's inputs, with the statistics the scorer asked for.
+struct Input {
+  std::string label;
+  Shape shape{};
+  int64_t T = 0, layer = 0;
+  LayerKV kv;
+  AttentionStats stats;
+  bool has_stats = false;
+  std::vector<float> window_queries;
+  bool has_window_queries = false;
+
+  ScorerCallInputs call() const {
+    ScorerCallInputs in;
+    in.layer = layer;
+    in.n_heads = shape.H;
+    in.kv = &kv;
+    in.prefix_tokens = T;
+    in.stats = has_stats ? &stats : nullptr;
+    in.window_queries = has_window_queries ? &window_queries : nullptr;
+    return in;
+  }
+};
+
+Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, const ScorerRequirements& req,
+                 uint64_t seed) {
+  Input in;
+  in.shape = s;
+  in.T = T;
+  in.layer = layer;
+  std::ostringstream label;
+  label << "H " << s.H << " / H_kv " << s.Hkv << " / d " << s.d << ", T " << T << ", " << variant_name(variant)
+        << ", layer " << layer;
+  in.label = label.str();
+
+  SyntheticRng rng(seed);
+  const float scale = variant == Variant::peaked ? 6.0f : 1.0f;
+  std::vector<float> q = synthetic_uniform(rng, static_cast<size_t>(s.H * T * s.d), scale);
+  LayerKV& kv = in.kv;
+  kv.n_kv_heads = s.Hkv;
+  kv.head_dim = s.d;
+  kv.capacity = T + (variant == Variant::tied ? 3 : 0);
+  kv.length = T;
+  kv.k.assign(static_cast<size_t>(s.Hkv * kv.capacity * s.d), 0.0f);
+  kv.v.assign(kv.k.size(), 0.0f);
+  for (int64_t h = 0; h < s.Hkv; ++h) {
+    const std::vector<float> shared = synthetic_uniform(rng, static_cast<size_t>(s.d), scale);
+    for (int64_t j = 0; j < T; ++j)
+      for (int64_t e = 0; e < s.d; ++e) {
+        kv.k_at(h, j)[e] = variant == Variant::tied ? shared[static_cast<size_t>(e)] : scale * rng.next();
+        kv.v_at(h, j)[e] = rng.next();
+      }
+  }
+
+  // As ScoreMemo::scores (runner/compression.cpp): the statistics come from the last `needed` queries.
+  const AttentionStatsOptions opts = req.stats_options();
+  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts;
+  in.has_window_queries = req.wants(RKV_STAT_WINDOW_QUERIES);
+  if (in.has_stats || in.has_window_queries) {
+    const int64_t needed = opts.cumulative_attention ? T : req.effective_window(T);
+    std::vector<float> last(static_cast<size_t>(s.H * needed * s.d));
+    for (int64_t h = 0; h < s.H; ++h)
+      std::memcpy(last.data() + h * needed * s.d, q.data() + (h * T + (T - needed)) * s.d,
+                  static_cast<size_t>(needed * s.d) * sizeof(float));
+    const QueriesView qv{last.data(), s.H, needed, s.d};
+    const KeysView kview{kv.k.data(), kv.n_kv_heads, T, kv.head_dim, kv.capacity * kv.head_dim};
+    if (in.has_stats) in.stats = compute_attention_stats(qv, kview, opts);
+    if (in.has_window_queries) in.window_queries = window_queries(qv, req.effective_window(T));
+  }
+  return in;
+}
+
+/// b_l values to try for a prompt of T positions with `pc` protected: 1, around the protected count, between it and
+/// T, T - 1, T and above T.
+std::vector<int64_t> budgets_for(int64_t T, int64_t pc) {
+  std::set<int64_t> b = {1, pc - 1, pc, pc + 1, (pc + T) / 2, T - 1, T, T + 5};
+  std::vector<int64_t> out;
+  for (int64_t x : b)
+    if (x >= 1) out.push_back(x);
+  return out;
+}
+
+/// The tallies of the per-input rules.
+struct Tallies {
+  RuleTally finite{"scores_finite"}, deterministic{"deterministic"}, budget{"budget_respected"},
+      kept{"protected_kept"}, priority{"protected_priority"};
+};
+
+/// Empty when a and b are bitwise equal, else where they first differ.
+std::string first_difference(const std::vector<float>& a, const std::vector<float>& b, int64_t T) {
+  if (a.size() != b.size()) return "sizes " + str(static_cast<int64_t>(a.size())) + " and " + str(static_cast<int64_t>(b.size()));
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      std::ostringstream os;
+      os.precision(9);
+      os << "KV head " << static_cast<int64_t>(i) / T << ", position " << static_cast<int64_t>(i) % T << ": " << a[i]
+         << " then " << b[i];
+      return os.str();
+    }
+  return "";
+}
+
+/// Every rule on one input. `fresh` creates a new instance (with its requirements) for the determinism check, which
+/// is skipped when `determinism` is false.
+template <typename Fresh>
+void check_input(const PluginInstance& inst, const ScorerRequirements& req, const Input& in, Fresh&& fresh,
+                 bool determinism, Tallies& t) {
+  const int64_t T = in.T, Hkv = in.shape.Hkv, d = in.shape.d;
+  // scores_finite
+  ScoreResult first;
+  try {
+    first = call_scorer(inst, req, in.call());
+  } catch (const std::exception& e) {
+    t.finite.fail(in.label + ": " + e.what());
+    t.deterministic.skip(), t.budget.skip(), t.kept.skip(), t.priority.skip();
+    return;
+  }
+  if (first.scores.size() != static_cast<size_t>(Hkv * T)) {
+    t.finite.fail(in.label + ": " + str(static_cast<int64_t>(first.scores.size())) + " scores, expected [H_kv, T]");
+    t.deterministic.skip(), t.budget.skip(), t.kept.skip(), t.priority.skip();
+    return;
+  }
+  for (int64_t i = 0; i < Hkv * T; ++i)
+    if (!std::isfinite(first.scores[static_cast<size_t>(i)])) {
+      std::ostringstream os;
+      os << in.label << ": score " << first.scores[static_cast<size_t>(i)] << " at KV head " << i / T << ", position "
+         << i % T;
+      t.finite.fail(os.str());
+      t.deterministic.skip(), t.budget.skip(), t.kept.skip(), t.priority.skip();
+      return;
+    }
+  t.finite.pass();
+
+  // deterministic: the same instance again, then a fresh instance with the same params
+  if (determinism) try {
+    const ScoreResult again = call_scorer(inst, req, in.call());
+    std::string diff = first_difference(first.scores, again.scores, T);
+    if (diff.empty()) {
+      auto [other, other_req] = fresh();
+      const ScoreResult third = call_scorer(other, other_req, in.call());
+      diff = first_difference(first.scores, third.scores, T);
+      if (!diff.empty()) diff = "a fresh instance differs at " + diff;
+    } else {
+      diff = "a second call differs at " + diff;
+    }
+    if (diff.empty())
+      t.deterministic.pass();
+    else
+      t.deterministic.fail(in.label + ": " + diff);
+  } catch (const std::exception& e) {
+    t.deterministic.fail(in.label + ": " + e.what());
+  }
+
+  // budget_respected, protected_kept, protected_priority: through the run's compression of one layer
+  const std::vector<int64_t> prot = protected_positions(T, req.protected_spec());
+  const int64_t pc = static_cast<int64_t>(prot.size());
+  for (int64_t b : budgets_for(T, pc)) {
+    const std::string where = in.label + ", b_l " + str(b);
+    LayerKV kv = in.kv;
+    LayerCompressionRequest r;
+    r.layer = in.layer;
+    r.n_heads = in.shape.H;
+    r.budget = b;
+    r.prefix_tokens = T;
+    r.stats = in.has_stats ? &in.stats : nullptr;
+    r.window_queries = in.has_window_queries ? &in.window_queries : nullptr;
+    LayerCompression res;
+    try {
+      res = compress_layer(inst, req, kv, r);
+    } catch (const std::exception& e) {
+      t.budget.fail(where + ": " + e.what());
+      continue;
+    }
+    const Selection& sel = res.selection;
+    std::string bad;
+    if (b >= T) {
+      if (!sel.untouched || kv.length != T || kv.k != in.kv.k || kv.v != in.kv.v)
+        bad = "b_l >= T but the layer was not left whole";
+    } else if (sel.untouched || sel.kept != b || static_cast<int64_t>(sel.positions.size()) != Hkv * b) {
+      bad = "kept " + str(sel.kept) + " positions per head, expected " + str(b);
+    } else if (kv.length != b || kv.capacity != b) {
+      bad = "the compacted layer holds " + str(kv.length) + " positions, expected " + str(b);
+    } else {
+      for (int64_t h = 0; h < Hkv && bad.empty(); ++h) {
+        const int64_t* p = sel.head_positions(h);
+        for (int64_t i = 0; i < b && bad.empty(); ++i) {
+          if (p[i] < 0 || p[i] >= T || (i > 0 && p[i] <= p[i - 1]))
+            bad = "KV head " + str(h) + " keeps position " + str(p[i]) + " out of order or outside [0, T)";
+          else if (std::memcmp(kv.k_at(h, i), in.kv.k_at(h, p[i]), static_cast<size_t>(d) * sizeof(float)) != 0 ||
+                   std::memcmp(kv.v_at(h, i), in.kv.v_at(h, p[i]), static_cast<size_t>(d) * sizeof(float)) != 0)
+            bad = "compacted row " + str(i) + " of KV head " + str(h) + " is not position " + str(p[i]);
+        }
+      }
+    }
+    if (bad.empty())
+      t.budget.pass();
+    else
+      t.budget.fail(where + ": " + bad);
+    if (b >= T || !bad.empty()) continue;
+
+    // Protected positions: all of them when they fit, else the first b_l in priority order with a warning.
+    const bool fits = b >= pc;
+    std::string miss;
+    for (int64_t h = 0; h < Hkv && miss.empty(); ++h) {
+      const int64_t* p = sel.head_positions(h);
+      const std::set<int64_t> kept_set(p, p + b);
+      for (int64_t k = 0; k < std::min(b, pc) && miss.empty(); ++k)
+        if (!kept_set.count(prot[static_cast<size_t>(k)]))
+          miss = "KV head " + str(h) + " dropped protected position " + str(prot[static_cast<size_t>(k)]) +
+                 " (priority " + str(k) + " of " + str(pc) + ")";
+    }
+    if (!fits && miss.empty()) {
+      const bool warned = std::any_of(res.warnings.begin(), res.warnings.end(), [](const std::string& w) {
+        return w.find("protected count") != std::string::npos;
+      });
+      if (!warned) miss = "no warning that b_l is below the protected count " + str(pc);
+    }
+    RuleTally& rule = fits ? t.kept : t.priority;
+    if (miss.empty())
+      rule.pass();
+    else
+      rule.fail(where + ": " + miss);
+  }
+}
+
+std::string describe_requirements(const ScorerRequirements& r) {
+  std::ostringstream os;
+  os << "window " << r.window << ", sinks " << r.sinks << ", recent " << r.recent << ", stats {";
+  const std::pair<uint64_t, const char*> names[] = {{RKV_STAT_KEYS, "keys"},
+                                                    {RKV_STAT_VALUES, "values"},
+                                                    {RKV_STAT_WINDOW_ATTENTION, "window_attention"},
+                                                    {RKV_STAT_CUMULATIVE_ATTENTION, "cumulative_attention"},
+                                                    {RKV_STAT_WINDOW_QUERIES, "window_queries"}};
+  bool first = true;
+  for (const auto& [bit, name] : names)
+    if (r.wants(bit)) os << (first ? "" : ", ") << name, first = false;
+  os << "}";
+  return os.str();
+}
+
+bool same_requirements(const ScorerRequirements& a, const ScorerRequirements& b) {
+  return a.stats == b.stats && a.window == b.window && a.sinks == b.sinks && a.recent == b.recent;
+}
+
+rkv_attention_shape attention_shape(const Shape& s) {
+  return rkv_attention_shape{sizeof(rkv_attention_shape), kLayers, s.H, s.Hkv, s.d};
+}
+
+}  // namespace
+
+std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet& params) {
+  std::vector<ConformanceCase> cases;
+  HostServices host;
+  try {
+    const PluginInstance probe = PluginInstance::create(info, params, host);
+    cases.push_back({"create", true, "params: " + (params.to_string().empty() ? "(none)" : params.to_string())});
+  } catch (const std::exception& e) {
+    cases.push_back({"create", false, e.what()});
+    return cases;
+  }
+  auto fresh_for = [&](const Shape& s) {
+    return [&info, &params, &host, s]() {
+      PluginInstance other = PluginInstance::create(info, params, host);
+      const ScorerRequirements r = query_scorer_requirements(other, attention_shape(s));
+      return std::make_pair(std::move(other), r);
+    };
+  };
+
+  // requirements: one instance per shape, requirements() once per instance (the ABI's rule: "called once per
+  // instance and model"); a second instance must declare the same.
+  struct Usable {
+    size_t shape_index;
+    Shape shape;
+    PluginInstance instance;
+    ScorerRequirements req;
+  };
+  RuleTally requirements("requirements");
+  std::vector<Usable> usable;
+  std::string first_declared;
+  for (size_t si = 0; si < std::size(kShapes); ++si) {
+    const Shape& s = kShapes[si];
+    const std::string label = "H " + str(s.H) + " / H_kv " + str(s.Hkv) + " / d " + str(s.d);
+    try {
+      auto [inst, a] = fresh_for(s)();
+      const ScorerRequirements b = fresh_for(s)().second;
+      if (!same_requirements(a, b)) {
+        requirements.fail(label + ": two instances declared different requirements (" + describe_requirements(a) +
+                          " then " + describe_requirements(b) + ")");
+        continue;
+      }
+      if (first_declared.empty()) first_declared = describe_requirements(a) + " (for " + label + ")";
+      requirements.pass();
+      usable.push_back(Usable{si, s, std::move(inst), a});
+    } catch (const std::exception& e) {
+      requirements.fail(label + ": " + e.what());
+    }
+  }
+  cases.push_back(requirements.result(first_declared + "; the same from two instances, " +
+                                      str(requirements.checked()) + " shapes"));
+
+  // The matrix of inputs.
+  Tallies t;
+  int64_t n_inputs = 0;
+  for (const Usable& u : usable) {
+    const Shape& s = u.shape;
+    const ScorerRequirements& req = u.req;
+    const uint64_t si = u.shape_index;
+    for (size_t ti = 0; ti < std::size(kLengths); ++ti)
+      for (size_t vi = 0; vi < std::size(kVariants); ++vi) {
+        const int64_t layer = static_cast<int64_t>((ti + vi) % kLayers);
+        const uint64_t seed = 1000003ull * (si + 1) + 1009ull * (ti + 1) + 17ull * (vi + 1);
+        ++n_inputs;
+        Input in;
+        try {
+          in = make_input(s, kLengths[ti], kVariants[vi], layer, req, seed);
+        } catch (const std::exception& e) {
+          t.finite.fail("H " + str(s.H) + " / H_kv " + str(s.Hkv) + " / d " + str(s.d) + ", T " + str(kLengths[ti]) +
+                        ": the host could not build the requested statistics: " + e.what());
+          t.deterministic.skip(), t.budget.skip(), t.kept.skip(), t.priority.skip();
+          continue;
+        }
+        check_input(u.instance, req, in, fresh_for(s), true, t);
+      }
+  }
+  const std::string over = str(n_inputs) + " inputs (" + str(static_cast<int64_t>(usable.size())) +
+                           " shapes x T in {1, 7, 64, 300} x random / tied / peaked)";
+  cases.push_back(t.finite.result("[H_kv, T] float32, all finite on " + over));
+  cases.push_back(t.deterministic.result("bitwise equal on a second call and a fresh instance, " + over));
+  cases.push_back(t.budget.result(str(t.budget.checked()) +
+                                  " (input, b_l) pairs, b_l from 1 to T + 5: min(b_l, T) distinct positions per head, "
+                                  "compacted cache of b_l rows"));
+  cases.push_back(t.kept.result(str(t.kept.checked()) + " (input, b_l) pairs with protected count <= b_l < T",
+                                "not applicable: the scorer protects no position below T"));
+  cases.push_back(t.priority.result(str(t.priority.checked()) +
+                                        " (input, b_l) pairs with b_l below the protected count: sinks first, then "
+                                        "the most recent, and a warning",
+                                    "not applicable: the scorer protects at most one position"));
+
+  // short_prompt: the same rules on a prompt shorter than the scorer's window or protected span.
+  if (usable.empty()) {
+    cases.push_back({"short_prompt", false, "no shape had valid requirements"});
+  } else {
+    const Shape& s = usable.front().shape;
+    const ScorerRequirements& req = usable.front().req;
+    const int64_t span = std::max(req.window, req.sinks + req.recent);
+    if (span <= 1) {
+      cases.push_back({"short_prompt", true, "not applicable: window " + str(req.window) + ", protected span " +
+                                                 str(req.sinks + req.recent)});
+    } else {
+      Tallies st;
+      const int64_t T = span - 1;
+      try {
+        const Input in = make_input(s, T, Variant::random, 0, req, 4242);
+        check_input(usable.front().instance, req, in, fresh_for(s), false, st);
+      } catch (const std::exception& e) {
+        st.finite.fail("T " + str(T) + ": the host could not build the requested statistics: " + e.what());
+      }
+      ConformanceCase c{"short_prompt", true, ""};
+      for (const RuleTally* r : {&st.finite, &st.budget, &st.kept, &st.priority}) {
+        const ConformanceCase sub = r->result("");
+        if (!sub.passed) {
+          c.passed = false;
+          c.detail = sub.name + ": " + sub.detail;
+          break;
+        }
+      }
+      if (c.passed)
+        c.detail = "T = " + str(T) + " < window / protected span " + str(span) + ": scores finite, " +
+                   str(st.budget.checked()) + " budgets respected, protected positions kept";
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+}  // namespace rkv
