@@ -1,5 +1,5 @@
 // `ripplekv plugins list [--json]`, `ripplekv plugins describe ID` and `ripplekv plugins check ID` (the conformance
-// kit of plugin/conformance.hpp: exit 0 when every case passes, 1 when one fails, 2 for usage or load errors).
+// kit of conformance/conformance.hpp: exit 0 when every case passes, 1 when one fails, 2 for usage or load errors).
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <iomanip>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
-#include "plugin/conformance.hpp"
+#include "conformance/conformance.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 

@@ -18,7 +18,7 @@ struct Allocation {
 
 /// The call alone, without checking the answer: builds the request exactly as run_allocator() does, calls the plugin
 /// and returns its real values as written (`raw`, NaN where it wrote nothing), its warnings and B; `budgets` stays
-/// empty. For tools that judge the answer themselves (plugin/conformance.hpp). Throws rkv::InputError naming the
+/// empty. For tools that judge the answer themselves (conformance/conformance.hpp). Throws rkv::InputError naming the
 /// plugin when the request is invalid (see run_allocator) or the call returns an error status.
 Allocation call_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t budget_total,
                           int64_t prefix_tokens, int64_t n_layers, int64_t protected_count);

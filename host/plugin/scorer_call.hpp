@@ -56,7 +56,7 @@ struct ScoreResult {
 
 /// The call alone, without checking the scores: builds the inputs and calls score() exactly as run_scorer() does and
 /// returns the scores as written (the host pre-fills NaN, so an unwritten entry reads NaN) with the warnings. For
-/// tools that judge the answer themselves (plugin/conformance.hpp). Throws rkv::InputError as run_scorer() does,
+/// tools that judge the answer themselves (conformance/conformance.hpp). Throws rkv::InputError as run_scorer() does,
 /// except for non-finite scores.
 ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in);
 

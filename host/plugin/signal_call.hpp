@@ -18,7 +18,7 @@ struct SignalOutput {
 
 /// The call alone, without checking the answer: calls the plugin as run_signal() does and returns s [L] and d [N][L]
 /// as written (NaN where it wrote nothing) with its warnings. For tools that judge the answer themselves
-/// (plugin/conformance.hpp). Throws rkv::InputError naming the plugin for L < 1, N < 1 or an error status;
+/// (conformance/conformance.hpp). Throws rkv::InputError naming the plugin for L < 1, N < 1 or an error status;
 /// rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
 SignalOutput call_signal(const PluginInstance& inst, int64_t n_layers, int64_t n_examples,
                          const rkv_profiler_v1* profiler);

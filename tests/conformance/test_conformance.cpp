@@ -1,4 +1,4 @@
-// `ripplekv plugins check` (host/plugin/conformance.hpp; ctest label unit):
+// `ripplekv plugins check` (host/conformance/conformance.hpp; ctest label unit):
 //  - every built-in plugin passes every rule of its kind, and the rule list per kind is the documented one;
 //  - fixture plugins (tests/conformance/*_fixture.cpp, tests/plugins/bad_allocator.cpp) that break exactly one rule
 //    fail that rule, with a detail naming the input, and pass the rules they keep;
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin/conformance.hpp"
+#include "conformance/conformance.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 

@@ -172,10 +172,6 @@ class InstalledPackage(unittest.TestCase):
         env = H.clean_env(RIPPLEKV_PLUGIN_PATH=self.knorm_build)
         p = subprocess.run([H.cli(self.prefix), "plugins", "check", "knorm"], capture_output=True, text=True, env=env,
                            cwd=self.prefix, timeout=600)
-        # GUARD (until `plugins check` is merged from the conform branch): skip, saying so, when the installed CLI
-        # does not know the subcommand. Remove this comment and the two lines below once it is merged.
-        if p.returncode == 2 and "unknown action 'check'" in p.stderr:
-            self.skipTest("`ripplekv plugins check` is not in this build: " + p.stderr.strip().splitlines()[0])
         self.assertEqual(p.returncode, 0, "plugins check knorm failed:\n" + p.stdout + p.stderr)
 
     def test_knorm_installed_beside_builtins(self):

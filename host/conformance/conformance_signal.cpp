@@ -1,4 +1,4 @@
-// Signal conformance (plugin/conformance.hpp, check_signal): on tiny seeded synthetic models, a signal is called
+// Signal conformance (conformance/conformance.hpp, check_signal): on tiny seeded synthetic models, a signal is called
 // through the profiler service exactly as compute_profile() (runner/profile.cpp) calls it — one CPU thread, a Profiler
 // over the calibration windows offered as RKV_SERVICE_PROFILER_V1, a fresh instance, call_signal — and then through
 // compute_profile() itself with the cache off.
@@ -11,8 +11,8 @@
 
 #include "backend/cpu/threads.hpp"
 #include "model/synthetic_model.hpp"
-#include "plugin/conformance.hpp"
-#include "plugin/conformance_rule.hpp"
+#include "conformance/conformance.hpp"
+#include "conformance/conformance_rule.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/signal_call.hpp"
 #include "runner/profile.hpp"

@@ -1,4 +1,4 @@
-#include "plugin/conformance.hpp"
+#include "conformance/conformance.hpp"
 
 #include "core/errors.hpp"
 

@@ -1,4 +1,4 @@
-// Allocator conformance (plugin/conformance.hpp, check_allocator): DESIGN.md "Budget semantics" ("Allocator output:
+// Allocator conformance (conformance/conformance.hpp, check_allocator): DESIGN.md "Budget semantics" ("Allocator output:
 // |A| finite, non-negative reals whose sum is within 1e-6 * B of B"; the host's integerization), on a fixed set of
 // requests, through call_allocator (the plugin's answer as written) and run_allocator (the run's path).
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include "model/synthetic_model.hpp"
 #include "plugin/allocator_call.hpp"
-#include "plugin/conformance.hpp"
-#include "plugin/conformance_rule.hpp"
+#include "conformance/conformance.hpp"
+#include "conformance/conformance_rule.hpp"
 #include "plugin/instance.hpp"
 
 namespace rkv {

@@ -1,4 +1,4 @@
-// Scorer conformance (plugin/conformance.hpp, check_scorer): the rules of DESIGN.md "Budget semantics" that hold
+// Scorer conformance (conformance/conformance.hpp, check_scorer): the rules of DESIGN.md "Budget semantics" that hold
 // for every scorer, on seeded random queries, keys and values, through the host's real path (the statistics as
 // ScoreMemo::scores computes them, call_scorer, and compress_layer = run_scorer -> select_positions -> compact_layer).
 #include <algorithm>
@@ -12,8 +12,8 @@
 #include "cache/layer_compression.hpp"
 #include "cache/selection.hpp"
 #include "model/synthetic_model.hpp"
-#include "plugin/conformance.hpp"
-#include "plugin/conformance_rule.hpp"
+#include "conformance/conformance.hpp"
+#include "conformance/conformance_rule.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
 

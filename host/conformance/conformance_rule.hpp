@@ -1,10 +1,10 @@
-// Internal to the conformance kit (plugin/conformance*.cpp): the tally of one rule over many inputs.
+// Internal to the conformance kit (conformance/conformance*.cpp): the tally of one rule over many inputs.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 
-#include "plugin/conformance.hpp"
+#include "conformance/conformance.hpp"
 
 namespace rkv::conformance {
 
