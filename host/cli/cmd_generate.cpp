@@ -58,7 +58,8 @@ int run_generate(const std::vector<std::string>& args) {
       "                         [--top-p P] [--seed S] [--threads N] [--compress CONFIG [--profile FILE]]\n\n"
       "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
       "model's chat template) on the CPU backend and prints it. Greedy unless --temperature > 0. Stops at any\n"
-      "end-of-generation token of the model or after N tokens. Timing goes to stderr.\n"
+      "end-of-generation token of the model or after N tokens, or at the model's context length (a longer prompt is\n"
+      "an error). Timing goes to stderr.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
       "[budget]: the run config schema) and decoding continues greedily on the compacted cache; the per-layer\n"
       "budgets and the KV bytes kept are printed to stderr. An allocator that uses a sensitivity profile (ripplekv)\n"
@@ -115,6 +116,17 @@ int run_generate(const std::vector<std::string>& args) {
     ids = tok.encode(prompt, tok.add_bos_by_default(), false);
   }
   if (ids.empty()) throw rkv::cli::UsageError("the prompt encodes to no tokens");
+  // The model's trained context length bounds prompt + generation (when the model states one): a longer prompt is a
+  // clear error (nothing is truncated silently), and generation stops at the context length with a note.
+  const int64_t n_ctx = model.config.context_length, n_prompt = static_cast<int64_t>(ids.size());
+  if (n_ctx > 0 && n_prompt > n_ctx)
+    throw rkv::InputError("the prompt has " + std::to_string(n_prompt) + " tokens, more than the model's context length " +
+                          std::to_string(n_ctx) + "; shorten it");
+  if (n_ctx > 0 && n_prompt + max_new > n_ctx) {
+    max_new = n_ctx - n_prompt;
+    std::cerr << "[--max-new-tokens lowered to " << max_new << ": the prompt has " << n_prompt
+              << " tokens and the model's context length is " << n_ctx << "]\n";
+  }
 
   if (!compress_path.empty()) return print_compressed_generation(model, tok, ids, compress_path, profile_path, max_new, temperature);
   if (!profile_path.empty()) throw rkv::cli::UsageError("--profile needs --compress");

@@ -66,11 +66,13 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
 
   Allocation out;
   out.budget_total = B;
-  out.raw.assign(static_cast<size_t>(n_layers), std::nan(""));
+  // Its own heap allocation of exactly |A| doubles, so a write past it is caught by the sanitizer build.
+  out.raw = std::vector<double>(static_cast<size_t>(n_layers), std::nan(""));
   int64_t out_shape[1] = {n_layers};
   DLTensor out_tensor = cpu_f64_vector(out.raw.data(), out_shape);
   DiagnosticLog log;
   const rkv_status s = vt->allocate(inst.raw(), &req, &out_tensor, log.abi());
+  if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
   return out;

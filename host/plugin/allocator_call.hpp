@@ -28,7 +28,8 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
 /// and checked (length |A|, no NaN or infinity; negative values are legal). `protected_count` is the scorer's
 /// protected count, or -1 standalone.
 /// Throws rkv::InputError naming the plugin when it fails, or returns values that are not finite, negative, of the
-/// wrong count, or do not sum to B within 1e-6 * B; and when B < |A| (see integerize_budgets).
+/// wrong count, or do not sum to B within 1e-6 * B; and when B < |A| (see integerize_budgets). rkv::Cancelled when it
+/// returned RKV_ERROR_CANCELLED. The budgets tensor is its own exactly-sized heap allocation (sanitizer build).
 Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t budget_total,
                          int64_t prefix_tokens, int64_t n_layers, int64_t protected_count);
 

@@ -38,7 +38,7 @@ HostServices::HostServices()
     : abi_{sizeof(rkv_host), RKV_ABI_VERSION_MAJOR, RKV_ABI_VERSION_MINOR, this, &HostServices::is_cancelled,
            &HostServices::get_service} {}
 
-int32_t HostServices::is_cancelled(void* ctx) { return static_cast<HostServices*>(ctx)->cancelled_.load() ? 1 : 0; }
+int32_t HostServices::is_cancelled(void* ctx) { return static_cast<HostServices*>(ctx)->cancelled() ? 1 : 0; }
 
 const void* HostServices::get_service(void* ctx, const char* id) {
   auto* self = static_cast<HostServices*>(ctx);

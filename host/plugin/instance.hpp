@@ -42,7 +42,10 @@ class HostServices {
   const rkv_host* abi() const { return &abi_; }
   /// Ask every plugin call polling is_cancelled() to stop. Thread-safe.
   void cancel() { cancelled_.store(true); }
-  bool cancelled() const { return cancelled_.load(); }
+  /// Also report cancelled once `*flag` is true (e.g. a run's RunOptions::cancel, set by Ctrl-C or the C API's
+  /// cancel callback). `flag` (may be null: nothing to watch) must outlive this object. Call before handing abi() out.
+  void watch(const std::atomic<bool>* flag) { external_ = flag; }
+  bool cancelled() const { return cancelled_.load() || (external_ && external_->load()); }
   /// Offer a service table under `id` (e.g. RKV_SERVICE_PROFILER_V1); `table` must outlive the instances using it.
   void set_service(const std::string& id, const void* table);
 
@@ -51,6 +54,7 @@ class HostServices {
   static const void* get_service(void* ctx, const char* id);
   rkv_host abi_;
   std::atomic<bool> cancelled_{false};
+  const std::atomic<bool>* external_ = nullptr;
   std::vector<std::pair<std::string, const void*>> services_;
 };
 

@@ -67,6 +67,7 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
   r.struct_size = sizeof r;
   DiagnosticLog log;
   const rkv_status s = vt->requirements(inst.raw(), &sh, &r, log.abi());
+  if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + ": requirements failed (" + status_name(s) + "): " + log.error_text());
   ScorerRequirements req;
   req.stats = r.stats;
@@ -140,11 +141,14 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   si.stream = nullptr;
 
   ScoreResult res;
+  // The output is its own heap allocation of exactly H_kv * T floats (never a view into a bigger buffer), so a
+  // plugin writing past it is a heap-buffer-overflow in the sanitizer build (tests/reliability).
   // Pre-filled with NaN: a scorer that leaves entries unwritten is caught by the finiteness check.
-  res.scores.assign(static_cast<size_t>(Hkv * T), std::numeric_limits<float>::quiet_NaN());
+  res.scores = std::vector<float>(static_cast<size_t>(Hkv * T), std::numeric_limits<float>::quiet_NaN());
   DLTensor out = cpu_f32(res.scores.data(), 2, out_shape);
   DiagnosticLog log;
   const rkv_status s = vt->score(inst.raw(), &si, &out, log.abi());
+  if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& m : log.warnings()) res.warnings.push_back(who + ": " + m);
   return res;

@@ -35,7 +35,8 @@ struct ScorerRequirements {
 };
 
 /// Calls requirements() of scorer `inst` for `shape`. Throws rkv::InputError naming the plugin when it fails or
-/// declares unknown statistics bits, negative counts, or a window < 1 while asking for window statistics.
+/// declares unknown statistics bits, negative counts, or a window < 1 while asking for window statistics;
+/// rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
 ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const rkv_attention_shape& shape);
 
 /// What one score() call sees: one layer of one example after prefill.
@@ -63,7 +64,9 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
 /// Calls score() of `inst` for one layer. Only the statistics in `req` are passed (other tensors are NULL); keys
 /// and values are passed as contiguous [H_kv, T, d] views (copied when the layer has spare capacity).
 /// Throws rkv::InputError naming the plugin id when a requested statistic is missing or of the wrong shape, when
-/// the call fails, or when a returned score is NaN or infinite (naming the KV head and position).
+/// the call fails, or when a returned score is NaN or infinite (naming the KV head and position); rkv::Cancelled when
+/// it returned RKV_ERROR_CANCELLED (a scorer polling the host's is_cancelled()). The scores tensor handed to the plugin
+/// is its own exactly-sized heap allocation, so the sanitizer build catches a write past it.
 ScoreResult run_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in);
 
 }  // namespace rkv

@@ -247,6 +247,7 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   const auto t0 = std::chrono::steady_clock::now();
   Profiler profiler(model, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
   HostServices host;
+  host.watch(r.cancel);
   host.set_service(RKV_SERVICE_PROFILER_V1, profiler.abi());
   const PluginInstance inst = PluginInstance::create(*r.signal.info, r.signal.params, host);
   SignalOutput out = run_signal(inst, L, N, profiler.abi());

@@ -19,6 +19,7 @@
 // Thread rules: compute_profile sets the CPU backend's process-wide thread count (backend/cpu/threads.hpp) and must not
 // run concurrently with other forward passes. Everything else here is pure.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -49,6 +50,8 @@ struct ProfileRequest {
   std::string cache_dir;             ///< "" : <asset_cache_dir()>/profiles
   uint64_t bootstrap_seed = 0;       ///< seed of the per-layer bootstrap CIs
   int bootstrap_resamples = 2000;    ///< resamples of the per-layer bootstrap CIs
+  /// Polled by the signal through the host's is_cancelled() (may be null); must outlive the call.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// A computed (or cached) profile.

@@ -169,6 +169,29 @@ void check_cancel(const RunOptions& o) {
   if (o.cancel && o.cancel->load()) throw Cancelled();
 }
 
+/// Every sequence the run feeds the model must fit its trained context length (when the model states one): a clear
+/// error naming the config keys, instead of silently running past the positions the model was trained on. LongBench
+/// prompts are truncated to [tasks.longbench] max_context_tokens (default: the context length) by the task itself.
+void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
+  const int64_t ctx = mc.context_length;
+  if (ctx <= 0) return;
+  auto check = [&](int64_t n, const std::string& what) {
+    if (n > ctx)
+      throw InputError(plan.config_path + ": " + what + " = " + std::to_string(n) + " tokens is longer than the model's " +
+                       "context length " + std::to_string(ctx) + "; lower it");
+  };
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "lm_fidelity") != plan.tasks.end())
+    check(plan.eval.prefix_tokens + plan.continuation_tokens,
+          "data.eval.prefix_tokens + tasks.lm_fidelity.continuation_tokens");
+  bool needs_profile = false;
+  for (const auto& c : plan.cells) needs_profile |= !c.config.full_cache && c.config.uses_profile;
+  if (needs_profile)
+    check(plan.calibration.prefix_tokens + plan.calibration.window_tokens,
+          "data.calibration.prefix_tokens + data.calibration.window_tokens");
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "needle") != plan.tasks.end())
+    for (int64_t n : plan.needle.context_tokens) check(n, "tasks.needle.context_tokens");
+}
+
 std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
   std::vector<size_t> order(plan.cells.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -217,9 +240,12 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   if (plan.backend == "cuda")
     throw InputError("model.backend = \"cuda\": the runner's CUDA path is not wired yet; use \"cpu\" or \"auto\"");
   HostServices host;
+  host.watch(opt.cancel);  // plugin calls polling is_cancelled() see Ctrl-C / the C API's cancel callback
   InstancePool instances(host);
   const ModelConfig& mc = model.config;
   const rkv_attention_shape shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim};
+
+  check_lengths_fit_the_context(plan, mc);
 
   std::vector<int64_t> layers_A = plan.compressible_layers;
   if (layers_A.empty())
@@ -258,6 +284,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     check_cancel(opt);
     progress.note("run: profiling with " + cc.signal->id + " (base scorer " + cc.scorer->id + ")");
     ProfileRequest req = make_profile_request(plan, cc, model, tok);
+    req.cancel = opt.cancel;
     SensitivityProfile p = compute_profile(req);
     progress.note("run: profile " +
                   (p.from_cache ? "read from the cache (computed in " + std::to_string(p.seconds) + " s)"

@@ -1,0 +1,106 @@
+// Tokenizer input at scale (issue 8): 1 MB lines of prose, of one letter, of digits, of spaces, and of random bytes
+// (invalid UTF-8 and NUL bytes) encode in time that grows about linearly (no quadratic blow-up in the pre-tokenizer
+// regexes or the merge loops) and round-trip through decode. Uses llama.cpp's vocab-only GGUFs (shared/): starcoder
+// (SmolLM2's BPE family), llama-bpe and llama-spm.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "common/assets.hpp"
+#include "model/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string vocab_path(const std::string& name) {
+  return std::string(RKV_TEST_SHARED_DIR) + "/tokenizer-vectors/ggml-vocab-" + name + ".gguf";
+}
+
+/// `n` bytes made by repeating `unit` (cut at n).
+std::string repeat(const std::string& unit, size_t n) {
+  std::string s;
+  s.reserve(n + unit.size());
+  while (s.size() < n) s += unit;
+  s.resize(n);
+  return s;
+}
+
+/// `n` pseudo-random bytes (every value 0..255, NUL included; mostly invalid UTF-8).
+std::string random_bytes(size_t n) {
+  std::string s(n, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (auto& c : s) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x >> 56);
+  }
+  return s;
+}
+
+struct Input {
+  const char* name;
+  std::string (*make)(size_t n);
+};
+
+const Input kInputs[] = {
+    {"prose", [](size_t n) { return repeat("It is a truth universally acknowledged, that a single man in possession "
+                                           "of a good fortune, must be in want of a wife. \xE2\x80\x94 caf\xC3\xA9 ", n); }},
+    {"one letter", [](size_t n) { return repeat("a", n); }},
+    {"digits", [](size_t n) { return repeat("0123456789", n); }},
+    {"spaces", [](size_t n) { return repeat(" ", n); }},
+    {"random bytes", [](size_t n) { return random_bytes(n); }},
+};
+
+double encode_seconds(const rkv::Tokenizer& tok, const std::string& text, std::vector<int32_t>& ids) {
+  const auto t0 = Clock::now();
+  ids = tok.encode(text, false, false);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class LongLines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LongLines, OneMegabyteLinesEncodeInLinearTimeAndRoundTrip) {
+  const std::string path = vocab_path(GetParam());
+  RKV_REQUIRE_ASSET(path);
+  const rkv::GgufFile file(path);
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_gguf(file);
+  const bool spm = GetParam() == "llama-spm";
+  const size_t big = 1u << 20, small = big / 8;
+  for (const Input& in : kInputs) {
+    const std::string text = in.make(big);
+    std::vector<int32_t> ids, small_ids;
+    const double t_small = encode_seconds(tok, in.make(small), small_ids);
+    const double t_big = encode_seconds(tok, text, ids);
+    std::printf("[ long     ] %-10s %-12s 128 KiB: %7.3f s, 1 MiB: %7.3f s (%zu tokens), ratio %.1f\n",
+                GetParam().c_str(), in.name, t_small, t_big, ids.size(), t_big / std::max(t_small, 1e-9));
+    ASSERT_FALSE(ids.empty()) << in.name;
+    for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab()) << in.name;
+    // 8x the input: linear is ~8x the time, quadratic ~64x. Only judged when the time is long enough to measure.
+    if (t_big > 0.5) EXPECT_LT(t_big / t_small, 32.0) << in.name << ": encode time grows faster than linear";
+    EXPECT_LT(t_big, 120.0) << in.name;
+    // Round trip: valid UTF-8 comes back as it was; invalid bytes as U+FFFD per bad byte (BPE) or as the SPM
+    // vocabulary's byte tokens (which give the bytes back).
+    const std::string back = tok.decode(ids, false);
+    if (in.make == kInputs[4].make) {
+      if (!spm) EXPECT_EQ(back, rkv::utf8::sanitize(text)) << in.name;
+    } else if (!spm) {
+      EXPECT_EQ(back, text) << in.name;
+    } else {
+      EXPECT_EQ(back.size() >= text.size() ? back.substr(back.size() - text.size()) : back, text) << in.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabs, LongLines, ::testing::Values("starcoder", "llama-bpe", "llama-spm"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace

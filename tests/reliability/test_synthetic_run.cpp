@@ -1,0 +1,328 @@
+// `ripplekv run` end to end on a tiny synthetic model (label unit; no assets needed), for the reliability issue:
+// a run cancelled inside a slow plugin (from another thread and through the C API's cancel callback) stops within a
+// bounded time and leaves only complete cell files; a plugin that ignores cancellation delays the stop by at most the
+// rest of the current example; corrupt or truncated cell files and results.jsonl lines are reported and recomputed
+// (--resume) or skipped (merge), never fatal; prompts longer than the model's context length are a clear error.
+#include <gtest/gtest.h>
+#include <ripplekv/ripplekv.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "core/atomic_file.hpp"
+#include "core/errors.hpp"
+#include "runner/config.hpp"
+#include "runner/run.hpp"
+#include "runner/run_records.hpp"
+#include "synthetic_run.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// One folder per test with the synthetic model and texts.
+class SyntheticRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("rkv-reliab-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    rkv_test::write_synthetic_run_folder(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  /// A config: `scorer_table` is the [scorer] section (with its params), `extra` is appended.
+  std::string config(const std::string& scorer_table, const std::string& extra = "") const {
+    return "plugin_paths = [\"" RKV_TEST_BINARY_DIR "/tests/plugins/slow\"]\n"
+           "[model]\npath = \"model.gguf\"\nthreads = 1\n"
+           "[data.calibration]\nfiles = [\"cal.txt\"]\nexamples = 2\nprefix_tokens = 32\nwindow_tokens = 8\n"
+           "[data.eval]\nfiles = [\"eval.txt\"]\nexamples = 2\nprefix_tokens = 32\n" +
+           scorer_table + "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n" +
+           "[tasks.lm_fidelity]\ncontinuation_tokens = 8\n[output]\nbootstrap_resamples = 20\n" + extra;
+  }
+  rkv::RunPlan plan(const std::string& text) const {
+    const fs::path p = dir / "cfg.toml";
+    std::ofstream(p) << text;
+    return rkv::load_run_plan(p.string());
+  }
+  /// Every file under out/cells is a complete cell record (no temporary or partial file).
+  static void expect_only_complete_cells(const fs::path& out, size_t expected) {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(out / "cells")) {
+      const std::string name = e.path().filename().string();
+      ASSERT_EQ(e.path().extension(), ".json") << "stray file " << name;
+      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string())) << name;
+      ++n;
+    }
+    EXPECT_EQ(n, expected);
+  }
+  fs::path dir;
+};
+
+const char* kSlowPoll = "[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"poll\"\nlimit_seconds = 60\n";
+
+TEST_F(SyntheticRun, CancelledInsideASlowScorerLeavesOnlyCompleteCells) {
+  const rkv::RunPlan p = plan(config(kSlowPoll));
+  ASSERT_EQ(p.cells.size(), 2u);  // full cache, then the slow scorer's cell
+  std::atomic<bool> cancel{false};
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  o.cancel = &cancel;
+  std::thread canceller;
+  o.progress = [&](int64_t done, int64_t, const std::string&) {
+    if (done == 1)  // the full-cache cell is written; the slow scorer's cell starts next: cancel it from a thread
+      canceller = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        cancel.store(true);
+      });
+  };
+  const auto t0 = Clock::now();
+  EXPECT_THROW(rkv::run_ablation(p, o), rkv::Cancelled);
+  const double s = seconds_since(t0);
+  ASSERT_TRUE(canceller.joinable());
+  canceller.join();
+  EXPECT_LT(s, 60.0);  // the fixture's own limit is 60 s per call: well below means the cancellation stopped it
+  expect_only_complete_cells(dir / "out", 1);
+  EXPECT_FALSE(fs::exists(dir / "out" / "results.jsonl"));  // merged outputs only after a complete run
+  EXPECT_FALSE(fs::exists(dir / "out" / "report.md"));
+}
+
+/// Cancels 0.2 s after the first cell (the full cache) finished, i.e. inside the slow scorer's cell.
+struct CancelState {
+  std::atomic<bool> first_cell_done{false};
+  std::atomic<int64_t> done_at_ns{0};
+};
+void on_progress(int64_t done, int64_t, const char*, void* user) {
+  auto* st = static_cast<CancelState*>(user);
+  if (done == 1) {
+    st->done_at_ns.store(Clock::now().time_since_epoch().count());
+    st->first_cell_done.store(true);
+  }
+}
+int cancel_inside_second_cell(void* user) {
+  const auto* st = static_cast<CancelState*>(user);
+  if (!st->first_cell_done.load()) return 0;
+  return Clock::now().time_since_epoch().count() - st->done_at_ns.load() > 200000000 ? 1 : 0;
+}
+
+TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
+  const fs::path cfg = dir / "cfg.toml";
+  std::ofstream(cfg) << config(kSlowPoll);
+  rkv_context* ctx = nullptr;
+  ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
+  const std::string out = (dir / "out").string(), cfg_path = cfg.string();
+  CancelState st;
+  rkv_run_options o{};
+  o.struct_size = sizeof o;
+  o.config_path = cfg_path.c_str();
+  o.out_dir = out.c_str();
+  o.progress = &on_progress;
+  o.cancel = &cancel_inside_second_cell;
+  o.user_data = &st;
+  const auto t0 = Clock::now();
+  EXPECT_EQ(rkv_run(ctx, &o), RKV_ERROR_CANCELLED) << rkv_context_last_error(ctx);
+  EXPECT_LT(seconds_since(t0), 60.0);  // the fixture gives up after 60 s per call
+  EXPECT_TRUE(st.first_cell_done.load());
+  EXPECT_EQ(std::string(rkv_context_last_error(ctx)), "cancelled");
+  EXPECT_FALSE(fs::exists(dir / "out" / "results.jsonl"));
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) EXPECT_EQ(e.path().extension(), ".json");
+  rkv_context_destroy(ctx);
+}
+
+TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneExample) {
+  // 0.2 s per score() call, 2 layers: 0.4 s per example. Cancelled 0.1 s into the slow cell: the run finishes the
+  // current example's calls, then stops at the next example boundary (before the second example).
+  const rkv::RunPlan p = plan(config(
+      "[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 0.2\n"));
+  std::atomic<bool> cancel{false};
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  o.cancel = &cancel;
+  Clock::time_point t_cancel;
+  std::thread canceller;
+  o.progress = [&](int64_t done, int64_t, const std::string&) {
+    if (done == 1)
+      canceller = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        t_cancel = Clock::now();
+        cancel.store(true);
+      });
+  };
+  EXPECT_THROW(rkv::run_ablation(p, o), rkv::Cancelled);
+  ASSERT_TRUE(canceller.joinable());
+  canceller.join();
+  const double after_cancel = seconds_since(t_cancel);
+  EXPECT_LT(after_cancel, 0.4 + 5.0);  // at most the rest of one example (0.4 s of plugin calls), with slack
+  expect_only_complete_cells(dir / "out", 1);
+}
+
+/// results.jsonl rows without the timing fields, sorted.
+std::vector<nlohmann::json> result_rows(const fs::path& out) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(out / "results.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);  // every line must parse
+    for (const char* k : {"seconds", "compress_seconds", "decode_tokens_per_second"}) j.erase(k);
+    rows.push_back(j);
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.dump() < b.dump(); });
+  return rows;
+}
+
+TEST_F(SyntheticRun, CorruptCellFilesAndResultLinesAreReportedAndSkippedNeverFatal) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                     "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n"));
+  ASSERT_EQ(p.cells.size(), 3u);
+  const fs::path out = dir / "out";
+  rkv::RunOptions o;
+  o.out_dir = out.string();
+  o.quiet = true;
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 3);
+  const std::vector<nlohmann::json> reference = result_rows(out);
+  ASSERT_FALSE(reference.empty());
+
+  // A truncated cell file, an empty one, and results.jsonl with a truncated and a garbage line (as if copied from
+  // an interrupted machine).
+  const std::string cell1 = p.cells[1].id, cell2 = p.cells[2].id;
+  {
+    const std::string text = rkv::read_file((out / "cells" / (cell1 + ".json")).string());
+    std::ofstream(out / "cells" / (cell1 + ".json"), std::ios::trunc) << text.substr(0, text.size() / 2);
+    std::ofstream(out / "cells" / (cell2 + ".json"), std::ios::trunc);
+    std::ofstream(out / "results.jsonl", std::ios::app) << "{\"cell_id\": \"x\", \"val\n\x01\x02 not json\n";
+  }
+  {  // merge: reported and skipped; the other cells' rows are all there
+    testing::internal::CaptureStderr();
+    rkv::merge_outputs({out.string()}, (dir / "merged").string(), true);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("skipping corrupt cell file"), std::string::npos) << err;
+    EXPECT_NE(err.find(cell1), std::string::npos) << err;
+    EXPECT_NE(err.find(cell2), std::string::npos) << err;
+    std::set<std::string> cells;
+    for (const auto& r : result_rows(dir / "merged")) cells.insert(r.at("cell_id").get<std::string>());
+    EXPECT_EQ(cells, (std::set<std::string>{p.cells[0].id}));
+  }
+  {  // --resume: reported and recomputed; results.jsonl is rebuilt whole from the cells
+    o.resume = true;
+    testing::internal::CaptureStderr();
+    const rkv::RunSummary s = rkv::run_ablation(p, o);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(s.cells_computed, 2);
+    EXPECT_NE(err.find("is corrupt or incomplete; the cell will be recomputed"), std::string::npos) << err;
+    EXPECT_EQ(result_rows(out), reference);
+    expect_only_complete_cells(out, 3);
+  }
+}
+
+TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  std::string text = config("[scorer]\nplugin = \"streamingllm\"\n");
+  text.replace(text.find("examples = 2\nprefix_tokens = 32\n["), 32, "examples = 2\nprefix_tokens = 300\n");
+  try {
+    rkv::run_ablation(plan(text), o);
+    FAIL() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("data.eval.prefix_tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("context length 256"), std::string::npos) << m;
+  }
+  text = config("[scorer]\nplugin = \"streamingllm\"\n");
+  text.replace(text.find("prefix_tokens = 32\nwindow_tokens = 8"), 36, "prefix_tokens = 250\nwindow_tokens = 8");
+  text += "[signal]\nplugin = \"depth\"\n";
+  text.replace(text.find("plugin = \"uniform\""), 18, "plugin = \"ripplekv\"");
+  try {
+    rkv::run_ablation(plan(text), o);
+    FAIL() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("data.calibration"), std::string::npos) << m;
+    EXPECT_NE(m.find("context length 256"), std::string::npos) << m;
+  }
+}
+
+/// Runs the CLI; returns its exit status and stderr.
+std::pair<int, std::string> cli(const std::string& args, const fs::path& scratch) {
+  const std::string err = (scratch / "stderr.txt").string();
+  const int rc = std::system((std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv " + args + " >/dev/null 2>" + err).c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, rkv::read_file(err)};
+}
+
+TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPrompts) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  std::ofstream(dir / "a_file") << "x";
+  auto [rc, err] = cli("run " + (dir / "cfg.toml").string() + " --out " + (dir / "a_file" / "out").string(), dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("output folder '" + (dir / "a_file" / "out").string() + "': cannot be created"), std::string::npos)
+      << err;
+  if (::geteuid() != 0) {  // root writes anywhere: the permission check only bites for other users
+    fs::create_directories(dir / "ro");
+    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    std::tie(rc, err) = cli("run " + (dir / "cfg.toml").string() + " --out " + (dir / "ro" / "out").string(), dir);
+    EXPECT_EQ(rc, 2) << err;
+    EXPECT_NE(err.find("cannot be created"), std::string::npos) << err;
+    fs::permissions(dir / "ro", fs::perms::owner_all);
+  }
+  // generate: a prompt of 300 tokens (one byte each) for a model with context length 256.
+  std::tie(rc, err) = cli("generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(300, 'x') +
+                              " --max-new-tokens 4", dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("300 tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("context length 256"), std::string::npos) << err;
+  // A prompt that fits, with more new tokens than the context has room for: capped, with a note.
+  std::tie(rc, err) = cli("generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(250, 'x') +
+                              " --max-new-tokens 20", dir);
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_NE(err.find("--max-new-tokens lowered to 6"), std::string::npos) << err;
+  // generate --compress --profile: a profile with NaN (null) or the wrong number of layers is a clear error.
+  std::ofstream(dir / "compress.toml")
+      << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"ripplekv\"\n[budget]\nfraction = 0.5\n";
+  const std::string gen = "generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(40, 'y') +
+                          " --max-new-tokens 2 --compress " + (dir / "compress.toml").string() + " --profile ";
+  std::ofstream(dir / "p3.json") << R"({"s": [1, 2, 3]})";
+  std::tie(rc, err) = cli(gen + (dir / "p3.json").string(), dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("the profile has 3 layers, the model 2"), std::string::npos) << err;
+  std::ofstream(dir / "pnan.json") << R"({"s": [1, null]})";
+  std::tie(rc, err) = cli(gen + (dir / "pnan.json").string(), dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("s[1] is not a finite number"), std::string::npos) << err;
+  std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
+  std::tie(rc, err) = cli(gen + (dir / "pneg.json").string(), dir);
+  EXPECT_EQ(rc, 0) << err;
+}
+
+TEST_F(SyntheticRun, ScorerWindowLongerThanThePrefixKeepsItsProtectedPositionsWithAWarning) {
+  // snapkv's observation window (48) is longer than the prefix (T = 32): the window is clamped to T, every position
+  // is protected, and b_l = 16 < 32 keeps the most recent 16 with a warning in the records.
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 48\n"));
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  bool warned = false;
+  for (const auto& r : result_rows(dir / "out"))
+    for (const auto& w : r.at("warnings")) warned |= w.get<std::string>().find("protected count") != std::string::npos;
+  EXPECT_TRUE(warned);
+  const nlohmann::json budgets = nlohmann::json::parse(rkv::read_file((dir / "out" / "budgets.json").string()));
+  for (const auto& [cell, b] : budgets.items())
+    if (b.at("label") != "full cache")
+      for (const auto& e : b.at("examples")) EXPECT_EQ(e.at("budgets"), (std::vector<int64_t>{16, 16}));
+}
+
+}  // namespace
