@@ -161,7 +161,8 @@ typedef struct rkv_run_options {
 } rkv_run_options;
 
 /** Runs the ablation sweep of the config into out_dir (layout as `ripplekv run`: cells/, results.jsonl, report.md,
- *  ...). When cancel returns nonzero the run stops before its next example and returns RKV_ERROR_CANCELLED: finished
+ *  ...). When cancel returns nonzero the run stops before its next example (or inside a plugin call that polls the
+ *  host's is_cancelled()) and returns RKV_ERROR_CANCELLED: finished
  *  cells stay in out_dir/cells (each written atomically), the merged outputs (results.jsonl, ...) are not written,
  *  and nothing is half-written; rerun with resume to continue. */
 rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* options);

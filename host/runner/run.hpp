@@ -29,7 +29,9 @@ struct RunOptions {
   int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
   bool quiet = false;         ///< no progress output
   int64_t threads = 0;        ///< overrides model.threads when > 0
-  const std::atomic<bool>* cancel = nullptr;  ///< polled between examples; a cancelled run writes nothing partial
+  /// Polled between examples, and by plugin calls through the host's is_cancelled() (slow plugins that poll stop
+  /// mid-call); a cancelled run writes nothing partial. A plugin call that does not poll runs to its end first.
+  const std::atomic<bool>* cancel = nullptr;
   /// Progress sink (done, total, what); default: a bar with ETA on a terminal, plain lines elsewhere.
   std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
