@@ -78,7 +78,8 @@ static rkv_status create(const char* id, const rkv_host* h, const rkv_params* p,
   (void)id; (void)d;
   int64_t n = 0;
   if (!RKV_HAS_FIELD(p, rkv_params, get_int) || p->get_int(p->ctx, "count", &n) != RKV_OK || n < 1) return RKV_ERROR_INTERNAL;
-  host_has_future_service = RKV_HAS_FIELD((const host_v1_1*)h, host_v1_1, future_service) ? 1 : 0;
+  host_has_future_service =
+      (h && h->struct_size >= offsetof(host_v1_1, future_service) + sizeof(((host_v1_1*)0)->future_service)) ? 1 : 0;
   instance_v1_1* inst = (instance_v1_1*)calloc(1, sizeof *inst);
   if (!inst) return RKV_ERROR_OUT_OF_MEMORY;
   inst->base.struct_size = sizeof *inst;

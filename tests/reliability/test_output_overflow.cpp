@@ -31,28 +31,34 @@ Outcome probe(const std::string& kind) {
   return o;
 }
 
-void expect_caught(const std::string& kind, const std::string& plugin_frame, const std::string& host_frame,
+/// `method`: the plugin class's method ("score"); the frame reads "in score .../overflow_plugin.cpp:N" when inlined
+/// into the SDK's wrapper, or "in OverflowScorer::score(...)" otherwise.
+void expect_caught(const std::string& kind, const std::string& method, const std::string& host_frame,
                    const std::string& write_size) {
   const Outcome o = probe(kind);
   EXPECT_NE(o.status, 0) << o.output;
   EXPECT_EQ(o.output.find("no overflow detected"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("ERROR: AddressSanitizer: heap-buffer-overflow"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("WRITE of size " + write_size), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find(plugin_frame), std::string::npos) << o.output;  // the plugin's own function ...
+  // The plugin's own function ...
+  EXPECT_NE(o.output.find("overflow_plugin.cpp"), std::string::npos) << o.output;
+  EXPECT_TRUE(o.output.find("in " + method + " ") != std::string::npos ||
+              o.output.find("::" + method + "(") != std::string::npos)
+      << o.output;
   EXPECT_NE(o.output.find(host_frame), std::string::npos) << o.output;    // ... called by the host's call path
   EXPECT_NE(o.output.find("0 bytes to the right of"), std::string::npos) << o.output;  // right past the output
 }
 
 TEST(OutputOverflow, ScorerWritingPastItsScoresIsCaught) {
-  expect_caught("scorer", "OverflowScorer::score", "rkv::run_scorer", "4");
+  expect_caught("scorer", "score", "rkv::run_scorer", "4");
 }
 
 TEST(OutputOverflow, AllocatorWritingPastItsBudgetsIsCaught) {
-  expect_caught("allocator", "OverflowAllocator::allocate", "rkv::run_allocator", "8");
+  expect_caught("allocator", "allocate", "rkv::run_allocator", "8");
 }
 
 TEST(OutputOverflow, SignalWritingPastItsProfileIsCaught) {
-  expect_caught("signal", "OverflowSignal::profile", "rkv::run_signal", "8");
+  expect_caught("signal", "profile", "rkv::run_signal", "8");
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ class SyntheticRun : public ::testing::Test {
            "[data.calibration]\nfiles = [\"cal.txt\"]\nexamples = 2\nprefix_tokens = 32\nwindow_tokens = 8\n"
            "[data.eval]\nfiles = [\"eval.txt\"]\nexamples = 2\nprefix_tokens = 32\n" +
            scorer_table + "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n" +
-           "[tasks.lm_fidelity]\ncontinuation_tokens = 8\n[output]\nbootstrap_resamples = 20\n" + extra;
+           "[tasks.lm_fidelity]\ncontinuation_tokens = 8\n[output]\nbootstrap_resamples = 100\n" + extra;
   }
   rkv::RunPlan plan(const std::string& text) const {
     const fs::path p = dir / "cfg.toml";
