@@ -4,10 +4,12 @@
 //                    makes it fail with an internal error instead, so a host that never cancels cannot hang a test.
 //   mode = "ignore": the call sleeps `seconds` without polling, then returns a valid result (scores = position,
 //                    budgets = B / |A|, s = layer index): what a plugin that ignores cancellation does.
+//   mode = "nan" / "inf" (signal only, no wait): s[1] = NaN, or d[1][0] = +infinity, for the host's validation.
 // Three plugins in one library: org.test.slow_scorer, org.test.slow_allocator, org.test.slow_signal.
 #include <ripplekv/sdk.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <thread>
 
@@ -16,7 +18,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 rkv::sdk::Descriptor with_params(rkv::sdk::Descriptor d) {
-  return d.param(rkv::sdk::Param::Choice("mode", "poll", {"poll", "ignore"}, "poll the host's cancellation or not"))
+  return d.param(rkv::sdk::Param::Choice("mode", "poll", {"poll", "ignore", "nan", "inf"},
+                                    "poll the host's cancellation or not (nan, inf: signal faults)"))
       .param(rkv::sdk::Param::Float("seconds", 0.5, "ignore mode: seconds to sleep per call").min(0).max(600))
       .param(rkv::sdk::Param::Float("limit_seconds", 60, "poll mode: give up (internal error) after this long")
                  .min(0)
@@ -27,9 +30,11 @@ rkv::sdk::Descriptor with_params(rkv::sdk::Descriptor d) {
 class Slowness {
  public:
   Slowness(const rkv::sdk::Params& p, const rkv::sdk::Host& host)
-      : host_(host), poll_(p.get_string("mode") == "poll"), seconds_(p.get_float("seconds")),
+      : host_(host), mode_(p.get_string("mode")), poll_(mode_ == "poll"), seconds_(p.get_float("seconds")),
         limit_(p.get_float("limit_seconds")) {}
+  const std::string& mode() const { return mode_; }
   void wait() const {
+    if (mode_ == "nan" || mode_ == "inf") return;
     const auto t0 = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     if (!poll_) {
@@ -46,6 +51,7 @@ class Slowness {
 
  private:
   rkv::sdk::Host host_;
+  std::string mode_;
   bool poll_;
   double seconds_, limit_;
 };
@@ -96,6 +102,8 @@ class SlowSignal final : public rkv::sdk::Signal {
     for (int64_t l = 0; l < r.n_layers; ++l) s[l] = double(l);
     for (int64_t i = 0; i < r.n_examples; ++i)
       for (int64_t l = 0; l < r.n_layers; ++l) per_example[i * r.n_layers + l] = double(l);
+    if (slow_.mode() == "nan") s[1] = std::nan("");
+    if (slow_.mode() == "inf") per_example[1 * r.n_layers + 0] = HUGE_VAL;
   }
 
  private:

@@ -4,6 +4,7 @@
 // (SmolLM2's BPE family), llama-bpe and llama-spm.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -85,8 +86,12 @@ TEST_P(LongLines, OneMegabyteLinesEncodeInLinearTimeAndRoundTrip) {
     // Round trip: valid UTF-8 comes back as it was; invalid bytes as U+FFFD per bad byte (BPE) or as the SPM
     // vocabulary's byte tokens (which give the bytes back).
     const std::string back = tok.decode(ids, false);
+    const auto n_unk = std::count(ids.begin(), ids.end(), tok.unk());
     if (in.make == kInputs[4].make) {
-      if (!spm) EXPECT_EQ(back, rkv::utf8::sanitize(text)) << in.name;
+      // A vocabulary that lacks some byte tokens (starcoder's has no token for the byte-level character of 0xF1, for
+      // example) encodes those bytes as <unk> (tokenizer.hpp): the round trip is exact only without <unk>.
+      std::printf("[ long     ] %-10s random bytes: %ld <unk> tokens\n", GetParam().c_str(), static_cast<long>(n_unk));
+      if (!spm && n_unk == 0) EXPECT_EQ(back, rkv::utf8::sanitize(text)) << in.name;
     } else if (!spm) {
       EXPECT_EQ(back, text) << in.name;
     } else {

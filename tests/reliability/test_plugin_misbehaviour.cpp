@@ -139,6 +139,22 @@ TEST(SlowPlugin, APluginThatIgnoresCancellationFinishesItsCall) {
   EXPECT_TRUE(host.cancelled());
 }
 
+TEST(MisbehavingSignal, NonFiniteProfilesAreRejectedNamingThePlugin) {
+  rkv::HostServices host;
+  try {
+    rkv::run_signal(make("slow_signal", host, "nan"), 3, 2, nullptr);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    EXPECT_STREQ(e.what(), "signal 'org.test.slow_signal' returned a non-finite sensitivity for layer 1");
+  }
+  try {
+    rkv::run_signal(make("slow_signal", host, "inf"), 3, 2, nullptr);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    EXPECT_STREQ(e.what(), "signal 'org.test.slow_signal' returned a non-finite value for example 1, layer 0");
+  }
+}
+
 TEST(NewerPlugin, LongerStructsLoadAndWork) {
   rkv::PluginRegistry reg;
   reg.load_library(kFixtures + "newer_struct/test_newer_struct.so");
