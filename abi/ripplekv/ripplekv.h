@@ -111,8 +111,9 @@ typedef struct rkv_generate_options {
 #define RKV_GENERATE_OPTIONS_SIZE_V0 (offsetof(rkv_generate_options, compression_config))
 
 /** Generates a continuation of options->prompt; *out_text (freed with rkv_string_free) holds the new text only.
+ *  Generation also stops at the model's context length (when the model states one).
  *  Errors (RKV_ERROR_INVALID_ARGUMENT, message on the model handle): a missing prompt, max_new_tokens < 0, a prompt
- *  that encodes to no tokens; with compression: a bad config (file, key and line named), an unknown plugin,
+ *  that encodes to no tokens or to more tokens than the model's context length; with compression: a bad config (file, key and line named), an unknown plugin,
  *  budget.layers outside the model, a profile that is needed but missing or has the wrong number of layers; a
  *  plugin that fails (named). Uses the process-wide CPU thread pool; one call at a time per model handle. */
 rkv_status rkv_generate(rkv_model* model, const rkv_generate_options* options, char** out_text);

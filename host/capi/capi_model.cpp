@@ -1,5 +1,6 @@
 // C API: open/close a model, tokenize, detokenize, greedy generation with the full or a compressed cache
 // (abi/ripplekv/ripplekv.h).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/generate.hpp"
@@ -102,17 +103,24 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
       ids = tok.encode(o->prompt, tok.add_bos_by_default(), false);
     }
     if (ids.empty()) throw rkv::InputError("the prompt encodes to no tokens");
+    // As `ripplekv generate`: the prompt must fit the model's context length, and generation stops there.
+    int64_t max_new = o->max_new_tokens;
+    const int64_t n_ctx = m->model.config.context_length, n_prompt = static_cast<int64_t>(ids.size());
+    if (n_ctx > 0 && n_prompt > n_ctx)
+      throw rkv::InputError("the prompt has " + std::to_string(n_prompt) +
+                            " tokens, more than the model's context length " + std::to_string(n_ctx));
+    if (n_ctx > 0) max_new = std::min(max_new, n_ctx - n_prompt);
 
     if (!compression_config) {
       rkv::cpu::GenerateOptions g;
-      g.max_new_tokens = o->max_new_tokens;
+      g.max_new_tokens = max_new;
       g.stop_ids = tok.end_of_generation_ids();  // default sampling: temperature 0 = greedy
       const rkv::cpu::GenerateResult r = rkv::cpu::generate(m->model, ids, g);
       *out_text = rkv::capi::copy_string(tok.decode(r.tokens, false));
       return;
     }
     const rkv::CompressedGeneration g = rkv::generate_compressed(
-        m->model, tok, ids, compression_config, profile_path ? profile_path : "", o->max_new_tokens);
+        m->model, tok, ids, compression_config, profile_path ? profile_path : "", max_new);
     std::string info;
     if (out_compression_json) {
       nlohmann::json j;

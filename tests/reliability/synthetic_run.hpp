@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/synthetic_model.hpp"
+#include "model/model_writers.hpp"
 #include "tokenizer/byte_level.hpp"
 
 namespace rkv_test {
@@ -15,10 +15,10 @@ namespace rkv_test {
 /// Writes model.gguf, cal.txt and eval.txt into `dir` (created).
 inline void write_synthetic_run_folder(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
-  rkv::ModelConfig c = small_config("llama", 4, 2, 8, 2);
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
   c.vocab_size = 258;
   c.context_length = 256;
-  const rkv::Model m = random_model(c, 21);
+  const rkv::Model m = rkv::synthetic_model(c, 21);
   GgufWriter w = gguf_writer_for(m);
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "gpt-2");

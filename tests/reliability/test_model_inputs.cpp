@@ -11,7 +11,7 @@
 
 #include "core/errors.hpp"
 #include "model/model.hpp"
-#include "model/synthetic_model.hpp"
+#include "model/model_writers.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,7 +33,7 @@ fs::path tmp(const std::string& name) {
 }
 
 const rkv::Model& ref() {
-  static const rkv::Model m = rkv_test::random_model(rkv_test::small_config("llama"), 31);
+  static const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("llama"), 31);
   return m;
 }
 

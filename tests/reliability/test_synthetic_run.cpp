@@ -307,6 +307,33 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   EXPECT_EQ(rc, 0) << err;
 }
 
+TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
+  rkv_context* ctx = nullptr;
+  ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
+  const std::string path = (dir / "model.gguf").string();
+  rkv_model_options mo{};
+  mo.struct_size = sizeof mo;
+  mo.path = path.c_str();
+  mo.threads = 1;
+  rkv_model* m = nullptr;
+  ASSERT_EQ(rkv_model_open(ctx, &mo, &m), RKV_OK) << rkv_context_last_error(ctx);
+  const std::string long_prompt(300, 'x'), fitting(250, 'x');
+  rkv_generate_options g{};
+  g.struct_size = sizeof g;
+  g.prompt = long_prompt.c_str();
+  g.max_new_tokens = 4;
+  char* text = nullptr;
+  EXPECT_EQ(rkv_generate(m, &g, &text), RKV_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(rkv_model_last_error(m)), "the prompt has 300 tokens, more than the model's context length 256");
+  g.prompt = fitting.c_str();  // 250 + 20 > 256: generation stops at the context length
+  g.max_new_tokens = 20;
+  ASSERT_EQ(rkv_generate(m, &g, &text), RKV_OK) << rkv_model_last_error(m);
+  EXPECT_LE(std::string(text).size(), 2u * 6u);  // at most 6 tokens of at most 2 bytes ("ab") each
+  rkv_string_free(text);
+  rkv_model_close(m);
+  rkv_context_destroy(ctx);
+}
+
 TEST_F(SyntheticRun, ScorerWindowLongerThanThePrefixKeepsItsProtectedPositionsWithAWarning) {
   // snapkv's observation window (48) is longer than the prefix (T = 32): the window is clamped to T, every position
   // is protected, and b_l = 16 < 32 keeps the most recent 16 with a warning in the records.
