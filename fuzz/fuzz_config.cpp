@@ -42,7 +42,7 @@ const fs::path& sandbox() {
 bool plugin_paths_stay_inside(const std::string& text) {
   toml::table root;
   try {
-    root = toml::parse(text, "fuzz.toml");
+    root = toml::parse(text, std::string("fuzz.toml"));
   } catch (const toml::parse_error&) {
     return true;  // validation stops at the syntax error
   }
@@ -75,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c.budget_fraction && !(*c.budget_fraction > 0.0 && *c.budget_fraction <= 1.0))
         rkv_fuzz::fuzz_fail("validated cell '" + plan.cells[k].label + "' has a budget fraction outside (0, 1]");
     }
-  } catch (const rkv::InputError&) {
+  } catch (const rkv::InputError& e) {
+    rkv_fuzz::note_rejection("load_run_plan", e);
   }
   return 0;
 }

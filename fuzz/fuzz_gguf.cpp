@@ -86,14 +86,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_file(f);
     try {
       check_tokenizer(f);
-    } catch (const rkv::InputError&) {
+    } catch (const rkv::InputError& e) {
+      rkv_fuzz::note_rejection("Tokenizer::from_gguf", e);
     }
-  } catch (const rkv::InputError&) {
+  } catch (const rkv::InputError& e) {
+    rkv_fuzz::note_rejection("GgufFile", e);
     return 0;  // the model loader reparses the file; nothing more to learn from a file the reader rejects
   }
   try {
     rkv::load_gguf_model(path);
-  } catch (const rkv::InputError&) {
+  } catch (const rkv::InputError& e) {
+    rkv_fuzz::note_rejection("load_gguf_model", e);
   }
   return 0;
 }

@@ -67,12 +67,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t header_size = 0;
     std::memcpy(&header_size, data, 8);  // a file the reader accepts has at least 8 bytes
     check_file(f, 8 + header_size, size);
-  } catch (const rkv::InputError&) {
+  } catch (const rkv::InputError& e) {
+    rkv_fuzz::note_rejection("SafetensorsFile", e);
     return 0;  // the model loader reparses the file; nothing more to learn from a file the reader rejects
   }
   try {
     rkv::load_hf_model(model_dir().string());
-  } catch (const rkv::InputError&) {
+  } catch (const rkv::InputError& e) {
+    rkv_fuzz::note_rejection("load_hf_model", e);
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -23,6 +24,13 @@ namespace rkv_fuzz {
   std::fprintf(stderr, "ripplekv fuzz: property violated: %s\n", what.c_str());
   std::fflush(stderr);
   std::abort();
+}
+
+/// Prints why an input was rejected when $RIPPLEKV_FUZZ_VERBOSE is set (to check that seeds get as far as they
+/// should); silent otherwise, so fuzzing stays fast.
+inline void note_rejection(const char* step, const std::exception& e) {
+  static const bool verbose = std::getenv("RIPPLEKV_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "ripplekv fuzz: %s rejected the input: %s\n", step, e.what());
 }
 
 /// A folder private to this process, $TMPDIR/rkv-fuzz-<tag>-<pid> (TMPDIR defaults to /tmp), created on first use

@@ -80,12 +80,12 @@ def tensor_bytes(kind, n_elem, seed):
 
 
 def write_gguf(path, kvs, tensors, alignment=32):
-    """kvs: [(key, type, value)]; tensors: [(name, ne (ggml order), kind)]."""
+    """kvs: [(key, type, value)]; tensors: [(name, ne (ggml order), kind[, raw bytes])]."""
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))
     for key, vtype, value in kvs:
         out += gstr(key) + struct.pack("<I", vtype) + gvalue(vtype, value)
     data = bytearray()
-    for seed, (name, ne, kind) in enumerate(tensors):
+    for seed, (name, ne, kind, *raw) in enumerate(tensors):
         n = 1
         for d in ne:
             n *= d
@@ -93,7 +93,7 @@ def write_gguf(path, kvs, tensors, alignment=32):
             data.append(0)
         out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
         out += struct.pack("<IQ", GGML[kind][0], len(data))
-        data += tensor_bytes(kind, n, seed + 1)
+        data += raw[0] if raw else tensor_bytes(kind, n, seed + 1)
     while len(out) % alignment:
         out.append(0)
     with open(path, "wb") as f:
@@ -172,7 +172,7 @@ def make_gguf(out_dir):
     V, D, H, Hkv, d, F, L = 16, 8, 2, 2, 4, 8, 2
     write_gguf(os.path.join(out_dir, "llama_spm_ropefreqs.gguf"),
                hparams("llama", V, D, H, Hkv, F, L, [("general.alignment", U32, 64)]) + spm_vocab(),
-               llama_tensors(V, D, H, Hkv, d, F, L, {}) + [("rope_freqs.weight", [d // 2], "f32")], alignment=64)
+               llama_tensors(V, D, H, Hkv, d, F, L, {}) + [("rope_freqs.weight", [d // 2], "f32", struct.pack("<2f", 1.0, 4.0))], alignment=64)
     # 4. no model: one metadata value of every type (nested arrays too) and the K quantizations.
     kvs = [("u8", U8, 200), ("i8", I8, -5), ("u16", U16, 65000), ("i16", I16, -300), ("u32", U32, 4000000000),
            ("i32", I32, -7), ("f32", F32, 0.5), ("bool", BOOL, 1), ("str", STR, "h\u00e9llo"),
