@@ -3,7 +3,8 @@
 // crashed or hung a target (fuzz/regressions/<target>/). An input that breaks the target again aborts or throws here,
 // so the test fails; each file's name is printed before it runs, so the log names the culprit.
 //
-// Built once per target with RKV_FUZZ_TARGET="<target>" (tests/fuzz/CMakeLists.txt).
+// Built once per target with RKV_FUZZ_TARGET="<target>" and RKV_FUZZ_SUITE=Fuzz<Target> (tests/fuzz/CMakeLists.txt), so
+// each target's tests have their own ctest names (FuzzGguf.SeedCorpus, FuzzGguf.Regressions, ...).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,13 +73,13 @@ bool prepare_target() {
     }                                                                                 \
   } while (0)
 
-TEST(FuzzReplay, SeedCorpus) {
+TEST(RKV_FUZZ_SUITE, SeedCorpus) {
   RKV_REQUIRE_TARGET_ASSETS();
   const fs::path dir = kFuzzDir / "corpus" / RKV_FUZZ_TARGET;
   EXPECT_GT(replay(dir), 0u) << "no seed files in " << dir;
 }
 
-TEST(FuzzReplay, Regressions) {
+TEST(RKV_FUZZ_SUITE, Regressions) {
   RKV_REQUIRE_TARGET_ASSETS();
   const fs::path dir = kFuzzDir / "regressions" / RKV_FUZZ_TARGET;
   const size_t n = replay(dir);
