@@ -217,6 +217,7 @@ void dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
     throw InputError("dequantize " + std::string(info->name) + ": " + std::to_string(n) +
                      " elements is not a multiple of the block size " + std::to_string(info->block_size));
   }
+  if (n == 0) return;  // an empty tensor: dst may be null (an empty vector's data()), and memcpy forbids that
   const int64_t nb = n / info->block_size;
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::F32: dq_f32(src, dst, n); break;

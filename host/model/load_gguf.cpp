@@ -15,6 +15,7 @@ namespace {
 struct GgufLoader {
   const GgufFile& f;
   const std::string& src;
+  bool check_only = false;  ///< load() only checks that the tensor exists with its shape, and returns {}
 
   /// Tensor shape in PyTorch order (ggml ne reversed).
   static std::vector<int64_t> torch_shape(const GgufTensorInfo& t) { return {t.ne.rbegin(), t.ne.rend()}; }
@@ -42,7 +43,8 @@ struct GgufLoader {
   }
 
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) const {
-    return dequant(require(name, expected, what));
+    const GgufTensorInfo& t = require(name, expected, what);
+    return check_only ? std::vector<float>() : dequant(t);
   }
 
   /// Integer hyperparameter `<arch>.<key>`; required unless a fallback is given.
@@ -53,6 +55,30 @@ struct GgufLoader {
     throw InputError(src + ": missing GGUF metadata key '" + key + "'");
   }
 };
+
+/// Loads the tensors of layer `l` into `w` (with ld.check_only: only checks that they exist with their shapes).
+void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeights& w) {
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
+  const std::string p = "blk." + std::to_string(l) + ".";
+  w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
+  w.wq = ld.load(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
+  w.wk = ld.load(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
+  w.wv = ld.load(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
+  if (c.qkv_bias) {
+    w.bq = ld.load(p + "attn_q.bias", {H * d}, "query bias");
+    w.bk = ld.load(p + "attn_k.bias", {Hkv * d}, "key bias");
+    w.bv = ld.load(p + "attn_v.bias", {Hkv * d}, "value bias");
+  }
+  w.wo = ld.load(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
+  w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
+  w.w_gate = ld.load(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]");
+  w.w_up = ld.load(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]");
+  w.w_down = ld.load(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]");
+  if (c.architecture == "llama" && !ld.check_only) {  // undo llama.cpp's Q/K row permutation (see model.hpp)
+    unpermute_qk_rows(w.wq, H, d, D);
+    unpermute_qk_rows(w.wk, Hkv, d, D);
+  }
+}
 
 }  // namespace
 
@@ -107,7 +133,7 @@ Model load_gguf_model(const std::string& path) {
     throw InputError(src + ": unsupported rope scaling type '" + scaling + "' (supported: none, linear, llama3)");
   }
 
-  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
+  const int64_t D = c.d_model, d = c.head_dim;
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw InputError(src + ": missing tensor 'token_embd.weight' (the token embeddings, [vocab, " + std::to_string(D) + "])");
   c.vocab_size = ld.hparam(a + "vocab_size", embd->ne.size() == 2 ? embd->ne[1] : 0);
@@ -121,6 +147,14 @@ Model load_gguf_model(const std::string& path) {
     c.rope_freq_factors = true;
     c.rope_scaling.type = "none";  // the factors already encode the scaling
   }
+  // Every layer's tensors must be in the file with their shapes before anything is sized by the hyperparameters: a
+  // corrupt block_count or head size would otherwise ask for terabytes (found by fuzz/fuzz_gguf.cpp).
+  detail::check_sizes(c, src);
+  {
+    GgufLoader shapes{f, src, /*check_only=*/true};
+    LayerWeights none;
+    for (int64_t l = 0; l < c.n_layers; ++l) load_layer(shapes, c, l, none);
+  }
   detail::finish_config(m, src, freq_factors);
 
   m.tok_embd = ld.load("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]");
@@ -132,29 +166,8 @@ Model load_gguf_model(const std::string& path) {
     c.tied_embeddings = true;
   }
 
-  m.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights& w = m.layers[static_cast<size_t>(l)];
-    const std::string p = "blk." + std::to_string(l) + ".";
-    w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
-    w.wq = ld.load(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
-    w.wk = ld.load(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
-    w.wv = ld.load(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
-    if (c.qkv_bias) {
-      w.bq = ld.load(p + "attn_q.bias", {H * d}, "query bias");
-      w.bk = ld.load(p + "attn_k.bias", {Hkv * d}, "key bias");
-      w.bv = ld.load(p + "attn_v.bias", {Hkv * d}, "value bias");
-    }
-    w.wo = ld.load(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
-    w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
-    w.w_gate = ld.load(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]");
-    w.w_up = ld.load(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]");
-    w.w_down = ld.load(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]");
-    if (c.architecture == "llama") {  // undo llama.cpp's Q/K row permutation (see model.hpp)
-      unpermute_qk_rows(w.wq, H, d, D);
-      unpermute_qk_rows(w.wk, Hkv, d, D);
-    }
-  }
+  m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
+  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
   m.sha256 = sha256_hex(f.file_data(), static_cast<size_t>(f.file_size()));
   return m;
 }

@@ -134,7 +134,7 @@ Model load_hf_model(const std::string& folder) {
     }
     c.rope_scaling.type = type;
   }
-  detail::finish_config(m, csrc);
+  detail::check_sizes(c, csrc);
 
   // ---- shards ----
   std::vector<std::string> names;
@@ -177,6 +177,7 @@ Model load_hf_model(const std::string& folder) {
     }
   }
 
+  bool check_only = false;  // load() only checks that the tensor exists with its shape, and returns {}
   auto load = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
     auto it = sh.by_name.find(name);
     if (it == sh.by_name.end()) {
@@ -186,16 +187,14 @@ Model load_hf_model(const std::string& folder) {
     const SafetensorsFile& f = sh.files[it->second.first];
     const SafetensorsTensor& t = *it->second.second;
     detail::check_shape(f.path(), name, t.shape, expected, what);
-    return safetensors_to_f32(f, t);
+    return check_only ? std::vector<float>() : safetensors_to_f32(f, t);
   };
 
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff, V = c.vocab_size;
   m.tok_embd = load("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]");
   m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
   if (!c.tied_embeddings) m.lm_head = load("lm_head.weight", {V, D}, "LM head [vocab, hidden]");
-  m.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights& w = m.layers[static_cast<size_t>(l)];
+  auto load_layer = [&](int64_t l, LayerWeights& w) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
     w.wq = load(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
@@ -211,7 +210,19 @@ Model load_hf_model(const std::string& folder) {
     w.w_gate = load(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]");
     w.w_up = load(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]");
     w.w_down = load(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]");
+  };
+  // Every layer's tensors must be in the files with their shapes before anything is sized by the configuration: a
+  // corrupt num_hidden_layers or head size would otherwise ask for terabytes (see fuzz/fuzz_gguf.cpp for the GGUF twin).
+  check_only = true;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights none;
+    load_layer(l, none);
   }
+  check_only = false;
+  detail::finish_config(m, csrc);
+
+  m.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(l, m.layers[static_cast<size_t>(l)]);
 
   // Identity: hash of "name sha\n" lines for config.json and the shards, sorted by name.
   std::vector<std::string> hashed = names;

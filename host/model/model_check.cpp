@@ -1,5 +1,7 @@
 #include "model/model_check.hpp"
 
+#include <limits>
+
 #include "core/errors.hpp"
 
 namespace rkv::detail {
@@ -18,8 +20,7 @@ void check_shape(const std::string& source, const std::string& name, const std::
   }
 }
 
-void finish_config(Model& m, const std::string& source, const std::vector<float>& freq_factors) {
-  ModelConfig& c = m.config;
+void check_sizes(const ModelConfig& c, const std::string& source) {
   if (c.architecture != "llama" && c.architecture != "qwen2") {
     throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2)");
   }
@@ -39,6 +40,20 @@ void finish_config(Model& m, const std::string& source, const std::vector<float>
   }
   if (c.head_dim % 2 != 0) throw InputError(source + ": head dimension " + std::to_string(c.head_dim) + " is odd");
   if (!(c.rms_eps > 0.0f)) throw InputError(source + ": RMSNorm epsilon must be positive");
+  // Element counts of the largest weights; H_kv <= H, so H*d*D bounds the K/V projections too.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto fits = [&](int64_t a, int64_t b, const char* what) {
+    if (a > kMax / b) throw InputError(source + ": " + what + " overflows (the sizes in the configuration are corrupt)");
+  };
+  fits(c.n_heads, c.head_dim, "heads * head dimension");
+  fits(c.n_heads * c.head_dim, c.d_model, "heads * head dimension * hidden size");
+  fits(c.vocab_size, c.d_model, "vocabulary size * hidden size");
+  fits(c.d_ff, c.d_model, "feed-forward size * hidden size");
+}
+
+void finish_config(Model& m, const std::string& source, const std::vector<float>& freq_factors) {
+  const ModelConfig& c = m.config;
+  check_sizes(c, source);
   try {
     m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
     if (!freq_factors.empty()) {

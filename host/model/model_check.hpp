@@ -15,8 +15,13 @@ std::string shape_str(const std::vector<int64_t>& s);
 void check_shape(const std::string& source, const std::string& name, const std::vector<int64_t>& got,
                  const std::vector<int64_t>& expected, const std::string& what);
 
-/// Validates the configuration (positive sizes, H divisible by H_kv, even head_dim, supported architecture) and
-/// fills model.rope_inv_freq from it; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
+/// Validates the sizes of a configuration without allocating anything: supported architecture, positive sizes,
+/// H divisible by H_kv, even head_dim, positive RMSNorm epsilon, and weight shapes whose element counts (H*d*D,
+/// V*D, F*D) fit in int64. Loaders call it before they compute expected tensor shapes, and check that the file holds
+/// those tensors before they allocate anything sized by the configuration. Throws InputError naming `source`.
+void check_sizes(const ModelConfig& config, const std::string& source);
+
+/// check_sizes, then fills model.rope_inv_freq from the configuration; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
 /// given. Throws InputError naming `source`.
 void finish_config(Model& model, const std::string& source, const std::vector<float>& freq_factors = {});
 

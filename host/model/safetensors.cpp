@@ -123,7 +123,7 @@ std::vector<float> safetensors_to_f32(const SafetensorsFile& f, const Safetensor
   std::vector<float> out(n);
   const uint8_t* src = f.data(t);
   if (t.dtype == "F32") {
-    std::memcpy(out.data(), src, n * 4);
+    if (n > 0) std::memcpy(out.data(), src, n * 4);  // an empty vector's data() may be null
   } else if (t.dtype == "F16" || t.dtype == "BF16") {
     const bool bf = t.dtype == "BF16";
     for (size_t i = 0; i < n; ++i) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -28,9 +29,10 @@ const char* plugin_kind_name(rkv_plugin_kind kind) {
 
 namespace {
 
-/// Loaded libraries live for the process lifetime: this list is never destroyed.
-std::vector<boost::dll::shared_library>& process_libraries() {
-  static auto* libs = new std::vector<boost::dll::shared_library>();
+/// Loaded libraries live for the process lifetime: this map (one handle per path) is never destroyed. Loading a path
+/// again reuses its handle, so repeated discovery (every config validation) does not grow the process.
+std::map<std::string, boost::dll::shared_library>& process_libraries() {
+  static auto* libs = new std::map<std::string, boost::dll::shared_library>();
   return *libs;
 }
 std::mutex& process_libraries_mutex() {
@@ -41,16 +43,18 @@ std::mutex& process_libraries_mutex() {
 /// Loads `path` (rtld_now) and returns its entry point; throws InputError naming the path.
 rkv_plugin_library_get_fn load_entry(const std::string& path) {
   std::lock_guard<std::mutex> lock(process_libraries_mutex());
-  boost::dll::shared_library lib;
-  boost::system::error_code ec;
-  lib.load(boost::dll::fs::path(path), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-  if (ec) throw InputError("plugin library '" + path + "': cannot be loaded: " + ec.message());
-  if (!lib.has(RKV_PLUGIN_ENTRY_SYMBOL))
-    throw InputError("plugin library '" + path + "': has no entry symbol '" RKV_PLUGIN_ENTRY_SYMBOL
-                     "' (is it a ripplekv plugin built with RKV_PLUGIN / RKV_PLUGIN_LIBRARY?)");
-  rkv_plugin_library_get_fn fn = &lib.get<const rkv_plugin_library*(uint32_t, uint32_t)>(RKV_PLUGIN_ENTRY_SYMBOL);
-  process_libraries().push_back(std::move(lib));
-  return fn;
+  auto it = process_libraries().find(path);
+  if (it == process_libraries().end()) {
+    boost::dll::shared_library lib;
+    boost::system::error_code ec;
+    lib.load(boost::dll::fs::path(path), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (ec) throw InputError("plugin library '" + path + "': cannot be loaded: " + ec.message());
+    if (!lib.has(RKV_PLUGIN_ENTRY_SYMBOL))
+      throw InputError("plugin library '" + path + "': has no entry symbol '" RKV_PLUGIN_ENTRY_SYMBOL
+                       "' (is it a ripplekv plugin built with RKV_PLUGIN / RKV_PLUGIN_LIBRARY?)");
+    it = process_libraries().emplace(path, std::move(lib)).first;
+  }
+  return &it->second.get<const rkv_plugin_library*(uint32_t, uint32_t)>(RKV_PLUGIN_ENTRY_SYMBOL);
 }
 
 void add_library_files(const std::string& entry, std::vector<std::string>& files) {

@@ -280,8 +280,9 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   return cell;
 }
 
-/// Sets a dotted key in a table (creating intermediate tables); used to apply a sweep value.
-void set_dotted(toml::table& root, const std::string& dotted, const toml::node& value) {
+/// Sets a dotted key in a table (creating intermediate tables); used to apply a sweep value. Throws InputError when a
+/// part of the key names something other than a table (e.g. `scorer = 1` with a sweep of "scorer.plugin").
+void set_dotted(const Ctx& c, toml::table& root, const std::string& dotted, const toml::node& value) {
   toml::table* t = &root;
   std::stringstream ss(dotted);
   std::vector<std::string> parts;
@@ -292,6 +293,9 @@ void set_dotted(toml::table& root, const std::string& dotted, const toml::node& 
       t->insert_or_assign(parts[i], toml::table{});
       n = t->get(parts[i]);
     }
+    std::string prefix = parts[0];
+    for (size_t k = 1; k <= i; ++k) prefix += "." + parts[k];
+    if (!n->is_table()) throw InputError(where(c, *n, prefix) + " must be a table to sweep \"" + dotted + "\"");
     t = n->as_table();
   }
   t->insert_or_assign(parts.back(), value);
@@ -515,7 +519,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     nlohmann::json values = nlohmann::json::object();
     for (size_t a = 0; a < axes.size(); ++a) {
       const toml::node& v = *axes[a].second.get(index[a]);
-      set_dotted(root, axes[a].first, v);
+      set_dotted(c, root, axes[a].first, v);
       values[axes[a].first] = to_json(v);
     }
     Cell cell;

@@ -130,14 +130,13 @@ struct Tokenizer::Impl {
           out.push_back(id);
           continue;
         }
-        // Not in the vocabulary (only with incomplete vocabularies): spell it character by character, else <unk>,
-        // else drop it (llama.cpp drops it).
-        for (std::size_t pos = 0; pos < sym.size();) {
-          const std::size_t n = std::min(utf8::sequence_length(static_cast<unsigned char>(sym[pos])), sym.size() - pos);
-          const int32_t c = find(sym.substr(pos, n));
+        // Not in the vocabulary (only with incomplete vocabularies, e.g. SmolLM2 has no token for the bytes 0x04,
+        // 0x16, 0xF1, ...): each single byte of the symbol that is a token on its own is emitted, the rest is
+        // dropped, never <unk> (llama.cpp llm_tokenizer_bpe_session::tokenize; found by fuzz/fuzz_tokenizer.cpp:
+        // "a\x16b" gave [a, <unk>, b] where llama.cpp gives [a, b]).
+        for (char byte : sym) {
+          const int32_t c = find(std::string_view(&byte, 1));
           if (c >= 0) out.push_back(c);
-          else if (v.unk >= 0) out.push_back(v.unk);
-          pos += n;
         }
       }
     }

@@ -24,7 +24,9 @@
 // space of the first token is dropped. No clean-up of spaces before punctuation is done, so
 // decode(encode(t, false, false)) == t for every valid UTF-8 text t of a BPE vocabulary and for every byte string of an
 // SPM vocabulary with byte fallback, unless user-defined tokens with strip flags eat whitespace, and except that a
-// U+2581 in the text of an SPM vocabulary (SentencePiece's own space mark) may decode as a space.
+// U+2581 in the text of an SPM vocabulary (SentencePiece's own space mark) may decode as a space. A BPE vocabulary may
+// lack tokens for some of the 256 byte characters (SmolLM2 lacks 21: 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1,
+// 0xF1, 0xF2, 0xF5..0xFF); such bytes are dropped by encode(), as llama.cpp drops them, so they do not round-trip.
 //
 // Thread rules: a Tokenizer is immutable after loading; all const methods may run concurrently. Copies share the data.
 #pragma once
