@@ -86,12 +86,18 @@ TEST_P(LongLines, OneMegabyteLinesEncodeInLinearTimeAndRoundTrip) {
     // Round trip: valid UTF-8 comes back as it was; invalid bytes as U+FFFD per bad byte (BPE) or as the SPM
     // vocabulary's byte tokens (which give the bytes back).
     const std::string back = tok.decode(ids, false);
-    const auto n_unk = std::count(ids.begin(), ids.end(), tok.unk());
-    if (in.make == kInputs[4].make) {
-      // A vocabulary that lacks some byte tokens (starcoder's has no token for the byte-level character of 0xF1, for
-      // example) encodes those bytes as <unk> (tokenizer.hpp): the round trip is exact only without <unk>.
-      std::printf("[ long     ] %-10s random bytes: %ld <unk> tokens\n", GetParam().c_str(), static_cast<long>(n_unk));
-      if (!spm && n_unk == 0) EXPECT_EQ(back, rkv::utf8::sanitize(text)) << in.name;
+    if (in.make == kInputs[4].make && !spm) {
+      // A BPE vocabulary that lacks some byte tokens (starcoder's has no token for the byte-level character of 0xF1,
+      // for example) drops those bytes, as llama.cpp does (tokenizer.hpp): the text comes back as the sanitized
+      // input with only such bytes deleted, so it is a subsequence of it, and few bytes are missing.
+      const std::string expect = rkv::utf8::sanitize(text);
+      size_t matched = 0;
+      for (char c : expect)
+        if (matched < back.size() && back[matched] == c) ++matched;
+      std::printf("[ long     ] %-10s random bytes: %zu bytes dropped\n", GetParam().c_str(), expect.size() - back.size());
+      EXPECT_EQ(matched, back.size()) << in.name << ": the decoded text is not the input with some bytes deleted";
+      EXPECT_LT(expect.size() - back.size(), expect.size() / 100) << in.name;
+      if (GetParam() == "llama-bpe") EXPECT_EQ(back, expect) << in.name;  // Llama 3 has all 256 byte tokens
     } else if (!spm) {
       EXPECT_EQ(back, text) << in.name;
     } else {
