@@ -373,14 +373,29 @@ std::string effective_key(const CellConfig& cell) {
   return os.str();
 }
 
+/// The top-level keys of the run schema (DESIGN.md "Config").
+const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
+                                               "budget",       "compression", "tasks", "sweep",  "output"};
+
+/// budget.layers: model layer indices >= 0, each at most once (the set A).
+std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget) {
+  std::vector<int64_t> layers = get_number_list<int64_t>(c, budget, "layers", "budget.layers", {});
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < 0) throw InputError(where(c, *budget.get("layers"), "budget.layers") + " must hold layer indices >= 0");
+    for (size_t j = 0; j < i; ++j)
+      if (layers[j] == layers[i])
+        throw InputError(where(c, *budget.get("layers"), "budget.layers") + " lists layer " + std::to_string(layers[i]) +
+                         " twice; it is a set of layer indices");
+  }
+  return layers;
+}
+
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   RunPlan plan;
   plan.config_text = text;
   plan.config_sha256 = sha256_hex(text.data(), text.size());
 
-  check_keys(c, root, "",
-             {"plugin_paths", "model", "data", "signal", "scorer", "allocator", "budget", "compression", "tasks",
-              "sweep", "output"});
+  check_keys(c, root, "", kRunSections);
   for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
     plan.plugin_paths.push_back(resolve_config_path(p, c.base_dir));
   plan.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(plan.plugin_paths));
@@ -475,9 +490,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
-    plan.compressible_layers = get_number_list<int64_t>(c, *b, "layers", "budget.layers", {});
-    for (int64_t l : plan.compressible_layers)
-      if (l < 0) throw InputError(where(c, *b->get("layers"), "budget.layers") + " must hold layer indices >= 0");
+    plan.compressible_layers = compressible_layers(c, *b);
   }
 
   // [sweep]: the cartesian product of every listed key. The values are copied out and [sweep] is removed from the
@@ -592,14 +605,14 @@ CompressionConfig load_compression_config(const std::string& path) {
     throw InputError(os.str());
   }
   const Ctx c{path, fs::absolute(fs::path(path)).parent_path().string()};
+  check_keys(c, root, "", kRunSections);  // a run config is also a compression config; a misspelt section is not
   CompressionConfig out;
   std::vector<std::string> paths;
   for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
     paths.push_back(resolve_config_path(p, c.base_dir));
   out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
   out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
-  if (const toml::table* b = sub_table(c, root, "budget", "budget"))
-    out.compressible_layers = get_number_list<int64_t>(c, *b, "layers", "budget.layers", {});
+  if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b);
   return out;
 }
 

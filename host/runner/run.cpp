@@ -218,7 +218,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
   std::vector<size_t> pending;
   for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
-    if (opt.resume && cell_file_complete(out, plan.cells[c].id)) continue;
+    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256)) continue;
     pending.push_back(c);
   }
   summary.cells_skipped = summary.cells_total - static_cast<int64_t>(pending.size());

@@ -125,18 +125,24 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
   return id;
 }
 
-bool cell_file_complete(const std::string& out, const std::string& cell_id) {
+bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256) {
   const std::string path = cell_path(out, cell_id);
   if (!fs::exists(path)) return false;
+  std::string cell_base;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
     if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array()) throw std::runtime_error("bad");
     for (const auto& e : j.at("examples")) (void)ExampleOutcomeRecord::from_json(e);
-    return true;
+    cell_base = j.at("base_sha256").get<std::string>();
   } catch (const std::exception&) {
     std::cerr << "warning: cell file '" << path << "' is corrupt or incomplete; the cell will be recomputed\n";
     return false;
   }
+  if (cell_base != base_sha256)
+    throw InputError("--resume: cell file '" + path + "' was computed with another non-swept config (base config " +
+                     "sha256 " + cell_base.substr(0, 12) + " then, " + base_sha256.substr(0, 12) +
+                     " now); results would not be comparable. Use another --out folder, or restore the config");
+  return true;
 }
 
 void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,

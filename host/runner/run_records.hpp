@@ -46,8 +46,11 @@ struct RunIdentity {
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
                                   int shard_count);
 
-/// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr.
-bool cell_file_complete(const std::string& out, const std::string& cell_id);
+/// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr (and
+/// the cell is recomputed). A complete record of another base config (its base_sha256 differs from `base_sha256`:
+/// the non-swept part of the config changed, even when run.json is missing or corrupt) is rkv::InputError: reusing
+/// it would mix incomparable results.
+bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256);
 
 /// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
 /// budget settings and per-example outcomes.

@@ -61,10 +61,12 @@ class SyntheticRun : public ::testing::Test {
   /// Every file under out/cells is a complete cell record (no temporary or partial file).
   static void expect_only_complete_cells(const fs::path& out, size_t expected) {
     size_t n = 0;
+    const std::string base =
+        nlohmann::json::parse(rkv::read_file((out / "run.json").string())).at("base_sha256").get<std::string>();
     for (const auto& e : fs::directory_iterator(out / "cells")) {
       const std::string name = e.path().filename().string();
       ASSERT_EQ(e.path().extension(), ".json") << "stray file " << name;
-      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string())) << name;
+      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string(), base)) << name;
       ++n;
     }
     EXPECT_EQ(n, expected);
@@ -226,6 +228,34 @@ TEST_F(SyntheticRun, CorruptCellFilesAndResultLinesAreReportedAndSkippedNeverFat
     EXPECT_EQ(result_rows(out), reference);
     expect_only_complete_cells(out, 3);
   }
+}
+
+TEST_F(SyntheticRun, ResumeRefusesCellsOfAnotherBaseConfigEvenWithoutRunJson) {
+  const fs::path out = dir / "out";
+  rkv::RunOptions o;
+  o.out_dir = out.string();
+  o.quiet = true;
+  const std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  ASSERT_NE(base.find("fraction = 0.5"), std::string::npos);
+  EXPECT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 2);  // full cache + one compressed cell
+  // The non-swept budget changes, and run.json (which would have told) is gone or corrupt: the cells themselves
+  // carry the base config's sha256, so --resume still refuses instead of reusing results of another budget.
+  std::string changed = base;
+  changed.replace(changed.find("fraction = 0.5"), 14, "fraction = 0.4");
+  o.resume = true;
+  for (const char* damage : {"remove", "corrupt"}) {
+    if (std::string(damage) == "remove") fs::remove(out / "run.json");
+    else std::ofstream(out / "run.json", std::ios::trunc) << "{";
+    try {
+      rkv::run_ablation(plan(changed), o);
+      FAIL() << "expected an InputError (" << damage << ")";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("computed with another non-swept config"), std::string::npos) << e.what();
+    }
+  }
+  // The same base config resumes with nothing to compute.
+  fs::remove(out / "run.json");
+  EXPECT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 0);
 }
 
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {

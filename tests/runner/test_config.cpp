@@ -160,3 +160,37 @@ TEST_F(Config, AllocatorThatNeedsAProfileNeedsASignal) {
 }
 
 }  // namespace
+
+TEST_F(Config, BudgetLayersIsASetOfNonNegativeIndices) {
+  std::string t = base();
+  t.replace(t.find("fraction = 0.2"), 14, "fraction = 0.2\nlayers = [1, 1, 2]");
+  EXPECT_NE(error(t).find("cfg.toml:18: 'budget.layers'"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("lists layer 1 twice"), std::string::npos) << error(t);
+  t = base();
+  t.replace(t.find("fraction = 0.2"), 14, "fraction = 0.2\nlayers = [0, -1]");
+  EXPECT_NE(error(t).find("must hold layer indices >= 0"), std::string::npos) << error(t);
+  t = base();
+  t.replace(t.find("fraction = 0.2"), 14, "fraction = 0.2\nlayers = [3, 0, 2]");
+  EXPECT_EQ(load(t).compressible_layers, (std::vector<int64_t>{3, 0, 2}));
+}
+
+TEST_F(Config, CompressionConfigRefusesMisspeltSectionsAndDuplicateLayers) {
+  const auto compression_error = [&](const std::string& text) -> std::string {
+    const fs::path p = dir / "compress.toml";
+    std::ofstream(p, std::ios::trunc) << text;
+    try {
+      rkv::load_compression_config(p.string());
+    } catch (const rkv::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string ok = "[scorer]\nplugin = \"snapkv\"\n[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.3\n";
+  EXPECT_EQ(compression_error(ok), "(no error)");
+  EXPECT_EQ(compression_error(base()), "(no error)");  // a whole run config is a compression config too
+  const std::string typo = compression_error(ok + "[scorr.snapkv]\nwindow = 3\n");
+  EXPECT_NE(typo.find("scorr"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("did you mean 'scorer'"), std::string::npos) << typo;
+  const std::string dup = compression_error(ok + "layers = [3, 3]\n");
+  EXPECT_NE(dup.find("lists layer 3 twice"), std::string::npos) << dup;
+}
