@@ -32,11 +32,13 @@ class RippleKV final : public rkv::sdk::Allocator {
     const double* s = req.profile;
     const double s_min = *std::min_element(s, s + n);
     const double s_max = *std::max_element(s, s + n);
-    const double range = s_max - s_min;
+    // Halves first: s_max - s_min overflows to inf for a finite profile spanning more than DBL_MAX (e.g. +-1e308);
+    // the ratio below is the same.
+    const double range = s_max / 2 - s_min / 2;
 
     double mean_m = 0.0;
     for (int64_t l = 0; l < n; ++l) {
-      const double s_hat = range > 0.0 ? (s[l] - s_min) / range : 0.0;
+      const double s_hat = range > 0.0 ? (s[l] / 2 - s_min / 2) / range : 0.0;
       const double m = std::clamp(std::pow(r_, s_hat), 1.0 / gamma_, gamma_);
       budgets[l] = m;
       mean_m += m / static_cast<double>(n);

@@ -9,19 +9,31 @@
 
 namespace rkv {
 
-int64_t budget_total_from_fraction(double f, int64_t T, int64_t n_layers) {
-  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+namespace {
+
+/// T >= 1, |A| >= 1, and T |A| (the most positions a budget can name) well inside int64 (at most 2^53, so that
+/// f T |A| is exact in a double too).
+void check_prefix_and_layers(int64_t T, int64_t n_layers) {
   if (T < 1 || n_layers < 1)
     throw InputError("budget needs T >= 1 and |A| >= 1 (got T = " + std::to_string(T) +
                      ", |A| = " + std::to_string(n_layers) + ")");
+  constexpr int64_t kMaxPositions = int64_t{1} << 53;
+  if (T > kMaxPositions / n_layers)
+    throw InputError("budget: T |A| = " + std::to_string(T) + " x " + std::to_string(n_layers) +
+                     " positions is beyond 2^53; T and |A| must be a real prefix length and layer count");
+}
+
+}  // namespace
+
+int64_t budget_total_from_fraction(double f, int64_t T, int64_t n_layers) {
+  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+  check_prefix_and_layers(T, n_layers);
   return static_cast<int64_t>(std::floor(f * static_cast<double>(T) * static_cast<double>(n_layers) + 0.5));
 }
 
 int64_t budget_total_from_tokens(int64_t tokens, int64_t T, int64_t n_layers) {
   if (tokens < 1) throw InputError("budget tokens must be >= 1 (got " + std::to_string(tokens) + ")");
-  if (T < 1 || n_layers < 1)
-    throw InputError("budget needs T >= 1 and |A| >= 1 (got T = " + std::to_string(T) +
-                     ", |A| = " + std::to_string(n_layers) + ")");
+  check_prefix_and_layers(T, n_layers);
   return std::min(tokens, T) * n_layers;
 }
 

@@ -44,6 +44,7 @@ std::vector<Request> requests() {
   r.push_back({"negative profile", 6, 200, 300, {-0.9, -0.1, -3.0, -0.5, -2.2, -1.0}, 8});
   r.push_back({"constant profile", 6, 200, 600, std::vector<double>(6, 0.7), -1});
   r.push_back({"wide-range profile", 5, 50, 100, {-1e6, 0.0, 3.0, 1e6, -2.0}, 4});
+  r.push_back({"extreme finite profile", 3, 50, 60, {1e308, -1e308, 0.0}, 4});  // max - min overflows a double
   r.push_back({"protected count above B / |A|", 8, 512, 128, random_profile(8, 6, 2.0), 32});
   r.push_back({"B not a multiple of |A|", 7, 100, 101, random_profile(7, 7, 0.5), 0});
   return r;
@@ -165,7 +166,7 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
   }
   const std::string over = str(static_cast<int64_t>(reqs.size())) +
                            " requests (one layer, B = |A|, B = |A| T - 1, B = |A| T, T = 1, 30 layers, negative / "
-                           "constant / wide-range profiles, protected count -1 .. above B / |A|)";
+                           "constant / wide-range / +-1e308 profiles, protected count -1 .. above B / |A|)";
   cases.push_back(call.result("allocate() succeeds on " + over));
   cases.push_back(finite.result("every x_l finite on " + str(finite.checked()) + " requests"));
   cases.push_back(non_negative.result("every x_l >= 0 on " + str(non_negative.checked()) + " requests"));

@@ -1,5 +1,7 @@
 #include "plugin/registry.hpp"
 
+#include <dlfcn.h>
+
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <algorithm>
@@ -48,7 +50,12 @@ rkv_plugin_library_get_fn load_entry(const std::string& path) {
     boost::dll::shared_library lib;
     boost::system::error_code ec;
     lib.load(boost::dll::fs::path(path), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-    if (ec) throw InputError("plugin library '" + path + "': cannot be loaded: " + ec.message());
+    if (ec) {
+      // Boost.DLL reports only an errno ("Bad file descriptor"); the dynamic loader's own message says why
+      // ("invalid ELF header", a missing dependency, an undefined symbol). dlerror() is per thread in glibc.
+      const char* why = ::dlerror();
+      throw InputError("plugin library '" + path + "': cannot be loaded: " + (why ? std::string(why) : ec.message()));
+    }
     if (!lib.has(RKV_PLUGIN_ENTRY_SYMBOL))
       throw InputError("plugin library '" + path + "': has no entry symbol '" RKV_PLUGIN_ENTRY_SYMBOL
                        "' (is it a ripplekv plugin built with RKV_PLUGIN / RKV_PLUGIN_LIBRARY?)");

@@ -18,6 +18,10 @@ TEST(Budget, TotalFromFraction) {
   EXPECT_EQ(rkv::budget_total_from_fraction(1.0, 7, 3), 21);
   EXPECT_THROW(rkv::budget_total_from_fraction(0.0, 10, 3), rkv::InputError);
   EXPECT_THROW(rkv::budget_total_from_fraction(1.5, 10, 3), rkv::InputError);
+  // T |A| beyond 2^53 is refused rather than overflowing int64 (4e18 x 3 would wrap to a negative B)
+  EXPECT_THROW(rkv::budget_total_from_fraction(0.5, 4000000000000000000LL, 3), rkv::InputError);
+  EXPECT_THROW(rkv::budget_total_from_tokens(10, int64_t{1} << 52, 3), rkv::InputError);
+  EXPECT_EQ(rkv::budget_total_from_tokens(10, int64_t{1} << 52, 2), 20);  // exactly 2^53 positions is fine
 }
 
 TEST(Budget, TotalFromTokens) {

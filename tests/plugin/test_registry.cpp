@@ -1,5 +1,8 @@
 // The plugin host: loading real .so fixtures through Boost.DLL, ABI negotiation, id resolution, parameter
 // validation, error statuses and warnings crossing the boundary.
+#include <fstream>
+#include <filesystem>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -77,6 +80,18 @@ TEST(PluginRegistry, EntryReturningNull) {
 TEST(PluginRegistry, MissingFileIsAClearError) {
   const std::string e = error_of([] { load("nowhere/none.so"); });
   EXPECT_NE(e.find("cannot be loaded"), std::string::npos) << e;
+}
+
+TEST(PluginRegistry, NonLibrarySaysWhyTheLoaderRefusedIt) {
+  // A text file named like a plugin: the dynamic loader's reason, not Boost.DLL's errno ("Bad file descriptor").
+  const std::filesystem::path junk =
+      std::filesystem::temp_directory_path() / ("rkv-junk-" + std::to_string(::getpid()) + ".so");
+  std::ofstream(junk) << "this is not an ELF file, but it is long enough to have a header to read.\n";
+  const std::string e = error_of([&] { rkv::PluginRegistry::discover({junk.string()}); });
+  std::filesystem::remove(junk);
+  EXPECT_NE(e.find("cannot be loaded"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid ELF header"), std::string::npos) << e;
+  EXPECT_EQ(e.find("Bad file descriptor"), std::string::npos) << e;
 }
 
 TEST(PluginRegistry, DuplicateIdNamesBothPaths) {
