@@ -27,8 +27,11 @@ const fs::path& sandbox() {
   static const fs::path dir = [] {
     const fs::path d = rkv_fuzz::process_temp_dir("config") / "sandbox";
     fs::create_directories(d / "hf");
-    const std::string text = "It is a truth universally acknowledged.\n";
-    for (const char* name : {"a.txt", "b.txt", "c.txt", "d.txt"}) rkv_fuzz::write_file(d / name, text.data(), text.size());
+    for (const char* name : {"a.txt", "b.txt", "c.txt", "d.txt"}) {
+      // distinct texts: calibration and evaluation sets are compared by content
+      const std::string text = std::string("It is a truth universally acknowledged (") + name + ").\n";
+      rkv_fuzz::write_file(d / name, text.data(), text.size());
+    }
     const std::string lb = R"({"input": "q", "context": "c", "answers": ["a"], "dataset": "qasper", "length": 1})" "\n";
     rkv_fuzz::write_file(d / "longbench.jsonl", lb.data(), lb.size());
     rkv_fuzz::write_file(d / "model.gguf", "GGUF", 4);

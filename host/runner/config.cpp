@@ -1,6 +1,7 @@
 #include "runner/config.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -424,10 +425,17 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   if (!cal || !ev) throw InputError(c.origin + ": both [data.calibration] and [data.eval] are required");
   plan.calibration = parse_data(c, *cal, "data.calibration", true);
   plan.eval = parse_data(c, *ev, "data.eval", false);
-  for (const auto& f : plan.calibration.files)
-    if (std::find(plan.eval.files.begin(), plan.eval.files.end(), f) != plan.eval.files.end())
-      throw InputError(where_table(c, *ev, "data.eval") + ": file '" + f +
-                       "' is also a calibration file; calibration and evaluation sets must be disjoint");
+  // Disjoint by content, not by name: a symlink or a copy of a calibration text is the same text.
+  std::map<std::string, std::string> calibration_by_sha256;
+  for (const auto& f : plan.calibration.files) calibration_by_sha256.emplace(sha256_file(f), f);
+  for (const auto& f : plan.eval.files) {
+    const auto same = calibration_by_sha256.find(sha256_file(f));
+    if (same == calibration_by_sha256.end()) continue;
+    throw InputError(where_table(c, *ev, "data.eval") + ": file '" + f + "'" +
+                     (same->second == f ? std::string(" is also a calibration file")
+                                        : " has the same content as calibration file '" + same->second + "'") +
+                     "; calibration and evaluation sets must be disjoint");
+  }
 
   // [compression], [tasks], [output]
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
@@ -592,6 +600,7 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
 
 CompressionConfig load_compression_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (fs::is_directory(path)) throw InputError("compression config '" + path + "' is a folder; expected a TOML file");
   if (!in) throw InputError("compression config '" + path + "': cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();
@@ -618,6 +627,7 @@ CompressionConfig load_compression_config(const std::string& path) {
 
 RunPlan load_run_plan(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (fs::is_directory(path)) throw InputError("config '" + path + "' is a folder; expected a TOML file");
   if (!in) throw InputError("config '" + path + "': cannot be opened");
   std::stringstream ss;
   ss << in.rdbuf();

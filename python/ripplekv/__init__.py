@@ -178,7 +178,11 @@ class Model:
         return self._h
 
     def tokenize(self, text, add_bos=True, parse_special=False):
-        """Token ids (list of int) of UTF-8 `text`."""
+        """Token ids (list of int) of UTF-8 `text` (a str without NUL characters: the C API takes C strings)."""
+        if not isinstance(text, str):
+            raise TypeError("tokenize: text must be a str, got " + type(text).__name__)
+        if "\0" in text:
+            raise ValueError("tokenize: text contains a NUL character, which the C API cannot pass")
         ids = ctypes.POINTER(ctypes.c_int32)()
         n = ctypes.c_size_t()
         self._check(_lib.rkv_tokenize(self._live(), text.encode(), int(add_bos), int(parse_special),
@@ -190,7 +194,10 @@ class Model:
 
     def detokenize(self, ids, render_special=True):
         """Text of token ids."""
-        ids = list(ids)
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not -2**31 <= i < 2**31]
+        if bad:
+            raise ValueError("detokenize: id %d is outside int32 (token ids are int32)" % bad[0])
         arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
         out = ctypes.c_void_p()
         self._check(_lib.rkv_detokenize(self._live(), arr, len(ids), int(render_special), ctypes.byref(out)))

@@ -73,6 +73,12 @@ class WithModel(unittest.TestCase):
             with self.assertRaises(ripplekv.Error) as e:
                 m.detokenize([1 << 30])
             self.assertIn("vocabulary", e.exception.message)
+            with self.assertRaises(ValueError):
+                m.detokenize([1 << 40])  # would wrap to a valid int32 id if passed through
+            with self.assertRaises(ValueError):
+                m.tokenize("a\0b")  # would be cut at the NUL by the C string
+            with self.assertRaises(TypeError):
+                m.tokenize(None)
         with self.assertRaises(ripplekv.Error):
             m.tokenize("closed")
 

@@ -22,7 +22,7 @@ class ConfigEdges : public ::testing::Test {
     dir = fs::temp_directory_path() / ("rkv-reliab-config-" + std::to_string(::getpid()) + "-" +
                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir);
-    for (const char* f : {"model.gguf", "a.txt", "b.txt"}) std::ofstream(dir / f) << "x";
+    for (const char* f : {"model.gguf", "a.txt", "b.txt"}) std::ofstream(dir / f) << "text of " << f;
   }
   void TearDown() override { fs::remove_all(dir); }
   /// A valid config with `line` replacing the line that starts with the same key in `section` (or appended there).

@@ -20,7 +20,7 @@ class Config : public ::testing::Test {
     dir = fs::temp_directory_path() / ("rkv-config-" + std::to_string(::getpid()) + "-" +
                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir);
-    for (const char* f : {"model.gguf", "a.txt", "b.txt", "c.txt"}) std::ofstream(dir / f) << "x";
+    for (const char* f : {"model.gguf", "a.txt", "b.txt", "c.txt"}) std::ofstream(dir / f) << "text of " << f;
   }
   void TearDown() override { fs::remove_all(dir); }
 
@@ -134,6 +134,14 @@ TEST_F(Config, CalibrationAndEvaluationMustBeDisjoint) {
   EXPECT_NE(error(t).find("is also a calibration file; calibration and evaluation sets must be disjoint"),
             std::string::npos)
       << error(t);
+  // the same text under another name (a copy, or a symlink) is the same text
+  fs::copy_file(dir / "a.txt", dir / "copy_of_a.txt");
+  fs::create_symlink(dir / "a.txt", dir / "link_to_a.txt");
+  for (const char* other : {"copy_of_a.txt", "link_to_a.txt"}) {
+    t = base();
+    t.replace(t.find("files = [\"b.txt\"]"), 17, std::string("files = [\"") + other + "\"]");
+    EXPECT_NE(error(t).find("has the same content as calibration file"), std::string::npos) << error(t);
+  }
 }
 
 TEST_F(Config, MissingFilesAreNamed) {
