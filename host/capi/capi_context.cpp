@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_handles.hpp"
+#include "plugin/plugin_json.hpp"
 #include "cache/budget.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
@@ -12,29 +13,6 @@
 using rkv::capi::guarded;
 using rkv::capi::require;
 
-namespace {
-
-nlohmann::json param_spec_json(const rkv_param_spec& s) {
-  nlohmann::json j;
-  j["name"] = s.name;
-  j["type"] = rkv::param_type_name(s.type);
-  j["doc"] = s.doc ? s.doc : "";
-  switch (s.type) {
-    case RKV_PARAM_BOOL: j["default"] = s.default_bool != 0; break;
-    case RKV_PARAM_INT: j["default"] = s.default_int; break;
-    case RKV_PARAM_FLOAT: j["default"] = s.default_float; break;
-    default: j["default"] = s.default_string ? s.default_string : ""; break;
-  }
-  if (s.has_min) j["min"] = s.min;
-  if (s.has_max) j["max"] = s.max;
-  if (s.type == RKV_PARAM_CHOICE && s.choices) {
-    j["choices"] = nlohmann::json::array();
-    for (const char* const* c = s.choices; *c; ++c) j["choices"].push_back(*c);
-  }
-  return j;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -60,19 +38,7 @@ rkv_status rkv_plugins_json(rkv_context* ctx, char** out_json) {
     require(out_json, "out_json");
     const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
     nlohmann::json all = nlohmann::json::array();
-    for (const rkv::PluginInfo& p : reg.plugins()) {
-      nlohmann::json j;
-      j["id"] = p.id();
-      j["kind"] = rkv::plugin_kind_name(p.descriptor->kind);
-      j["version"] = p.descriptor->version;
-      j["path"] = p.library->path;
-      j["description"] = p.descriptor->description ? p.descriptor->description : "";
-      j["params"] = nlohmann::json::array();
-      if (p.descriptor->params)
-        for (const rkv_param_spec* const* s = p.descriptor->params; *s; ++s)
-          j["params"].push_back(param_spec_json(**s));
-      all.push_back(j);
-    }
+    for (const rkv::PluginInfo& p : reg.plugins()) all.push_back(rkv::plugin_json(p));
     *out_json = rkv::capi::copy_string(all.dump());
   });
 }
