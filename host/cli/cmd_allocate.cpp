@@ -6,6 +6,7 @@
 
 #include "cache/budget.hpp"
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
@@ -36,13 +37,7 @@ int run_allocate(const std::vector<std::string>& args) {
       "budget-tokens", po::value<int64_t>(), "average per-layer budget N in positions")(
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra plugin folder or library")(
       "json", "print JSON");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + kUsage);
-  }
+  po::variables_map vm = parse_command_line(args, opts, nullptr, kUsage);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << opts;
     return 0;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "runner/analyze.hpp"
 #include "runner/config.hpp"
 #include "runner/profile_file.hpp"
@@ -29,13 +30,7 @@ int run_analyze(const std::vector<std::string>& args) {
       "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output");
   po::positional_options_description pos;
   pos.add("config", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + kUsage);
-  }
+  po::variables_map vm = parse_command_line(args, opts, &pos, kUsage);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << opts;
     return 0;

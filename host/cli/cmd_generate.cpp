@@ -8,6 +8,7 @@
 #include "backend/cpu/generate.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "runner/compressed_generate.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
@@ -75,13 +76,7 @@ int run_generate(const std::vector<std::string>& args) {
       "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)")(
       "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
       "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw rkv::cli::UsageError(e.what());
-  }
+  po::variables_map vm = rkv::cli::parse_command_line(args, opts, nullptr, "");
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;

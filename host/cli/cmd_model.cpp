@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 
@@ -87,13 +88,7 @@ int run_model(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("model", po::value(&model), "GGUF file or HF model folder");
   po::positional_options_description pos;
   pos.add("model", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw rkv::cli::UsageError(e.what());
-  }
+  po::variables_map vm = rkv::cli::parse_command_line(std::vector<std::string>(args.begin() + 1, args.end()), opts, &pos, "");
   if (vm.count("help")) {
     std::cout << usage << "\n" << opts << "\n";
     return 0;

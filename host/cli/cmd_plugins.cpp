@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "conformance/conformance.hpp"
 #include "plugin/params.hpp"
 #include "plugin/plugin_json.hpp"
@@ -85,13 +86,7 @@ int run_plugins(const std::vector<std::string>& args) {
       "id", po::value<std::string>(), "plugin id");
   po::positional_options_description pos;
   pos.add("action", 1).add("id", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + kUsage);
-  }
+  po::variables_map vm = parse_command_line(args, opts, &pos, kUsage);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << opts;
     return 0;

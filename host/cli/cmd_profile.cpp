@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "runner/config.hpp"
@@ -39,13 +40,7 @@ int run_profile(const std::vector<std::string>& args) {
   all.add(opts).add(hidden);
   po::positional_options_description pos;
   pos.add("config", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + kUsage);
-  }
+  po::variables_map vm = parse_command_line(args, all, &pos, kUsage);
   if (vm.count("help")) {
     std::cout << kUsage << "\n" << opts;
     return 0;

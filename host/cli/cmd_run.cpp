@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
@@ -15,18 +16,6 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) { g_cancel.store(true); }
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& opts,
-                        const po::positional_options_description& pos, const char* usage) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + usage);
-  }
-  return vm;
-}
 
 const char* kRunUsage =
     "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--quiet]\n\n"
@@ -46,7 +35,7 @@ int run_run(const std::vector<std::string>& args) {
       "quiet,q", "no progress output");
   po::positional_options_description pos;
   pos.add("config", 1);
-  const po::variables_map vm = parse(args, opts, pos, kRunUsage);
+  const po::variables_map vm = parse_command_line(args, opts, &pos, kRunUsage);
   if (vm.count("help")) {
     std::cout << kRunUsage << "\n" << opts;
     return 0;
@@ -97,7 +86,7 @@ int run_validate(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML");
   po::positional_options_description pos;
   pos.add("config", 1);
-  const po::variables_map vm = parse(args, opts, pos, kValidateUsage);
+  const po::variables_map vm = parse_command_line(args, opts, &pos, kValidateUsage);
   if (vm.count("help")) {
     std::cout << kValidateUsage << "\n" << opts;
     return 0;
@@ -120,7 +109,7 @@ int run_merge(const std::vector<std::string>& args) {
       "out", po::value<std::string>(), "output folder")("quiet,q", "no summary line");
   po::positional_options_description pos;
   pos.add("dirs", -1);
-  const po::variables_map vm = parse(args, opts, pos, kMergeUsage);
+  const po::variables_map vm = parse_command_line(args, opts, &pos, kMergeUsage);
   if (vm.count("help")) {
     std::cout << kMergeUsage << "\n" << opts;
     return 0;

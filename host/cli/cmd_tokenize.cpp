@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -25,13 +26,7 @@ int run_tokenize(const std::vector<std::string>& args) {
       "text-file", po::value(&text_file), "text to tokenize (read as raw bytes)")(
       "add-bos", po::bool_switch(), "prepend the BOS token")(
       "parse-special", po::bool_switch(), "recognize special-token texts such as <|im_start|> in the text");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw rkv::cli::UsageError(e.what());
-  }
+  po::variables_map vm = rkv::cli::parse_command_line(args, opts, nullptr, "");
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;

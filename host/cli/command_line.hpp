@@ -1,0 +1,32 @@
+// Parsing a subcommand's arguments with Boost.Program_options, the same way for every subcommand.
+#pragma once
+#include <boost/program_options.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+
+namespace rkv::cli {
+
+/// Parses `args` (the arguments after the subcommand name) against `options` and, when given, the positional
+/// arguments `positional`. A Boost.Program_options error (unknown option, missing value, bad number) becomes a
+/// UsageError carrying its message, followed by `usage` when it is not empty.
+inline boost::program_options::variables_map parse_command_line(
+    const std::vector<std::string>& args, const boost::program_options::options_description& options,
+    const boost::program_options::positional_options_description* positional, const std::string& usage) {
+  namespace po = boost::program_options;
+  po::variables_map vm;
+  try {
+    po::command_line_parser parser(args);
+    parser.options(options);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(usage.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + usage);
+  }
+  return vm;
+}
+
+}  // namespace rkv::cli
