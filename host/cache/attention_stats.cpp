@@ -72,6 +72,22 @@ void AttentionStatsAccumulator::add_rows(int64_t head, int64_t t0, int64_t n_row
   }
 }
 
+AttentionStatsAccumulator AttentionStatsAccumulator::zero_copy() const {
+  AttentionStatsAccumulator z = *this;
+  std::fill(z.stats_.window_attention.begin(), z.stats_.window_attention.end(), 0.0f);
+  std::fill(z.stats_.cumulative_attention.begin(), z.stats_.cumulative_attention.end(), 0.0f);
+  return z;
+}
+
+void AttentionStatsAccumulator::add(const AttentionStatsAccumulator& o) {
+  if (o.stats_.n_heads != stats_.n_heads || o.stats_.prefix_tokens != stats_.prefix_tokens ||
+      o.window_ != window_ || o.cumulative_ != cumulative_ || o.stats_.window != stats_.window)
+    throw InputError("attention statistics: adding accumulators of different shapes or options");
+  for (size_t i = 0; i < stats_.window_attention.size(); ++i) stats_.window_attention[i] += o.stats_.window_attention[i];
+  for (size_t i = 0; i < stats_.cumulative_attention.size(); ++i)
+    stats_.cumulative_attention[i] += o.stats_.cumulative_attention[i];
+}
+
 AttentionStats AttentionStatsAccumulator::finish() { return std::move(stats_); }
 
 AttentionStats compute_attention_stats(const QueriesView& q, const KeysView& k, const AttentionStatsOptions& opt) {

@@ -80,6 +80,28 @@ class AttentionStatsAccumulator {
   /// Throws rkv::InputError for a head or row range outside [0, H) x [0, T) or ld < t0 + n_rows.
   void add_rows(int64_t head, int64_t t0, int64_t n_rows, const float* probs, int64_t ld);
 
+  /// Adds one row: scale * row[j] for j = 0 .. t to head `head`'s sums (window sums only when t >= T - w). The fused
+  /// path of a forward whose softmax rows are unnormalized (row = exp(s - max), scale = 1 / sum). No range checks:
+  /// head in [0, H) and t in [0, T) are the caller's duty (the forward's own loop indices).
+  void add_row(int64_t head, int64_t t, const float* row, float scale) {
+    const int64_t T = stats_.prefix_tokens;
+    if (cumulative_) {
+      float* cum = stats_.cumulative_attention.data() + head * T;
+      for (int64_t j = 0; j <= t; ++j) cum[j] += row[j] * scale;
+    }
+    if (window_ && t >= T - stats_.window) {
+      float* win = stats_.window_attention.data() + head * T;
+      for (int64_t j = 0; j <= t; ++j) win[j] += row[j] * scale;
+    }
+  }
+
+  /// An accumulator of the same shape and options with zero sums (a per-thread partial).
+  AttentionStatsAccumulator zero_copy() const;
+
+  /// Adds the sums of `other` (same shape and options) into this one, element by element.
+  /// Throws rkv::InputError when the shapes or options differ.
+  void add(const AttentionStatsAccumulator& other);
+
   /// The sums so far (moves them out; the accumulator is empty afterwards).
   AttentionStats finish();
 

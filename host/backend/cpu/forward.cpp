@@ -61,7 +61,8 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
 /// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d].
 /// When `row_parallel`, softmax rows are spread over the pool (the sgemm calls use OpenBLAS's threads).
 void attention_block(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, int64_t g, int64_t i0,
-                     float* S, float* O, float* out, bool row_parallel, const LayerHooks* hooks) {
+                     float* S, float* O, float* out, bool row_parallel, const LayerHooks* hooks,
+                     const std::vector<AttentionStatsAccumulator*>& stats) {
   const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
   const int64_t len_before = kv.length - n;
   const int64_t i1 = std::min(n, i0 + kQueryBlock);
@@ -96,6 +97,10 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
       hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
     }
   }
+  // Fused scorer statistics: probability row = S row * inv_sum (1 when the rows were normalized above).
+  for (AttentionStatsAccumulator* acc : stats)
+    for (int64_t r = 0; r < M; ++r)
+      acc->add_row(g * G + r % G, len_before + i0 + r / G, S + r * N, inv_sum[static_cast<size_t>(r)]);
   gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
   for (int64_t r = 0; r < M; ++r) {
     const int64_t i = i0 + r / G, h = g * G + r % G;
@@ -119,39 +124,49 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
   const int64_t tasks = c.n_kv_heads * n_blocks;
   const int threads = num_threads();
   const int64_t max_scores = std::min(n, kQueryBlock) * G * kv.length;
+  static const std::vector<AttentionStatsAccumulator*> kNoStats;
+  const std::vector<AttentionStatsAccumulator*>& stats = hooks ? hooks->stats : kNoStats;
   if (!(hooks && hooks->on_attention_probs) && threads > 1 && tasks > 1) {
     const int64_t slots = std::min<int64_t>(threads, tasks);
     const size_t per_slot = static_cast<size_t>(max_scores + std::min(n, kQueryBlock) * G * d);
     float* scratch = grow(ws.scores, per_slot * static_cast<size_t>(slots));
+    // Each slot sums its blocks' statistics into its own partials; they are added in slot order below.
+    std::vector<std::vector<AttentionStatsAccumulator>> partial(static_cast<size_t>(slots));
+    std::vector<std::vector<AttentionStatsAccumulator*>> partial_ptrs(static_cast<size_t>(slots));
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      auto& p = partial[static_cast<size_t>(slot)];
+      for (const AttentionStatsAccumulator* acc : stats) p.push_back(acc->zero_copy());
+      for (auto& a : p) partial_ptrs[static_cast<size_t>(slot)].push_back(&a);
+    }
     SingleThreadedBlas one_thread_each;
     parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t slot = s0; slot < s1; ++slot) {
         float* S = scratch + per_slot * static_cast<size_t>(slot);
         for (int64_t t = slot; t < tasks; t += slots) {
           attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, S, S + max_scores, out,
-                          false, nullptr);
+                          false, nullptr, partial_ptrs[static_cast<size_t>(slot)]);
         }
       }
     });
+    for (int64_t slot = 0; slot < slots; ++slot)
+      for (size_t k = 0; k < stats.size(); ++k) stats[k]->add(partial[static_cast<size_t>(slot)][k]);
     return;
   }
   float* S = grow(ws.scores, static_cast<size_t>(max_scores));
   float* O = grow(ws.o, static_cast<size_t>(std::min(n, kQueryBlock) * G * d));
   for (int64_t g = 0; g < c.n_kv_heads; ++g) {
-    for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock) attention_block(c, qg, n, kv, g, i0, S, O, out, true, hooks);
+    for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock)
+      attention_block(c, qg, n, kv, g, i0, S, O, out, true, hooks, stats);
   }
 }
 
 }  // namespace
 
 std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens) {
-  const int64_t D = model.config.d_model, V = model.config.vocab_size;
+  const int64_t D = model.config.d_model;
+  check_token_ids(tokens, model.config.vocab_size);
   std::vector<float> x(tokens.size() * static_cast<size_t>(D));
   for (size_t t = 0; t < tokens.size(); ++t) {
-    if (tokens[t] < 0 || tokens[t] >= V) {
-      throw InputError("token id " + std::to_string(tokens[t]) + " at index " + std::to_string(t) +
-                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
-    }
     std::memcpy(x.data() + t * D, model.tok_embd.data() + static_cast<int64_t>(tokens[t]) * D,
                 static_cast<size_t>(D) * sizeof(float));
   }

@@ -22,10 +22,14 @@
 #include <functional>
 #include <vector>
 
+#include "backend/types.hpp"
+#include "cache/attention_stats.hpp"
 #include "cache/kv_cache.hpp"
 #include "model/model.hpp"
 
 namespace rkv::cpu {
+
+using rkv::LogitsFor;  // backend/types.hpp
 
 /// Scratch buffers reused across calls (grown on demand, never shrunk). One per concurrent caller.
 struct Workspace {
@@ -46,6 +50,13 @@ struct LayerHooks {
   std::function<void(const float* q, int64_t n_heads, int64_t n, int64_t head_dim)> on_queries;
   /// The attention output after o_proj, float32 [n, D], before it is added to the residual stream.
   std::function<void(const float* o, int64_t n, int64_t d_model)> on_attn_output;
+  /// Scorer statistics fused into the attention (no second pass over the keys): every attention probability row of
+  /// query head h at cache index t (the absolute prompt position when the prefill started from an empty cache) is
+  /// added to each accumulator with add_row(h, t, ...). Unlike on_attention_probs this keeps the attention
+  /// multi-threaded: with several threads each thread sums into its own partial accumulators, which are added in
+  /// thread order afterwards (bit-reproducible at a fixed thread count). The accumulators must be sized for H heads
+  /// and the whole prompt; they belong to the caller.
+  std::vector<AttentionStatsAccumulator*> stats;
 };
 
 /// Token embeddings: x[t] = tok_embd[tokens[t]], float32 [n, D]. Throws rkv::InputError when a token id is outside
@@ -70,9 +81,6 @@ std::vector<float> final_logits(const Model& model, const float* x, int64_t n, c
 
 /// An empty cache for `model` with room for `capacity` positions per layer.
 KVCache make_cache(const Model& model, int64_t capacity);
-
-/// Which positions prefill returns logits for.
-enum class LogitsFor { Last, All, None };
 
 /// Runs `tokens` (at positions start_pos, start_pos+1, ...) through every layer, appending to `cache` (one LayerKV
 /// per layer; pass make_cache(model, n) or a cache that already holds earlier tokens). Processes the tokens in chunks

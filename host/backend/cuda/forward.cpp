@@ -101,7 +101,9 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   const int64_t QKV = model.qkv_dim(), Hd = H * d;
   const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  StatsCapture* stats = hooks ? hooks->stats : nullptr;
+  static const std::vector<StatsCapture*> kNoStats;
+  const std::vector<StatsCapture*>& captures = hooks ? hooks->stats : kNoStats;
+  const bool stats = !captures.empty();
 
   ws.h.ensure(ctx, static_cast<size_t>(n * D) * es);
   ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
@@ -131,15 +133,15 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
     }
     RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
                                               shape, ws.attn.data(), Hd, lse, s));
-    if (stats) {
-      const int64_t T = stats->prefix_tokens;
+    for (StatsCapture* cap : captures) {  // every requested statistic reuses this pass's log-sum-exp
+      const int64_t T = cap->prefix_tokens;
       if (first + n > T)
         throw InputError("attention statistics: rows up to cache index " + str(first + n) + " exceed the prompt of " +
                          str(T) + " positions");
-      const int64_t w_eff = stats->options.window_attention ? std::min(stats->options.window, T) : 0;
-      float* win = stats->options.window_attention ? stats->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+      const int64_t w_eff = cap->options.window_attention ? std::min(cap->options.window, T) : 0;
+      float* win = cap->options.window_attention ? cap->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
       float* cum =
-          stats->options.cumulative_attention ? stats->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+          cap->options.cumulative_attention ? cap->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
       RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
                                               T - w_eff, win, cum, s));
     }
@@ -196,9 +198,39 @@ DeviceKVCache make_cache(const DeviceModel& model, int64_t capacity) {
   return build_device_cache(model.context(), c.n_layers, c.n_kv_heads, c.head_dim, capacity, model.dtype());
 }
 
+void start_stats_capture(const DeviceModel& model, StatsCapture& stats, int64_t prefix_tokens) {
+  const ModelConfig& c = model.config();
+  Context& ctx = model.context();
+  if (stats.options.window_attention && stats.options.window < 1)
+    throw InputError("attention statistics: window attention needs a window >= 1, got " + str(stats.options.window));
+  stats.prefix_tokens = prefix_tokens;
+  stats.n_heads = c.n_heads;
+  const size_t bytes = static_cast<size_t>(c.n_heads * prefix_tokens) * sizeof(float);
+  stats.window_sums.clear();
+  stats.cumulative_sums.clear();
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (stats.options.window_attention) {
+      stats.window_sums.emplace_back(ctx, bytes);
+      RKV_CUDA_CHECK(cudaMemsetAsync(stats.window_sums.back().data(), 0, bytes, ctx.stream()));
+    }
+    if (stats.options.cumulative_attention) {
+      stats.cumulative_sums.emplace_back(ctx, bytes);
+      RKV_CUDA_CHECK(cudaMemsetAsync(stats.cumulative_sums.back().data(), 0, bytes, ctx.stream()));
+    }
+  }
+}
+
 std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>& tokens, int64_t start_pos,
                            DeviceKVCache& cache, DeviceWorkspace& ws, LogitsFor which, int64_t chunk,
                            StatsCapture* stats) {
+  std::vector<StatsCapture*> captures;
+  if (stats) captures.push_back(stats);
+  return prefill(model, tokens, start_pos, cache, ws, which, chunk, captures);
+}
+
+std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>& tokens, int64_t start_pos,
+                           DeviceKVCache& cache, DeviceWorkspace& ws, LogitsFor which, int64_t chunk,
+                           const std::vector<StatsCapture*>& stats) {
   const ModelConfig& c = model.config();
   Context& ctx = model.context();
   if (static_cast<int64_t>(cache.layers.size()) != c.n_layers) {
@@ -211,28 +243,11 @@ std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>&
   if (n == 0) return {};
   if (chunk <= 0) chunk = n;
   DeviceLayerHooks hooks;
-  if (stats) {
+  if (!stats.empty()) {
     for (const auto& l : cache.layers)
       if (l.length != 0)
         throw InputError("prefill: attention statistics need an empty cache (the prompt starts at cache index 0)");
-    if (stats->options.window_attention && stats->options.window < 1)
-      throw InputError("attention statistics: window attention needs a window >= 1, got " +
-                       str(stats->options.window));
-    stats->prefix_tokens = n;
-    stats->n_heads = c.n_heads;
-    const size_t bytes = static_cast<size_t>(c.n_heads * n) * sizeof(float);
-    stats->window_sums.clear();
-    stats->cumulative_sums.clear();
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-      if (stats->options.window_attention) {
-        stats->window_sums.emplace_back(ctx, bytes);
-        RKV_CUDA_CHECK(cudaMemsetAsync(stats->window_sums.back().data(), 0, bytes, ctx.stream()));
-      }
-      if (stats->options.cumulative_attention) {
-        stats->cumulative_sums.emplace_back(ctx, bytes);
-        RKV_CUDA_CHECK(cudaMemsetAsync(stats->cumulative_sums.back().data(), 0, bytes, ctx.stream()));
-      }
-    }
+    for (StatsCapture* cap : stats) start_stats_capture(model, *cap, n);
     hooks.stats = stats;
   }
   std::vector<float> logits;
@@ -242,7 +257,7 @@ std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>&
     float* x = embed(model, std::vector<int32_t>(tokens.begin() + s0, tokens.begin() + e), ws);
     const int64_t* pos = upload_positions(ctx, ws, start_pos + s0, m);
     for (int64_t l = 0; l < c.n_layers; ++l)
-      forward_layer(model, l, x, m, pos, cache.layers[static_cast<size_t>(l)], ws, stats ? &hooks : nullptr);
+      forward_layer(model, l, x, m, pos, cache.layers[static_cast<size_t>(l)], ws, stats.empty() ? nullptr : &hooks);
     if (which == LogitsFor::All) {
       std::vector<int64_t> rows(static_cast<size_t>(m));
       for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;

@@ -1,4 +1,4 @@
-// The decoder forward pass on the GPU, mirroring backend/cpu/forward.hpp function for function (embed ->
+// The decoder forward pass on the GPU, mirroring the CPU backend's forward.hpp function for function (embed ->
 // forward_layer x L -> final_logits; prefill and decode_step loop over them), so code written against the CPU
 // backend maps one to one. Per layer (T = the model's storage type, fp32 or bf16; x the float32 residual stream):
 //   h = RMSNorm(x) * attn_norm                           kernels::rmsnorm            -> T [n, D]
@@ -16,14 +16,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu/forward.hpp"
+#include "backend/types.hpp"
 #include "backend/cuda/device_cache.hpp"
 #include "backend/cuda/device_model.hpp"
 #include "cache/attention_stats.hpp"
 
 namespace rkv::RKV_CUDA_NS {
 
-using cpu::LogitsFor;
+using rkv::LogitsFor;  // backend/types.hpp
 
 /// Device scratch buffers reused across calls (grown on demand, never shrunk). One per concurrent caller.
 struct DeviceWorkspace {
@@ -56,7 +56,7 @@ struct StatsCapture {
 
 /// Optional per-layer outputs of forward_layer(). Any member may be null.
 struct DeviceLayerHooks {
-  StatsCapture* stats = nullptr;  ///< adds this chunk's rows to the layer's statistics (see prefill)
+  std::vector<StatsCapture*> stats;  ///< each adds this chunk's rows to the layer's statistics (see prefill)
   float* attn_output = nullptr;   ///< device float32 [n, D]: receives the attention output after o_proj
 };
 
@@ -92,6 +92,17 @@ DeviceKVCache make_cache(const DeviceModel& model, int64_t capacity);
 std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>& tokens, int64_t start_pos,
                            DeviceKVCache& cache, DeviceWorkspace& ws, LogitsFor which = LogitsFor::Last,
                            int64_t chunk = 0, StatsCapture* stats = nullptr);
+
+/// As above with any number of statistics requests computed in the same pass (each from the one log-sum-exp of the
+/// attention); an empty list computes none.
+std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>& tokens, int64_t start_pos,
+                           DeviceKVCache& cache, DeviceWorkspace& ws, LogitsFor which, int64_t chunk,
+                           const std::vector<StatsCapture*>& stats);
+
+/// Allocates zeroed statistics of `stats.options` for every layer over a prompt of `prefix_tokens` positions (what
+/// prefill does before the first chunk; for callers that run forward_layer themselves). rkv::InputError for a window
+/// statistic with a window < 1.
+void start_stats_capture(const DeviceModel& model, StatsCapture& stats, int64_t prefix_tokens);
 
 /// One decode step: `token` at absolute position `pos` through every layer, appended to the cache; returns its
 /// logits float32 [V].

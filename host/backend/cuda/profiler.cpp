@@ -88,6 +88,8 @@ void DeviceProfiler::run_window(int64_t from, int64_t to, float* attn_output_of_
       hooks.attn_output = ref_attn_.as<float>() + l * n_w_ * D;
     } else if (l == from && attn_output_of_from) {
       hooks.attn_output = attn_output_of_from;
+    } else {  // the same code path as the reference run (o_proj output, then the residual add), so alpha = 0 gives 0
+      hooks.attn_output = o_.as<float>();
     }
     forward_layer(m, l, x_.as<float>(), n_w_, positions_.as<int64_t>(), kv, ws_, &hooks);
     kv.length = P_;

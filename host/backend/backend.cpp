@@ -1,0 +1,102 @@
+// make_backend(): the one place that knows every backend (the runner, C API and CLI see only backend.hpp).
+#include "backend/backend.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/threads.hpp"
+#include "core/errors.hpp"
+#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#endif
+
+namespace rkv {
+
+namespace {
+
+struct Override {
+  BackendFactory factory;
+  std::function<bool()> available;
+};
+
+std::mutex& overrides_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, Override>& overrides() {
+  static std::map<std::string, Override> m;
+  return m;
+}
+
+bool find_override(const std::string& kind, Override& out) {
+  std::lock_guard<std::mutex> lock(overrides_mutex());
+  auto it = overrides().find(kind);
+  if (it == overrides().end()) return false;
+  out = it->second;
+  return true;
+}
+
+/// Why no CUDA backend can be made here, or "" when one can.
+std::string cuda_unavailable() {
+  Override o;
+  if (find_override("cuda", o)) return !o.available || o.available() ? "" : "no CUDA device (the registered backend says none)";
+#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
+  if (cuda::device_count() > 0) return "";
+  const std::string why = cuda::device_unavailable_reason();
+  return "no CUDA device" + (why.empty() ? std::string() : " (" + why + ")");
+#else
+  return "this build has no CUDA backend";
+#endif
+}
+
+}  // namespace
+
+void register_backend(const std::string& kind, BackendFactory factory, std::function<bool()> available) {
+  std::lock_guard<std::mutex> lock(overrides_mutex());
+  if (!factory) {
+    overrides().erase(kind);
+    return;
+  }
+  overrides()[kind] = Override{std::move(factory), std::move(available)};
+}
+
+std::string resolve_backend_kind(const std::string& kind) {
+  if (kind != "auto") return kind;
+  return cuda_unavailable().empty() ? "cuda" : "cpu";
+}
+
+void check_backend_available(const std::string& kind, const BackendOptions& options) {
+  if (kind != "cpu" && kind != "cuda" && kind != "auto")
+    throw InputError("model.backend = " + kind + ": unknown backend (expected \"cpu\", \"cuda\" or \"auto\")");
+  if (options.dtype != "f32" && options.dtype != "bf16")
+    throw InputError("model.dtype = " + options.dtype + ": unknown compute dtype (expected \"f32\" or \"bf16\")");
+  if (options.threads < -1)
+    throw InputError("threads = " + std::to_string(options.threads) + ": must be >= 0 (0 = every core)");
+  const std::string k = resolve_backend_kind(kind);
+  if (k == "cuda") {
+    const std::string why = cuda_unavailable();
+    if (!why.empty()) throw InputError("model.backend = cuda: " + why);
+  }
+  Override o;
+  if (k == "cpu" && !find_override(k, o) && options.dtype != "f32")
+    throw InputError("model.dtype = " + options.dtype + ": the cpu backend computes in f32 only (bf16 needs cuda)");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options) {
+  check_backend_available(kind, options);
+  if (options.threads >= 0) cpu::set_num_threads(options.threads);
+  const std::string k = resolve_backend_kind(kind);
+  Override o;
+  if (find_override(k, o)) return o.factory(model, options);
+  if (k == "cpu") return std::make_unique<cpu::CpuBackend>(model);
+#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
+  return cuda::make_cuda_backend(model, options);
+#else
+  throw InputError("model.backend = cuda: this build has no CUDA backend");
+#endif
+}
+
+}  // namespace rkv

@@ -1,0 +1,195 @@
+// The decoder core behind one interface (DESIGN.md "Data flow"): everything the host pipeline asks of a model -- prefill
+// with the scorer statistics, decoding and teacher-forced continuation on a (compressed) cache, selection + compaction,
+// cache byte accounting, the perturbation profiler, peak memory per phase -- written once against `Backend` and served
+// by one implementation per folder:
+//
+//   backend/cpu/   float32 on the CPU (OpenBLAS), the oracle every other backend is checked against;
+//   backend/cuda/  one NVIDIA GPU (cuBLAS + our kernels), float32 or bfloat16.
+//
+// The runner, the C API and the CLI include only this file (and make_backend()); backends never include each other.
+//
+// Why an abstract class and not a table of functions: a backend owns state that lives as long as the model does (device
+// weights, a stream, cuBLAS handles, scratch buffers) and the host picks the implementation at run time from TOML, so
+// one object with virtual members is the plain C++ form of ggml's backend interface. The C ABI is not involved: plugins
+// never see a Backend, only DLPack tensors and the profiler service table built on top of it (runner/profiler.hpp).
+//
+// Shapes: L layers, H query heads, H_kv KV heads, d head dim, D model width, V vocabulary, T prompt positions.
+// Every tensor that crosses this interface is a host float32 array (std::vector), row-major; device memory stays
+// inside the backend.
+//
+// Thread rules: a Backend and the caches and profiler sessions it created are used from one thread at a time; they
+// must not outlive the Backend, which must not outlive its Model. Errors: rkv::InputError for bad arguments (naming
+// the argument), rkv::Cancelled never (callers poll between calls), other std::exception for backend failures (a CUDA
+// call, out of memory).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/types.hpp"
+#include "cache/attention_stats.hpp"
+#include "cache/kv_cache.hpp"
+#include "cache/selection.hpp"
+#include "model/model.hpp"
+
+namespace rkv {
+
+/// A KV cache held by a backend, in the backend's memory (host memory for cpu, device memory for cuda). Per layer and
+/// KV head: keys after RoPE at their original positions and values, `length(l)` entries, physically compact
+/// (DESIGN.md "The cache"). Created, copied and changed only through the Backend that made it.
+class BackendCache {
+ public:
+  virtual ~BackendCache() = default;
+  /// L.
+  virtual int64_t n_layers() const = 0;
+  /// Entries per KV head held by `layer` (every KV head of a layer holds the same count). rkv::InputError for a layer
+  /// outside [0, L).
+  virtual int64_t length(int64_t layer) const = 0;
+  /// Bytes of key and value storage really held, over every layer (what results report as kv_bytes).
+  virtual size_t bytes() const = 0;
+};
+
+/// What a prefill computes besides the cache and the logits.
+struct PrefillRequest {
+  LogitsFor logits = LogitsFor::Last;
+  /// Keep the queries after RoPE of the last `keep_queries` positions of every layer (clamped to T; 0 keeps none).
+  int64_t keep_queries = 0;
+  /// Scorer statistics (cache/attention_stats.hpp) computed from the attention probabilities of this same pass (no
+  /// second attention), one entry per distinct request; empty asks for none.
+  std::vector<AttentionStatsOptions> stats;
+};
+
+/// A prompt after one prefill from an empty cache (positions 0 .. T-1).
+struct PrefillResult {
+  std::unique_ptr<BackendCache> cache;  ///< T entries in every layer
+  std::vector<float> logits;            ///< float32 [1, V] (Last), [T, V] (All) or empty (None)
+  int64_t n_queries = 0;                ///< queries kept per layer: min(keep_queries, T)
+  std::vector<std::vector<float>> queries;         ///< per layer float32 [H, n_queries, d]; empty when none kept
+  std::vector<std::vector<AttentionStats>> stats;  ///< [request][layer], as PrefillRequest::stats asked
+  double seconds = 0;                              ///< wall time of the prefill
+};
+
+/// Peak memory of one named phase of a backend's work ("prefill", "compress", "decode", "profile").
+struct PhaseMemoryRecord {
+  std::string phase;
+  size_t peak_bytes = 0;  ///< cuda: bytes allocated through the backend at the phase's peak; cpu: process peak RSS
+};
+
+/// The perturbation profiler of one calibration set layout (prefix of P tokens + window of n_w tokens): the compute
+/// side of the host service "rkv.profiler/1" (abi/ripplekv/plugin.h; DESIGN.md "perturbation_kl", "layer_local").
+/// runner/profiler.hpp turns any ProfilerSession into the C service table. For example i:
+///  prepare_example: prefill the prefix once; run the reference window over every layer on the intact cache, keeping
+///    the window's hidden states entering each layer and the reference next-token distributions P_{i,t};
+///  perturb_values(l, alpha, seed, draw): v' = v + alpha ||v||_2 eps, eps = perturbation_noise(seed, draw, i, l, h, u)
+///    (core/philox.hpp) on every KV head h and prefix position u that `protect` does not cover;
+///  window_kl(from): rerun the window from layer `from` upward on the current cache; KL(P_{i,t} || Q_t) per row t;
+///  attention_output(l, perturbed): layer l's window attention output after o_proj, [n_w, D];
+///  restore(l): undo every change to layer l (bit-exact).
+/// The reference window and every rerun share one code path, so alpha = 0 gives exactly 0.
+class ProfilerSession {
+ public:
+  virtual ~ProfilerSession() = default;
+  virtual int64_t prefix_tokens() const = 0;  ///< P
+  virtual int64_t window_tokens() const = 0;  ///< n_w
+  /// Sets up example `example` (the noise key's i) from `tokens` = P prefix ids then n_w window ids; discards every
+  /// change to the previous example. rkv::InputError for another length or an id outside the vocabulary.
+  virtual void prepare_example(int64_t example, const std::vector<int32_t>& tokens) = 0;
+  /// Adds the norm-scaled noise to layer `layer`'s unprotected prefix values (alpha >= 0 finite, draw in [0, 65535]).
+  virtual void perturb_values(int64_t layer, double alpha, uint64_t seed, int64_t draw) = 0;
+  /// KL(P_{i,t} || Q_t) in nats, double [n_w], rerunning the window from layer `from_layer` upward.
+  virtual std::vector<double> window_kl(int64_t from_layer) = 0;
+  /// Layer `layer`'s attention output after o_proj for the window rows, float32 [n_w, D], from the reference hidden
+  /// states entering it, on the layer's reference values (perturbed = false) or its current ones (true).
+  virtual std::vector<float> attention_output(int64_t layer, bool perturbed) = 0;
+  /// Puts layer `layer`'s values back as prepare_example() left them; a no-op for an unchanged layer.
+  virtual void restore(int64_t layer) = 0;
+  /// A float32 [H_kv, P, d] host copy of layer `layer`'s current prefix values.
+  virtual std::vector<float> read_values(int64_t layer) = 0;
+  /// Replaces layer `layer`'s prefix values with `values` (float32 [H_kv, P, d], rounded to the cache's dtype),
+  /// keeping the originals for restore() first.
+  virtual void write_values(int64_t layer, const std::vector<float>& values) = 0;
+  /// True while layer `layer` differs from prepare_example()'s values (perturbed or written, not restored).
+  virtual bool is_changed(int64_t layer) const = 0;
+};
+
+/// The decoder core of one model on one device. See the top of this file.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// "cpu" or "cuda": what results record as `backend`.
+  virtual std::string kind() const = 0;
+  /// "f32" or "bf16": the dtype of the cache and of activations (what profiles are cached under).
+  virtual std::string compute_dtype() const = 0;
+  /// One line for logs, e.g. "cpu: 2 threads, OpenBLAS Haswell" or "cuda: NVIDIA H200, bf16".
+  virtual std::string description() const = 0;
+  virtual const Model& model() const = 0;
+
+  /// Runs `tokens` (T >= 1, positions 0 .. T-1) into a fresh cache, with what `request` asks for.
+  /// rkv::InputError for an empty prompt, an id outside the vocabulary, or a window < 1 in a window statistic.
+  virtual PrefillResult prefill(const std::vector<int32_t>& tokens, const PrefillRequest& request) = 0;
+
+  /// Feeds `tokens` at positions start_pos, start_pos + 1, ... on `cache` (appending them to every layer) and returns
+  /// the logits after each of them, float32 [n, V] (All), after the last ([1, V], Last) or none. A compacted cache is
+  /// fine: keys keep their original rotation, the new tokens continue at start_pos (= T after a prompt of T).
+  virtual std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
+                                    LogitsFor which) = 0;
+
+  /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
+  virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;
+
+  /// A host float32 copy of layer `layer`: [H_kv, length, d] keys and values, capacity = length (what a CPU-only
+  /// scorer plugin is handed). rkv::InputError for a bad layer.
+  virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
+
+  /// Keeps, per KV head, the entries of `sel` (cache/selection.hpp: ascending positions, the same count per head) and
+  /// reallocates the layer at exactly that size, so the bytes are really freed. An untouched selection is a no-op.
+  /// rkv::InputError when the layer does not hold the selection's T entries or the head count differs.
+  virtual void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) = 0;
+
+  /// A profiler for prefixes of `prefix_tokens` and windows of `window_tokens`, never perturbing the positions
+  /// `protect` covers. rkv::InputError for P < 1, n_w < 1 or negative counts.
+  virtual std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
+                                                        const ProtectedSpec& protect) = 0;
+
+  /// Opens / closes a named memory phase; memory_phases() lists the closed ones in closing order.
+  virtual void begin_phase(const std::string& name) = 0;
+  virtual void end_phase() = 0;
+  virtual std::vector<PhaseMemoryRecord> memory_phases() const = 0;
+};
+
+/// Options of make_backend().
+struct BackendOptions {
+  std::string dtype = "f32";  ///< compute dtype: "f32" everywhere, "bf16" on cuda only
+  int threads = -1;           ///< CPU threads (OpenBLAS and the element-wise pool): 0 = every core, -1 = leave the
+                              ///< process-wide count as it is
+  int device = 0;             ///< CUDA device index
+};
+
+/// Makes the backend `kind` for `model`: "cpu", "cuda" or "auto" (cuda when this build has the CUDA backend and a
+/// device is present, else cpu). Also sets the process-wide CPU thread count when options.threads >= 0 (every backend
+/// runs host-side work on the CPU). Throws rkv::InputError with the message
+///   model.backend = cuda: no CUDA device (<reason>)      or
+///   model.backend = cuda: this build has no CUDA backend
+/// when cuda is asked for and cannot be had, for an unknown kind, and for a dtype the backend cannot run.
+/// `model` must outlive the result.
+std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options = {});
+
+/// Throws the rkv::InputError make_backend() would throw for `kind` and `options` before any model is loaded (unknown
+/// kind or dtype, cuda without a device or without the CUDA backend, bf16 on cpu); returns otherwise.
+void check_backend_available(const std::string& kind, const BackendOptions& options);
+
+/// The kind "auto" resolves to on this machine ("cuda" or "cpu").
+std::string resolve_backend_kind(const std::string& kind);
+
+/// A factory for one backend kind. Thread rules: register before any make_backend() call of that kind.
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)>;
+/// Serves `kind` with `factory` from now on, in place of the built-in one (nullptr removes the override). For test
+/// builds that run a backend's code path elsewhere (the CUDA backend compiled against the CPU emulator registers
+/// itself as "cuda", tests/backend). `available` answers whether a device is present for "auto".
+void register_backend(const std::string& kind, BackendFactory factory, std::function<bool()> available = {});
+
+}  // namespace rkv

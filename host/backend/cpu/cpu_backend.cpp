@@ -1,0 +1,167 @@
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "backend/cpu/blas.hpp"
+#include "backend/cpu/profiler_session.hpp"
+#include "backend/cpu/threads.hpp"
+#include "cache/compaction.hpp"
+#include "core/errors.hpp"
+
+namespace rkv::cpu {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+void check_layer(const KVCache& c, int64_t layer) {
+  if (layer < 0 || layer >= static_cast<int64_t>(c.layers.size()))
+    throw InputError("cache layer " + str(layer) + " outside [0, " + str(static_cast<int64_t>(c.layers.size())) + ")");
+}
+
+/// The process's peak resident set (VmHWM of /proc/self/status) in bytes; 0 where it cannot be read.
+size_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return static_cast<size_t>(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
+  return 0;
+}
+
+}  // namespace
+
+int64_t CpuCache::length(int64_t layer) const {
+  check_layer(kv, layer);
+  return kv.layers[static_cast<size_t>(layer)].length;
+}
+
+KVCache& host_cache(BackendCache& cache) {
+  auto* c = dynamic_cast<CpuCache*>(&cache);
+  if (!c) throw InputError("cpu backend: the cache was made by another backend");
+  return c->kv;
+}
+
+const KVCache& host_cache(const BackendCache& cache) {
+  const auto* c = dynamic_cast<const CpuCache*>(&cache);
+  if (!c) throw InputError("cpu backend: the cache was made by another backend");
+  return c->kv;
+}
+
+std::string CpuBackend::description() const {
+  return "cpu: f32, " + std::to_string(num_threads()) + " threads, OpenBLAS " + blas_core_name();
+}
+
+PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const PrefillRequest& request) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& c = model_.config;
+  const int64_t T = static_cast<int64_t>(tokens.size()), H = c.n_heads, d = c.head_dim;
+  if (T < 1) throw InputError("prefill: empty prompt");
+  PrefillResult r;
+  auto cache = std::make_unique<CpuCache>(make_cache(model_, T));
+  r.n_queries = std::clamp<int64_t>(request.keep_queries, 0, T);
+  const int64_t nq = r.n_queries;
+  r.queries.assign(nq > 0 ? static_cast<size_t>(c.n_layers) : 0, {});
+  r.stats.assign(request.stats.size(), std::vector<AttentionStats>(static_cast<size_t>(c.n_layers)));
+
+  std::vector<float> x = embed(model_, tokens);
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) positions[static_cast<size_t>(i)] = i;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    std::vector<AttentionStatsAccumulator> acc;
+    acc.reserve(request.stats.size());
+    for (const AttentionStatsOptions& o : request.stats) acc.emplace_back(H, T, T, o);
+    LayerHooks hooks;
+    for (auto& a : acc) hooks.stats.push_back(&a);
+    if (nq > 0) {
+      auto& out = r.queries[static_cast<size_t>(l)];
+      hooks.on_queries = [&](const float* q, int64_t n_heads, int64_t n, int64_t head_dim) {
+        // q: [H, n, d] for all T positions of this single-chunk prefill; keep the last nq rows of each head.
+        out.resize(static_cast<size_t>(n_heads * nq * head_dim));
+        for (int64_t h = 0; h < n_heads; ++h)
+          std::memcpy(out.data() + h * nq * head_dim, q + (h * n + (n - nq)) * head_dim,
+                      static_cast<size_t>(nq * head_dim) * sizeof(float));
+      };
+    }
+    const bool hooked = nq > 0 || !acc.empty();
+    forward_layer(model_, l, x.data(), T, positions.data(), cache->kv.layers[static_cast<size_t>(l)], ws_,
+                  hooked ? &hooks : nullptr);
+    for (size_t k = 0; k < acc.size(); ++k) r.stats[k][static_cast<size_t>(l)] = acc[k].finish();
+  }
+  (void)d;
+  if (request.logits == LogitsFor::Last) {
+    r.logits = final_logits(model_, x.data(), T, {T - 1}, ws_);
+  } else if (request.logits == LogitsFor::All) {
+    std::vector<int64_t> rows(static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; ++i) rows[static_cast<size_t>(i)] = i;
+    r.logits = final_logits(model_, x.data(), T, rows, ws_);
+  }
+  r.cache = std::move(cache);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
+                                      LogitsFor which) {
+  KVCache& kv = host_cache(cache);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return {};
+  std::vector<float> x = embed(model_, tokens);
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = start_pos + i;
+  for (int64_t l = 0; l < model_.config.n_layers; ++l)
+    forward_layer(model_, l, x.data(), n, positions.data(), kv.layers[static_cast<size_t>(l)], ws_);
+  if (which == LogitsFor::None) return {};
+  std::vector<int64_t> rows;
+  if (which == LogitsFor::Last) {
+    rows.push_back(n - 1);
+  } else {
+    for (int64_t i = 0; i < n; ++i) rows.push_back(i);
+  }
+  return final_logits(model_, x.data(), n, rows, ws_);
+}
+
+std::unique_ptr<BackendCache> CpuBackend::clone(const BackendCache& cache) {
+  return std::make_unique<CpuCache>(host_cache(cache));
+}
+
+LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
+  const KVCache& kv = host_cache(cache);
+  check_layer(kv, layer);
+  const LayerKV& src = kv.layers[static_cast<size_t>(layer)];
+  LayerKV out;
+  out.n_kv_heads = src.n_kv_heads;
+  out.head_dim = src.head_dim;
+  out.capacity = out.length = src.length;
+  const size_t row = static_cast<size_t>(src.length * src.head_dim);
+  out.k.resize(static_cast<size_t>(src.n_kv_heads) * row);
+  out.v.resize(out.k.size());
+  for (int64_t h = 0; h < src.n_kv_heads && row > 0; ++h) {
+    std::memcpy(out.k.data() + static_cast<size_t>(h) * row, src.k_at(h, 0), row * sizeof(float));
+    std::memcpy(out.v.data() + static_cast<size_t>(h) * row, src.v_at(h, 0), row * sizeof(float));
+  }
+  return out;
+}
+
+void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) {
+  KVCache& kv = host_cache(cache);
+  check_layer(kv, layer);
+  rkv::compact_layer(kv.layers[static_cast<size_t>(layer)], sel);
+}
+
+std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,
+                                                          const ProtectedSpec& protect) {
+  return std::make_unique<CpuProfilerSession>(model_, prefix_tokens, window_tokens, protect);
+}
+
+void CpuBackend::begin_phase(const std::string& name) { open_phases_.push_back(name); }
+
+void CpuBackend::end_phase() {
+  if (open_phases_.empty()) throw InputError("cpu backend: end_phase() without begin_phase()");
+  phases_.push_back(PhaseMemoryRecord{open_phases_.back(), peak_rss_bytes()});
+  open_phases_.pop_back();
+}
+
+}  // namespace rkv::cpu

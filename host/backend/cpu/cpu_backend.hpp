@@ -1,0 +1,63 @@
+// The CPU implementation of rkv::Backend (backend/backend.hpp): float32, OpenBLAS, the reference every other backend
+// is checked against. A thin layer over forward.hpp (the layer-by-layer forward pass), cache/compaction.hpp and
+// profiler_session.hpp.
+//
+// Scorer statistics are fused into the prefill: forward_layer adds each attention probability row to the requested
+// AttentionStatsAccumulators while the attention runs (LayerHooks::stats), so H2O's cumulative sums cost column sums
+// only, not a second Q K^T over the prompt.
+//
+// Thread rules: as Backend. The thread count is process-wide (threads.hpp), set by make_backend().
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/forward.hpp"
+
+namespace rkv::cpu {
+
+/// A cache in host memory: one LayerKV per layer (cache/kv_cache.hpp).
+class CpuCache final : public BackendCache {
+ public:
+  explicit CpuCache(KVCache c) : kv(std::move(c)) {}
+  int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
+  int64_t length(int64_t layer) const override;
+  size_t bytes() const override { return kv.bytes(); }
+  KVCache kv;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  /// `model` must outlive the backend.
+  explicit CpuBackend(const Model& model) : model_(model) {}
+
+  std::string kind() const override { return "cpu"; }
+  std::string compute_dtype() const override { return "f32"; }
+  std::string description() const override;
+  const Model& model() const override { return model_; }
+
+  PrefillResult prefill(const std::vector<int32_t>& tokens, const PrefillRequest& request) override;
+  std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
+                            LogitsFor which) override;
+  std::unique_ptr<BackendCache> clone(const BackendCache& cache) override;
+  LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
+  void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
+  std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
+                                                const ProtectedSpec& protect) override;
+  void begin_phase(const std::string& name) override;
+  void end_phase() override;
+  std::vector<PhaseMemoryRecord> memory_phases() const override { return phases_; }
+
+ private:
+  const Model& model_;
+  Workspace ws_;
+  std::vector<std::string> open_phases_;
+  std::vector<PhaseMemoryRecord> phases_;
+};
+
+/// The CpuCache behind a BackendCache made by a CpuBackend. Throws rkv::InputError for a cache of another backend.
+KVCache& host_cache(BackendCache& cache);
+const KVCache& host_cache(const BackendCache& cache);
+
+}  // namespace rkv::cpu

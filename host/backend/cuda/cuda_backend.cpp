@@ -1,0 +1,267 @@
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/compression.hpp"
+#include "backend/cuda/context.hpp"
+#include "backend/cuda/device_cache.hpp"
+#include "backend/cuda/device_model.hpp"
+#include "backend/cuda/forward.hpp"
+#include "backend/cuda/profiler.hpp"
+#include "core/errors.hpp"
+#include "model/half.hpp"
+
+namespace rkv::RKV_CUDA_NS {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// A cache in device memory.
+class CudaCache final : public BackendCache {
+ public:
+  explicit CudaCache(DeviceKVCache c) : kv(std::move(c)) {}
+  int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
+  int64_t length(int64_t layer) const override {
+    check(layer);
+    return kv.layers[static_cast<size_t>(layer)].length;
+  }
+  size_t bytes() const override { return kv.bytes(); }
+  void check(int64_t layer) const {
+    if (layer < 0 || layer >= n_layers())
+      throw InputError("cache layer " + str(layer) + " outside [0, " + str(n_layers()) + ")");
+  }
+  DeviceKVCache kv;
+};
+
+CudaCache& device_cache(BackendCache& c) {
+  auto* d = dynamic_cast<CudaCache*>(&c);
+  if (!d) throw InputError("cuda backend: the cache was made by another backend");
+  return *d;
+}
+const CudaCache& device_cache(const BackendCache& c) {
+  const auto* d = dynamic_cast<const CudaCache*>(&c);
+  if (!d) throw InputError("cuda backend: the cache was made by another backend");
+  return *d;
+}
+
+/// Host float32 [n, H*d] rows of `dtype` (float32 or bfloat16 bits) -> float32 [H, n, d].
+std::vector<float> queries_by_head(const std::vector<char>& rows, DType dtype, int64_t n, int64_t H, int64_t d) {
+  std::vector<float> out(static_cast<size_t>(H * n * d));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t e = 0; e < d; ++e) {
+        const size_t src = static_cast<size_t>((i * H + h) * d + e);
+        float v;
+        if (dtype == DType::F32) {
+          std::memcpy(&v, rows.data() + src * 4, 4);
+        } else {
+          uint16_t b;
+          std::memcpy(&b, rows.data() + src * 2, 2);
+          v = bf16_to_fp32(b);
+        }
+        out[static_cast<size_t>((h * n + i) * d + e)] = v;
+      }
+  return out;
+}
+
+/// The profiler session over DeviceProfiler (profiler.hpp), adding custom value writes.
+class CudaProfilerSession final : public ProfilerSession {
+ public:
+  CudaProfilerSession(const DeviceModel& model, int64_t P, int64_t n_w, const ProtectedSpec& protect)
+      : model_(model), profiler_(model, P, n_w, protect), changed_(static_cast<size_t>(model.config().n_layers), 0) {}
+
+  int64_t prefix_tokens() const override { return profiler_.prefix_tokens(); }
+  int64_t window_tokens() const override { return profiler_.window_tokens(); }
+  void prepare_example(int64_t example, const std::vector<int32_t>& tokens) override {
+    check_token_ids(tokens, model_.config().vocab_size);
+    std::fill(changed_.begin(), changed_.end(), 0);
+    profiler_.prepare_example(example, tokens);
+  }
+  void perturb_values(int64_t layer, double alpha, uint64_t seed, int64_t draw) override {
+    profiler_.perturb_values(layer, alpha, seed, draw);
+    changed_[static_cast<size_t>(layer)] = 1;
+  }
+  std::vector<double> window_kl(int64_t from_layer) override { return profiler_.window_kl(from_layer); }
+  std::vector<float> attention_output(int64_t layer, bool perturbed) override {
+    return profiler_.attention_output(layer, perturbed);
+  }
+  void restore(int64_t layer) override {
+    profiler_.restore(layer);
+    changed_[static_cast<size_t>(layer)] = 0;
+  }
+  std::vector<float> read_values(int64_t layer) override {
+    const LayerKV host = download_layer(model_.context(), profiler_.values(layer));
+    changed_[static_cast<size_t>(layer)] = 1;  // values() keeps the originals for restore()
+    return host.v;                             // [H_kv, P, d]: the layer holds the P prefix entries between calls
+  }
+  void write_values(int64_t layer, const std::vector<float>& values) override {
+    DeviceLayerKV& kv = profiler_.values(layer);
+    changed_[static_cast<size_t>(layer)] = 1;
+    const int64_t P = profiler_.prefix_tokens(), d = kv.head_dim;
+    const size_t count = static_cast<size_t>(P * d), es = kv.elem_bytes();
+    if (values.size() != static_cast<size_t>(kv.n_kv_heads) * count)
+      throw InputError("values_view: " + std::to_string(values.size()) + " values for a [H_kv, P, d] layer of " +
+                       std::to_string(static_cast<size_t>(kv.n_kv_heads) * count));
+    std::vector<uint16_t> bf(count);
+    for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+      const float* src = values.data() + static_cast<size_t>(h) * count;
+      char* dst = kv.v.as<char>() + static_cast<size_t>(h * kv.capacity * d) * es;
+      if (kv.dtype == DType::F32) {
+        copy_to_device(model_.context(), dst, src, count * 4);
+      } else {
+        for (size_t i = 0; i < count; ++i) bf[i] = fp32_to_bf16(src[i]);
+        copy_to_device(model_.context(), dst, bf.data(), count * 2);
+      }
+    }
+  }
+  bool is_changed(int64_t layer) const override {
+    return layer >= 0 && layer < static_cast<int64_t>(changed_.size()) && changed_[static_cast<size_t>(layer)] != 0;
+  }
+
+ private:
+  const DeviceModel& model_;
+  DeviceProfiler profiler_;
+  std::vector<char> changed_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, const BackendOptions& o)
+      : model_(model),
+        ctx_(std::make_unique<Context>(o.device)),
+        dmodel_(*ctx_, model, parse_precision(o.dtype == "f32" ? "fp32" : o.dtype)),
+        ws_(*ctx_) {}
+
+  std::string kind() const override { return "cuda"; }
+  std::string compute_dtype() const override { return dmodel_.precision() == Precision::FP32 ? "f32" : "bf16"; }
+  std::string description() const override {
+    return "cuda: " + ctx_->device_name() + ", " + compute_dtype() + ", weights " +
+           std::to_string(dmodel_.weight_bytes() >> 20) + " MiB";
+  }
+  const Model& model() const override { return model_; }
+
+  PrefillResult prefill(const std::vector<int32_t>& tokens, const PrefillRequest& request) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const ModelConfig& c = model_.config;
+    const int64_t T = static_cast<int64_t>(tokens.size()), H = c.n_heads, d = c.head_dim;
+    if (T < 1) throw InputError("prefill: empty prompt");
+    PrefillResult r;
+    auto cache = std::make_unique<CudaCache>(make_cache(dmodel_, T));
+    std::vector<StatsCapture> captures(request.stats.size());
+    std::vector<StatsCapture*> pointers;
+    for (size_t k = 0; k < captures.size(); ++k) {
+      captures[k].options = request.stats[k];
+      start_stats_capture(dmodel_, captures[k], T);
+      pointers.push_back(&captures[k]);
+    }
+    r.n_queries = std::clamp<int64_t>(request.keep_queries, 0, T);
+    const int64_t nq = r.n_queries;
+    r.queries.assign(nq > 0 ? static_cast<size_t>(c.n_layers) : 0, {});
+
+    float* x = embed(dmodel_, tokens, ws_);
+    std::vector<int64_t> pos(static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = i;
+    const DeviceBuffer positions = upload(*ctx_, pos);
+    DeviceLayerHooks hooks;
+    hooks.stats = pointers;
+    const size_t es = kernels::dtype_size(dmodel_.dtype());
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      forward_layer(dmodel_, l, x, T, positions.as<int64_t>(), cache->kv.layers[static_cast<size_t>(l)], ws_,
+                    pointers.empty() ? nullptr : &hooks);
+      if (nq > 0) {  // ws_.q holds this layer's rotated queries [T, H*d] until the next layer
+        std::vector<char> rows(static_cast<size_t>(nq * H * d) * es);
+        copy_to_host(*ctx_, rows.data(), ws_.q.as<char>() + static_cast<size_t>((T - nq) * H * d) * es, rows.size());
+        r.queries[static_cast<size_t>(l)] = queries_by_head(rows, dmodel_.dtype(), nq, H, d);
+      }
+    }
+    if (request.logits != LogitsFor::None) {
+      std::vector<int64_t> rows;
+      if (request.logits == LogitsFor::Last) {
+        rows.push_back(T - 1);
+      } else {
+        for (int64_t i = 0; i < T; ++i) rows.push_back(i);
+      }
+      r.logits = final_logits(dmodel_, x, T, rows, ws_);
+    }
+    r.stats.resize(captures.size());
+    for (size_t k = 0; k < captures.size(); ++k)
+      for (int64_t l = 0; l < c.n_layers; ++l) r.stats[k].push_back(captures[k].download(*ctx_, l));
+    ctx_->synchronize();
+    r.cache = std::move(cache);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
+
+  std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
+                            LogitsFor which) override {
+    if (tokens.empty()) return {};
+    return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, device_cache(cache).kv, ws_, which);
+  }
+
+  std::unique_ptr<BackendCache> clone(const BackendCache& cache) override {
+    const DeviceKVCache& src = device_cache(cache).kv;
+    DeviceKVCache out;
+    for (const DeviceLayerKV& l : src.layers) {
+      DeviceLayerKV c;
+      c.n_kv_heads = l.n_kv_heads;
+      c.head_dim = l.head_dim;
+      c.dtype = l.dtype;
+      c.capacity = c.length = l.length;
+      const size_t head = static_cast<size_t>(l.length * l.head_dim) * l.elem_bytes();
+      c.k = DeviceBuffer(*ctx_, head * static_cast<size_t>(l.n_kv_heads));
+      c.v = DeviceBuffer(*ctx_, head * static_cast<size_t>(l.n_kv_heads));
+      const size_t stride = static_cast<size_t>(l.capacity * l.head_dim) * l.elem_bytes();
+      for (int64_t h = 0; h < l.n_kv_heads && head > 0; ++h) {
+        copy_on_device(*ctx_, c.k.as<char>() + h * head, l.k.as<char>() + h * stride, head);
+        copy_on_device(*ctx_, c.v.as<char>() + h * head, l.v.as<char>() + h * stride, head);
+      }
+      out.layers.push_back(std::move(c));
+    }
+    return std::make_unique<CudaCache>(std::move(out));
+  }
+
+  LayerKV download_layer(const BackendCache& cache, int64_t layer) override {
+    const CudaCache& c = device_cache(cache);
+    c.check(layer);
+    return RKV_CUDA_NS::download_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)]);
+  }
+
+  void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {
+    CudaCache& c = device_cache(cache);
+    c.check(layer);
+    RKV_CUDA_NS::compact_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], sel);
+  }
+
+  std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
+                                                const ProtectedSpec& protect) override {
+    if (protect.sinks < 0 || protect.recent < 0) throw InputError("profiler: negative sinks or recent count");
+    return std::make_unique<CudaProfilerSession>(dmodel_, prefix_tokens, window_tokens, protect);
+  }
+
+  void begin_phase(const std::string& name) override { ctx_->begin_phase(name); }
+  void end_phase() override {
+    const PhaseMemory p = ctx_->end_phase();
+    phases_.push_back(PhaseMemoryRecord{p.phase, p.peak_bytes});
+  }
+  std::vector<PhaseMemoryRecord> memory_phases() const override { return phases_; }
+
+ private:
+  const Model& model_;
+  std::unique_ptr<Context> ctx_;
+  DeviceModel dmodel_;
+  DeviceWorkspace ws_;
+  std::vector<PhaseMemoryRecord> phases_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(model, options);
+}
+
+}  // namespace rkv::RKV_CUDA_NS
