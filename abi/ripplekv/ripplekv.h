@@ -62,7 +62,9 @@ rkv_status rkv_plugins_json(rkv_context* ctx, char** out_json);
 typedef struct rkv_model_options {
   size_t struct_size; /**< sizeof(rkv_model_options) */
   const char* path;   /**< GGUF file or Hugging Face model folder (required) */
-  const char* backend; /**< "cpu" (NULL means "cpu"; other backends are RKV_ERROR_UNSUPPORTED) */
+  const char* backend; /**< "cpu", "cuda" or "auto" (cuda when a device is present); NULL means "cpu". An unknown
+                            name, or "cuda" without a device or in a build without CUDA, is RKV_ERROR_UNSUPPORTED
+                            with the reason ("model.backend = cuda: no CUDA device") on ctx */
   int32_t threads;    /**< CPU threads, 0 = all cores; process-wide (sets the shared CPU thread pool) */
 } rkv_model_options;
 

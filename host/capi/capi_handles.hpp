@@ -7,6 +7,9 @@
 
 #include <ripplekv/ripplekv.h>
 
+#include <memory>
+
+#include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -19,6 +22,7 @@ struct rkv_model {
   rkv::Model model;
   rkv::Tokenizer tokenizer;
   std::string last_error;
+  std::unique_ptr<rkv::Backend> backend;  ///< made on `model` after the struct holds it (the model must not move)
 };
 
 namespace rkv::capi {

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/generate.hpp"
-#include "backend/cpu/threads.hpp"
 #include "capi/capi_handles.hpp"
 #include "runner/compressed_generate.hpp"
+#include "runner/generate.hpp"
 #include "tokenizer/chat_template.hpp"
 
 using rkv::capi::guarded;
@@ -24,15 +23,21 @@ rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_mode
     if (o->struct_size < sizeof(rkv_model_options))
       throw rkv::InputError("rkv_model_options.struct_size " + std::to_string(o->struct_size) + " is too small");
     require(o->path, "options->path");
-    if (o->backend && std::string(o->backend) != "cpu") {
-      unsupported = RKV_ERROR_UNSUPPORTED;
-      throw rkv::InputError(std::string("backend '") + o->backend + "' is not supported by the C API (use \"cpu\")");
-    }
+    const std::string kind = o->backend ? o->backend : "cpu";
     if (o->threads < 0) throw rkv::InputError("threads must be >= 0 (got " + std::to_string(o->threads) + ")");
-    rkv::cpu::set_num_threads(o->threads);
+    rkv::BackendOptions bo;
+    bo.threads = o->threads;
+    try {
+      rkv::check_backend_available(kind, bo);
+    } catch (const rkv::InputError&) {
+      unsupported = RKV_ERROR_UNSUPPORTED;  // an unknown backend, or cuda without a device or a CUDA build
+      throw;
+    }
     rkv::Model model = rkv::load_model(o->path);
     rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(o->path);
-    *out = new rkv_model{std::move(model), std::move(tok), std::string()};
+    auto m = std::make_unique<rkv_model>(rkv_model{std::move(model), std::move(tok), std::string(), nullptr});
+    m->backend = rkv::make_backend(kind, m->model, bo);
+    *out = m.release();
   });
   return unsupported != RKV_OK ? unsupported : st;
 }
@@ -112,15 +117,15 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
     if (n_ctx > 0) max_new = std::min(max_new, n_ctx - n_prompt);
 
     if (!compression_config) {
-      rkv::cpu::GenerateOptions g;
+      rkv::GenerateOptions g;
       g.max_new_tokens = max_new;
       g.stop_ids = tok.end_of_generation_ids();  // default sampling: temperature 0 = greedy
-      const rkv::cpu::GenerateResult r = rkv::cpu::generate(m->model, ids, g);
+      const rkv::GenerateResult r = rkv::generate(*m->backend, ids, g);
       *out_text = rkv::capi::copy_string(tok.decode(r.tokens, false));
       return;
     }
     const rkv::CompressedGeneration g = rkv::generate_compressed(
-        m->model, tok, ids, compression_config, profile_path ? profile_path : "", max_new);
+        *m->backend, tok, ids, compression_config, profile_path ? profile_path : "", max_new);
     std::string info;
     if (out_compression_json) {
       nlohmann::json j;

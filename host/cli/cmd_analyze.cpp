@@ -16,7 +16,7 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--quiet]\n\n"
+    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--quiet]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman |rho| against D at each fraction f\n"
@@ -28,6 +28,7 @@ int run_analyze(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
       "out", po::value<std::string>(), "output folder")("fractions", po::value<std::string>(), "f1,f2,... in (0, 1]")(
       "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output");
+  add_backend_options(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm = parse_command_line(args, opts, &pos, kUsage);
@@ -48,7 +49,9 @@ int run_analyze(const std::vector<std::string>& args) {
       o.fractions.push_back(f);
     }
   }
-  run_analysis(load_run_plan(vm["config"].as<std::string>()), o);
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  apply_backend_options(vm, plan);
+  run_analysis(plan, o);
   return 0;
 }
 

@@ -1,15 +1,14 @@
-// `ripplekv generate`: text generation with the CPU backend (greedy by default).
+// `ripplekv generate`: text generation on a backend (cpu by default; greedy by default).
 #include <boost/program_options.hpp>
 
 #include <cmath>
 #include <iostream>
 
-#include "backend/cpu/blas.hpp"
-#include "backend/cpu/generate.hpp"
-#include "backend/cpu/threads.hpp"
+#include "backend/backend.hpp"
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
 #include "runner/compressed_generate.hpp"
+#include "runner/generate.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -31,11 +30,11 @@ size_t complete_utf8_prefix(const std::string& s) {
 }
 
 /// generate --compress: prefill, compress as the config says, print budgets and bytes, decode greedily.
-int print_compressed_generation(const rkv::Model& model, const rkv::Tokenizer& tok, const std::vector<int32_t>& ids,
+int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok, const std::vector<int32_t>& ids,
                                 const std::string& config_path, const std::string& profile_path, int64_t max_new,
                                 float temperature) {
   if (temperature > 0.0f) throw rkv::cli::UsageError("--compress decodes greedily; drop --temperature");
-  const rkv::CompressedGeneration g = rkv::generate_compressed(model, tok, ids, config_path, profile_path, max_new);
+  const rkv::CompressedGeneration g = rkv::generate_compressed(backend, tok, ids, config_path, profile_path, max_new);
   std::cerr << "[compressed " << g.prompt_tokens << " prompt positions with " << g.scorer << " + " << g.allocator
             << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
             << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
@@ -49,7 +48,7 @@ int print_compressed_generation(const rkv::Model& model, const rkv::Tokenizer& t
 }
 
 int run_generate(const std::vector<std::string>& args) {
-  std::string model_path, prompt, system, template_name, compress_path, profile_path;
+  std::string model_path, prompt, system, template_name, compress_path, profile_path, backend_kind = "cpu", dtype = "f32";
   int64_t max_new = 256;
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
@@ -58,7 +57,7 @@ int run_generate(const std::vector<std::string>& args) {
       "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
       "                         [--top-p P] [--seed S] [--threads N] [--compress CONFIG [--profile FILE]]\n\n"
       "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
-      "model's chat template) on the CPU backend and prints it. Greedy unless --temperature > 0. Stops at any\n"
+      "model's chat template) on --backend (cpu, cuda, or auto: cuda when a device is present) and prints it. Greedy unless --temperature > 0. Stops at any\n"
       "end-of-generation token of the model or after N tokens, or at the model's context length (a longer prompt is\n"
       "an error). Timing goes to stderr.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
@@ -74,6 +73,8 @@ int run_generate(const std::vector<std::string>& args) {
       "top-p", po::value(&top_p)->default_value(1.0f), "nucleus sampling mass in (0, 1]")(
       "seed", po::value(&seed)->default_value(0), "random seed for sampling")(
       "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)")(
+      "backend", po::value(&backend_kind)->default_value("cpu"), "cpu, cuda or auto (cuda when a device is present)")(
+      "dtype", po::value(&dtype)->default_value("f32"), "compute dtype: f32, or bf16 (cuda only)")(
       "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
       "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");
   po::variables_map vm = rkv::cli::parse_command_line(args, opts, nullptr, "");
@@ -92,7 +93,10 @@ int run_generate(const std::vector<std::string>& args) {
   if (!chat && (vm.count("system") || vm.count("chat-template"))) {
     throw rkv::cli::UsageError("--system and --chat-template need --chat");
   }
-  rkv::cpu::set_num_threads(threads);
+  rkv::BackendOptions backend_options;
+  backend_options.threads = threads;
+  backend_options.dtype = dtype;
+  rkv::check_backend_available(backend_kind, backend_options);  // before the model is loaded
 
   const rkv::Model model = rkv::load_model(model_path);
   const rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(model_path);
@@ -123,16 +127,18 @@ int run_generate(const std::vector<std::string>& args) {
               << " tokens and the model's context length is " << n_ctx << "]\n";
   }
 
-  if (!compress_path.empty()) return print_compressed_generation(model, tok, ids, compress_path, profile_path, max_new, temperature);
-  if (!profile_path.empty()) throw rkv::cli::UsageError("--profile needs --compress");
+  if (compress_path.empty() && !profile_path.empty()) throw rkv::cli::UsageError("--profile needs --compress");
+  const std::unique_ptr<rkv::Backend> backend = rkv::make_backend(backend_kind, model, backend_options);
+  if (!compress_path.empty())
+    return print_compressed_generation(*backend, tok, ids, compress_path, profile_path, max_new, temperature);
 
-  rkv::cpu::GenerateOptions g;
+  rkv::GenerateOptions g;
   g.max_new_tokens = max_new;
   g.sampling = {temperature, top_p, seed};
   g.stop_ids = tok.end_of_generation_ids();
   std::vector<int32_t> out;
   size_t printed = 0;
-  const auto res = rkv::cpu::generate(model, ids, g, [&](int32_t id) {
+  const auto res = rkv::generate(*backend, ids, g, [&](int32_t id) {
     out.push_back(id);
     const std::string text = tok.decode(out, false);
     const size_t upto = complete_utf8_prefix(text);
@@ -149,10 +155,10 @@ int run_generate(const std::vector<std::string>& args) {
             << (res.stopped ? ", stopped at end-of-generation" : "") << "; prefill "
             << static_cast<double>(ids.size()) / std::max(res.prefill_seconds, 1e-9) << " tok/s, decode "
             << static_cast<double>(res.tokens.size()) / std::max(res.decode_seconds, 1e-9) << " tok/s, "
-            << rkv::cpu::num_threads() << " threads, OpenBLAS " << rkv::cpu::blas_core_name() << "]\n";
+            << backend->description() << "]\n";
   return 0;
 }
 
 }  // namespace
 
-RKV_CLI_COMMAND("generate", "generate text with a model on the CPU", run_generate);
+RKV_CLI_COMMAND("generate", "generate text with a model (cpu or cuda backend)", run_generate);

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "backend/backend.hpp"
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
@@ -19,7 +20,7 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--no-cache]\n\n"
+    "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--no-cache]\n\n"
     "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
     "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
     "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
@@ -34,6 +35,7 @@ int run_profile(const std::vector<std::string>& args) {
       "signal", po::value<std::string>(), "signal plugin id (overrides the config's [signal])")(
       "threads", po::value<int64_t>(), "CPU threads (default: the config's model.threads; 0: all cores)")(
       "no-cache", "ignore cached profiles and recompute");
+  add_backend_options(opts);
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(), "config file");
   po::options_description all;
@@ -49,7 +51,8 @@ int run_profile(const std::vector<std::string>& args) {
   if (vm.count("threads") && vm["threads"].as<int64_t>() < 0)
     throw UsageError("--threads must be >= 0 (got " + std::to_string(vm["threads"].as<int64_t>()) + ")");
 
-  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  apply_backend_options(vm, plan);
   const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
   const CellConfig* cell = nullptr;
   for (const auto& c : plan.cells)
@@ -66,13 +69,17 @@ int run_profile(const std::vector<std::string>& args) {
   if (!cell)
     throw UsageError(plan.config_path + " has no [signal] section; add one with plugin = \"perturbation_kl\" or give "
                      "--signal ID");
-  if (plan.backend == "cuda")
-    std::cerr << "ripplekv profile: warning: profiling runs on the CPU backend (config asks for cuda)\n";
+  BackendOptions backend_options;
+  backend_options.threads = static_cast<int>(vm.count("threads") ? vm["threads"].as<int64_t>() : plan.threads);
+  backend_options.dtype = plan.dtype;
+  check_backend_available(plan.backend, backend_options);  // before the model is loaded
 
   const Model model = load_model(plan.model_path);
   const Tokenizer tokenizer = model.gguf ? Tokenizer::from_gguf(*model.gguf) : Tokenizer::from_path(plan.model_path);
+  const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
   ProfileRequest req = make_profile_request(plan, *cell, model, tokenizer, signal_override);
-  if (vm.count("threads")) req.threads = static_cast<int>(vm["threads"].as<int64_t>());
+  req.backend = backend.get();
+  req.threads = backend_options.threads;
   req.read_cache = !vm.count("no-cache");
   req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
   const SensitivityProfile p = compute_profile(req);
@@ -83,7 +90,7 @@ int run_profile(const std::vector<std::string>& args) {
   std::cout << "signal " << p.signal << " (" << p.params.dump() << "), scorer "
             << (req.scorer_id.empty() ? std::string("none") : req.scorer_id) << " protecting "
             << p.calibration["protected"]["count"] << " of " << req.prefix_tokens << " prefix positions\n"
-            << "model " << plan.model_path << "\n"
+            << "model " << plan.model_path << ", backend " << backend->description() << "\n"
             << "calibration: " << req.examples.size() << " examples x (prefix " << req.prefix_tokens << " + window "
             << req.window_tokens << ") tokens\n\n"
             << std::setw(6) << "layer" << std::setw(14) << "s" << std::setw(14) << "ci_low" << std::setw(14)

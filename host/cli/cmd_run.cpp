@@ -18,13 +18,15 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) { g_cancel.store(true); }
 
 const char* kRunUsage =
-    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--quiet]\n\n"
+    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--backend cpu|cuda|auto] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
-    "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n";
+    "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n"
+    "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when a\n"
+    "device is present. Every cell records its backend and compute dtype.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -33,6 +35,7 @@ int run_run(const std::vector<std::string>& args) {
       "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
       "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(
       "quiet,q", "no progress output");
+  add_backend_options(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   const po::variables_map vm = parse_command_line(args, opts, &pos, kRunUsage);
@@ -41,7 +44,8 @@ int run_run(const std::vector<std::string>& args) {
     return 0;
   }
   if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kRunUsage);
-  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  apply_backend_options(vm, plan);
   RunOptions o;
   o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
   if (o.out_dir.empty()) throw UsageError("no output folder: give --out DIR or set [output] dir in the config");

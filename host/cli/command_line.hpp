@@ -29,4 +29,19 @@ inline boost::program_options::variables_map parse_command_line(
   return vm;
 }
 
+/// Adds --backend and --dtype (the overrides of model.backend and model.dtype) to `options`.
+inline void add_backend_options(boost::program_options::options_description& options) {
+  namespace po = boost::program_options;
+  options.add_options()("backend", po::value<std::string>(),
+                        "cpu, cuda or auto (cuda when a device is present); overrides model.backend")(
+      "dtype", po::value<std::string>(), "compute dtype f32, or bf16 (cuda only); overrides model.dtype");
+}
+
+/// Applies --backend / --dtype of `vm` to a run plan's `backend` and `dtype` (checked when the backend is made).
+template <class Plan>
+void apply_backend_options(const boost::program_options::variables_map& vm, Plan& plan) {
+  if (vm.count("backend")) plan.backend = vm["backend"].template as<std::string>();
+  if (vm.count("dtype")) plan.dtype = vm["dtype"].template as<std::string>();
+}
+
 }  // namespace rkv::cli

@@ -10,7 +10,7 @@
 #include <map>
 #include <sstream>
 
-#include "backend/cpu/threads.hpp"
+#include "backend/backend.hpp"
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
@@ -70,10 +70,15 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   for (double f : fractions)
     if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + std::to_string(f) + " is outside (0, 1]");
 
-  cpu::set_num_threads(static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads));
+  BackendOptions backend_options;
+  backend_options.threads = static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads);
+  backend_options.dtype = plan.dtype;
+  check_backend_available(plan.backend, backend_options);
   note("analyze: loading " + plan.model_path);
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
+  const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
+  note("analyze: backend " + backend->description());
   const ModelConfig& mc = model.config;
   const int64_t L = mc.n_layers;
 
@@ -91,31 +96,32 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     note("analyze: profile of " + cc->signal->id);
     CellConfig with_scorer = *cc;
     with_scorer.scorer = base->scorer;
-    profiles.push_back(compute_profile(make_profile_request(plan, with_scorer, model, tok)));
+    ProfileRequest req = make_profile_request(plan, with_scorer, model, tok);
+    req.backend = backend.get();
+    profiles.push_back(compute_profile(req));
   }
 
   // Compression damage per fraction, layer and evaluation example.
   const auto windows = draw_text_windows(tok, plan.eval.files, plan.eval.examples,
                                          plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
   const int64_t N = static_cast<int64_t>(windows.size()), T = plan.eval.prefix_tokens;
-  const int64_t keep_q = scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min<int64_t>(T, scorer.requirements.window);
+  const PrefillNeeds needs = prefill_needs({&scorer});
   // d[f][i][l]
   std::vector<std::vector<std::vector<double>>> d(fractions.size(),
                                                   std::vector<std::vector<double>>(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(L))));
-  cpu::Workspace ws;
   const int64_t V = mc.vocab_size;
   for (int64_t i = 0; i < N; ++i) {
     const auto& w = windows[static_cast<size_t>(i)].tokens;
     const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
-    const PrefilledPrompt prompt = prefill_prompt(model, prefix, keep_q, ws);
-    const LmFidelityReference ref = lm_fidelity_reference(model, prompt, cont, ws);
+    const PrefilledPrompt prompt = prefill_prompt(*backend, prefix, needs);
+    const LmFidelityReference ref = lm_fidelity_reference(*backend, prompt, cont);
     ScoreMemo memo;
     for (size_t fi = 0; fi < fractions.size(); ++fi) {
       const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(T) + 0.5));
       if (b < 1) throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of T = " + std::to_string(T));
       for (int64_t l = 0; l < L; ++l) {
-        CompressedPrompt comp = compress_prompt(model, prompt, scorer, {l}, {b}, memo);
-        const std::vector<float> logits = continuation_logits(model, cont, T, comp.cache, ws);
+        CompressedPrompt comp = compress_prompt(*backend, prompt, scorer, {l}, {b}, memo);
+        const std::vector<float> logits = continuation_logits(*backend, cont, T, *comp.cache);
         double kl = 0;
         for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
         d[fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "backend/cpu/forward.hpp"
 #include "cache/budget.hpp"
 #include "core/errors.hpp"
 #include "runner/compression.hpp"
@@ -44,14 +43,14 @@ std::vector<double> profile_of_layers(const std::string& profile_path, const std
 
 }  // namespace
 
-CompressedGeneration generate_compressed(const Model& model, const Tokenizer& tok,
+CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
                                          const std::vector<int32_t>& prompt_ids, const std::string& config_path,
                                          const std::string& profile_path, int64_t max_new_tokens) {
   if (prompt_ids.empty()) throw InputError("the prompt encodes to no tokens");
   if (max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
   const CompressionConfig cfg = load_compression_config(config_path);
   const CellConfig& cc = cfg.cell;
-  const ModelConfig& mc = model.config;
+  const ModelConfig& mc = backend.model().config;
   const std::vector<int64_t> layers = compressible_layers(cfg, mc, config_path);
   const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
   const std::vector<double> profile =
@@ -66,23 +65,20 @@ CompressedGeneration generate_compressed(const Model& model, const Tokenizer& to
       scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim});
   scorer.key = cc.scorer->id;
 
-  // Prefill once, keeping the queries the scorer's statistics need.
+  // Prefill once, computing the scorer's statistics on the way.
   const int64_t T = static_cast<int64_t>(prompt_ids.size()), A = static_cast<int64_t>(layers.size());
-  cpu::Workspace ws;
-  const int64_t keep_q =
-      scorer.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION) ? T : std::min(T, scorer.requirements.window);
-  const PrefilledPrompt prompt = prefill_prompt(model, prompt_ids, keep_q, ws);
+  const PrefilledPrompt prompt = prefill_prompt(backend, prompt_ids, prefill_needs({&scorer}));
 
   // Allocation -> per-layer scoring, top-k and compaction.
   const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
                                        : budget_total_from_tokens(*cc.budget_tokens, T, A);
   const Allocation alloc = run_allocator(alloc_inst, profile, B, T, A, scorer.requirements.protected_count(T));
   ScoreMemo memo;
-  CompressedPrompt comp = compress_prompt(model, prompt, scorer, layers, alloc.budgets, memo);
+  CompressedPrompt comp = compress_prompt(backend, prompt, scorer, layers, alloc.budgets, memo);
 
   // Greedy decode on the compacted cache.
   const GreedyResult r =
-      greedy_decode(model, prompt.last_logits, T, comp.cache, max_new_tokens, tok.end_of_generation_ids(), ws);
+      greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids());
 
   CompressedGeneration g;
   g.tokens = r.tokens;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -25,16 +26,15 @@ struct CompressedGeneration {
   double decode_tokens_per_second = 0;
 };
 
-/// Prefills `prompt_ids` (T >= 1) on the CPU backend, compresses the cache as the compression config at
+/// Prefills `prompt_ids` (T >= 1) on `backend`, compresses the cache as the compression config at
 /// `config_path` says ([scorer], [allocator], [budget] of the run schema; see load_compression_config), then decodes
 /// greedily on the compacted cache for at most `max_new_tokens` (>= 0) tokens, stopping at an end-of-generation id
 /// of `tok`. An allocator that declares RKV_FLAG_NEEDS_PROFILE reads the sensitivity profile s[L] from
 /// `profile_path` (a profile.json of `ripplekv profile` or a run; one value per model layer).
 /// Errors (rkv::InputError): a bad config (file, key and line named), budget.layers outside the model, a needed
 /// profile missing or with the wrong number of layers, a plugin that fails (named). Plugins are created for this
-/// call and released before it returns. Thread rules: uses the process-wide CPU thread pool; one call at a time
-/// per model.
-CompressedGeneration generate_compressed(const Model& model, const Tokenizer& tok,
+/// call and released before it returns. Thread rules: the backend's (one call at a time per backend).
+CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
                                          const std::vector<int32_t>& prompt_ids, const std::string& config_path,
                                          const std::string& profile_path, int64_t max_new_tokens);
 

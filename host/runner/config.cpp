@@ -404,7 +404,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   // [model]
   const toml::table* m = sub_table(c, root, "model", "model");
   if (!m) throw InputError(c.origin + ": a [model] section with path = \"...\" is required");
-  check_keys(c, *m, "model", {"path", "backend", "threads"});
+  check_keys(c, *m, "model", {"path", "backend", "dtype", "threads"});
   const std::string mp = get_string(c, *m, "path", "model.path", "");
   if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
   plan.model_path = resolve_config_path(mp, c.base_dir);
@@ -414,6 +414,12 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   plan.backend = get_string(c, *m, "backend", "model.backend", "cpu");
   if (plan.backend != "cpu" && plan.backend != "cuda" && plan.backend != "auto")
     throw InputError(where(c, *m->get("backend"), "model.backend") + " must be \"cpu\", \"cuda\" or \"auto\"");
+  plan.dtype = get_string(c, *m, "dtype", "model.dtype", "f32");
+  if (plan.dtype != "f32" && plan.dtype != "bf16")
+    throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
+  if (plan.dtype == "bf16" && plan.backend == "cpu")
+    throw InputError(where(c, *m->get("dtype"), "model.dtype") +
+                     " = \"bf16\" needs model.backend = \"cuda\" (the cpu backend computes in f32)");
   plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0);
 
   // [data]

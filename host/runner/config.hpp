@@ -3,7 +3,8 @@
 // Schema (every key optional unless marked; unknown keys are errors naming the line and the closest valid key):
 //
 //   plugin_paths = ["dir", ...]                 extra plugin folders searched first
-//   [model]       path (required), backend = "cpu"|"cuda"|"auto", threads = 0 (0: all cores)
+//   [model]       path (required), backend = "cpu"|"cuda"|"auto", dtype = "f32"|"bf16" (cuda), threads = 0 (0: all
+//                 cores)
 //   [data.calibration] / [data.eval]
 //                 files = ["austen:emma", "path/to/text.txt", ...]   ("austen:NAME" is the fetched novel)
 //                 examples, prefix_tokens, window_tokens (calibration), seed
@@ -97,7 +98,8 @@ struct RunPlan {
   std::string run_id;             ///< hash of the whole config (same for every shard of one sweep)
   std::vector<std::string> plugin_paths;
   std::string model_path;
-  std::string backend = "cpu";
+  std::string backend = "cpu";  ///< model.backend: "cpu" | "cuda" | "auto" (backend/backend.hpp make_backend)
+  std::string dtype = "f32";    ///< model.dtype: the backend's compute dtype, "f32" | "bf16" (cuda only)
   int64_t threads = 0;
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers

@@ -1,14 +1,16 @@
-// Text generation loop on the CPU backend: prefill the prompt, then decode token by token until an
-// end-of-generation id or the token limit.
+// Text generation on any backend: prefill the prompt, then decode token by token until an end-of-generation id or the
+// token limit, choosing each token with runner/sampling.hpp.
+//
+// Thread rules: one generation at a time per backend (the backend's rule).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "backend/cpu/sampling.hpp"
-#include "model/model.hpp"
+#include "backend/backend.hpp"
+#include "runner/sampling.hpp"
 
-namespace rkv::cpu {
+namespace rkv {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 256;
@@ -23,9 +25,9 @@ struct GenerateResult {
   double decode_seconds = 0.0;
 };
 
-/// Generates after `prompt` (non-empty). `on_token` (optional) sees each generated id as it is produced and may
-/// return false to stop early. Throws rkv::InputError for an empty prompt or bad ids/options.
-GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+/// Generates after `prompt` (non-empty) on `backend`. `on_token` (optional) sees each generated id as it is produced
+/// and may return false to stop early. Throws rkv::InputError for an empty prompt or bad ids/options.
+GenerateResult generate(Backend& backend, const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                         const std::function<bool(int32_t)>& on_token = {});
 
-}  // namespace rkv::cpu
+}  // namespace rkv

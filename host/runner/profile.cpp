@@ -9,7 +9,6 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "eval/stats.hpp"
@@ -49,6 +48,9 @@ void add_statistics(SensitivityProfile& p, uint64_t seed, int resamples) {
   p.split_half_spearman = split_half_spearman(p.per_example);
 }
 
+std::string backend_kind(const ProfileRequest& r) { return r.backend ? r.backend->kind() : "cpu"; }
+std::string backend_dtype(const ProfileRequest& r) { return r.backend ? r.backend->compute_dtype() : "f32"; }
+
 nlohmann::json calibration_json(const ProfileRequest& r) {
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : r.examples) windows.push_back({{"file", w.file}, {"offset", w.offset}});
@@ -61,8 +63,8 @@ nlohmann::json calibration_json(const ProfileRequest& r) {
           {"windows", windows},
           {"scorer", r.scorer_id},
           {"protected", {{"sinks", r.protect.sinks}, {"recent", r.protect.recent}, {"count", protected_count}}},
-          {"backend", "cpu"},
-          {"dtype", "f32"}};
+          {"backend", backend_kind(r)},
+          {"dtype", backend_dtype(r)}};
 }
 
 /// Reads a double array of length n; false (with `why`) when it is not one of finite numbers.
@@ -180,8 +182,8 @@ std::string profile_cache_key(const ProfileRequest& r) {
   std::string prot = "protected=";
   for (int64_t u : protected_positions(r.prefix_tokens, r.protect)) prot += std::to_string(u) + ",";
   line(prot);
-  line("backend=cpu");
-  line("dtype=f32");
+  line("backend=" + backend_kind(r));
+  line("dtype=" + backend_dtype(r));
   return h.hex_digest();
 }
 
@@ -243,9 +245,16 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   std::vector<std::vector<int32_t>> tokens;
   tokens.reserve(static_cast<size_t>(N));
   for (const auto& w : r.examples) tokens.push_back(w.tokens);
-  cpu::set_num_threads(r.threads);
+  std::unique_ptr<Backend> own;
+  Backend* backend = r.backend;
+  if (!backend) {
+    BackendOptions o;
+    o.threads = r.threads;
+    own = make_backend("cpu", model, o);
+    backend = own.get();
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  Profiler profiler(model, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
+  Profiler profiler(*backend, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
   HostServices host;
   host.watch(r.cancel);
   host.set_service(RKV_SERVICE_PROFILER_V1, profiler.abi());

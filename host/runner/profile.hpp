@@ -11,13 +11,13 @@
 //
 // Cache: <cache_dir>/<key>.json (default cache_dir: <asset cache>/profiles), key = sha256 of the model's sha256, the
 // signal id, version and params, the calibration token ids with their prefix/window split, the base scorer's protected
-// positions, backend "cpu" and compute dtype "f32" (profile_cache_key()). Files are written atomically (a temporary
+// positions, the backend's kind and compute dtype ("cpu"/"f32" unless the request names a backend; profile_cache_key()). Files are written atomically (a temporary
 // file in the same folder, then rename). A cache file that cannot be read, is not JSON, carries another key, or has the
 // wrong shape or non-finite values is ignored with a warning and recomputed. The CIs and split-half value of a cache
 // hit are recomputed from its per-example values with the request's bootstrap settings.
 //
-// Thread rules: compute_profile sets the CPU backend's process-wide thread count (backend/cpu/threads.hpp) and must not
-// run concurrently with other forward passes. Everything else here is pure.
+// Thread rules: compute_profile uses the request's backend (or makes a CPU backend with the request's thread count)
+// and must not run concurrently with other work on that backend. Everything else here is pure.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "cache/selection.hpp"
 #include "model/model.hpp"
 #include "runner/config.hpp"
@@ -36,6 +37,7 @@ namespace rkv {
 /// Everything a profile depends on.
 struct ProfileRequest {
   const Model* model = nullptr;      ///< must outlive the call
+  Backend* backend = nullptr;        ///< the backend to profile on (its model must be *model); null: a CPU backend
   PluginChoice signal;               ///< the signal plugin and its validated params (its registry must be alive)
   std::vector<TextWindow> examples;  ///< N calibration examples of prefix_tokens + window_tokens ids each
   int64_t prefix_tokens = 0;         ///< P
@@ -44,7 +46,7 @@ struct ProfileRequest {
   std::string scorer_id;             ///< the base scorer (for the record; "" for none)
   std::vector<std::string> files;    ///< calibration text files (for the record)
   uint64_t data_seed = 0;            ///< the seed the windows were drawn with (for the record)
-  int threads = 0;                   ///< CPU threads (0: all available cores)
+  int threads = 0;                   ///< CPU threads of the CPU backend made when `backend` is null (0: all cores)
   bool read_cache = true;            ///< use a cached profile with the same key when there is a valid one
   bool write_cache = true;           ///< store a computed profile in the cache
   std::string cache_dir;             ///< "" : <asset_cache_dir()>/profiles

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "backend/cpu/threads.hpp"
+#include "backend/backend.hpp"
 #include "cache/budget.hpp"
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
@@ -128,34 +128,32 @@ struct Example {
 };
 
 /// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
-GreedyResult answer(const Model& model, const PrefilledPrompt& prompt, KVCache& cache,
-                    const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
-                    cpu::Workspace& ws) {
+GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache,
+                    const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop) {
   const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (question.empty()) return greedy_decode(model, prompt.last_logits, T, cache, max_new, stop, ws);
-  const std::vector<float> logits = continuation_logits(model, question, T, cache, ws);
-  const int64_t V = model.config.vocab_size, n = static_cast<int64_t>(question.size());
-  const std::vector<float> last(logits.begin() + (n - 1) * V, logits.begin() + n * V);
-  return greedy_decode(model, last, T + n, cache, max_new, stop, ws);
+  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop);
+  const std::vector<float> last = backend.extend(cache, question, T, LogitsFor::Last);
+  const int64_t n = static_cast<int64_t>(question.size());
+  return greedy_decode(backend, last, T + n, cache, max_new, stop);
 }
 
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed).
-std::map<std::string, double> score_example(const Model& model, const Tokenizer& tok, const Example& ex, KVCache& cache,
-                                            double* decode_tps, cpu::Workspace& ws) {
+std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
+                                            BackendCache& cache, double* decode_tps) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
-    const LmFidelityValues f = lm_fidelity_score(model, ex.prompt, cache, ex.continuation, ex.reference, ws);
+    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference);
     v["kl"] = f.kl;
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
-    const GreedyResult r = answer(model, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), ws);
+    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids());
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
-        answer(model, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, ws);
+        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids);
     const std::string pred = longbench_prediction(tok, r.tokens);
     v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
     *decode_tps = r.tokens_per_second;
@@ -232,13 +230,18 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Model, tokenizer, plugins.
   const int threads = static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads);
-  cpu::set_num_threads(threads);
+  BackendOptions backend_options;
+  backend_options.threads = threads;
+  backend_options.dtype = plan.dtype;
+  check_backend_available(plan.backend, backend_options);  // the clear error before the model is loaded
   progress.note("run: loading " + plan.model_path);
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
-  if (plan.backend == "cuda")
-    throw InputError("model.backend = \"cuda\": the runner's CUDA path is not wired yet; use \"cpu\" or \"auto\"");
+  const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
+  id.backend = backend->kind();
+  id.compute_dtype = backend->compute_dtype();
+  progress.note("run: backend " + backend->description());
   HostServices host;
   host.watch(opt.cancel);  // plugin calls polling is_cancelled() see Ctrl-C / the C API's cancel callback
   InstancePool instances(host);
@@ -257,8 +260,6 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Scorers of the cells to compute, and how many prompt queries their statistics need.
   std::map<std::string, ScorerUse> scorers;
-  bool need_all_queries = false;
-  int64_t max_window = 0;
   for (size_t c : pending) {
     const CellConfig& cc = plan.cells[c].config;
     if (cc.full_cache) continue;
@@ -268,11 +269,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     use.instance = &instances.get(*cc.scorer);
     use.requirements = query_scorer_requirements(*use.instance, shape);
     use.key = key;
-    need_all_queries |= use.requirements.wants(RKV_STAT_CUMULATIVE_ATTENTION);
-    if (use.requirements.wants(RKV_STAT_WINDOW_ATTENTION) || use.requirements.wants(RKV_STAT_WINDOW_QUERIES))
-      max_window = std::max(max_window, use.requirements.window);
     scorers.emplace(key, use);
   }
+  std::vector<const ScorerUse*> scorer_list;
+  for (const auto& kv : scorers) scorer_list.push_back(&kv.second);
+  const PrefillNeeds needs = prefill_needs(scorer_list);  // every scorer's statistics, from the one shared prefill
 
   // Sensitivity profiles, one per (signal, scorer) that a cell's allocator uses.
   std::map<std::string, SensitivityProfile> profiles;
@@ -284,6 +285,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     check_cancel(opt);
     progress.note("run: profiling with " + cc.signal->id + " (base scorer " + cc.scorer->id + ")");
     ProfileRequest req = make_profile_request(plan, cc, model, tok);
+    req.backend = backend.get();
     req.cancel = opt.cancel;
     SensitivityProfile p = compute_profile(req);
     progress.note("run: profile " +
@@ -296,8 +298,6 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Evaluation examples, each prefilled once.
   std::vector<Example> examples;
-  cpu::Workspace ws;
-  auto keep_queries = [&](int64_t T) { return need_all_queries ? T : std::min(T, max_window); };
   std::vector<LongBenchRecord> lb_records;
   for (const std::string& task : plan.tasks) {
     if (task == "lm_fidelity") {
@@ -311,8 +311,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         const std::vector<int32_t> prefix(w.begin(), w.begin() + plan.eval.prefix_tokens);
         ex.continuation.assign(w.begin() + plan.eval.prefix_tokens, w.end());
         examples.push_back(std::move(ex));
-        examples.back().prompt = prefill_prompt(model, prefix, keep_queries(plan.eval.prefix_tokens), ws);
-        examples.back().reference = lm_fidelity_reference(model, examples.back().prompt, examples.back().continuation, ws);
+        examples.back().prompt = prefill_prompt(*backend, prefix, needs);
+        examples.back().reference = lm_fidelity_reference(*backend, examples.back().prompt, examples.back().continuation);
         check_cancel(opt);
       }
     } else if (task == "needle") {
@@ -324,8 +324,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         ex.task = task;
         ex.index = static_cast<int64_t>(i);
         ex.needle = prompts[i];
-        const int64_t T = static_cast<int64_t>(ex.needle.compressed_part.size());
-        ex.prompt = prefill_prompt(model, ex.needle.compressed_part, keep_queries(T), ws);
+        ex.prompt = prefill_prompt(*backend, ex.needle.compressed_part, needs);
         examples.push_back(std::move(ex));
         check_cancel(opt);
       }
@@ -353,15 +352,15 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       ex.dataset = longbench_dataset(lb_records[i].dataset, ov);
       ex.stop_ids = longbench_stop_ids(ex.dataset, tok);
       const auto ids = longbench_prompt_ids(lb_records[i], ex.dataset, tok, &chat, max_len);
-      ex.prompt = prefill_prompt(model, ids, keep_queries(static_cast<int64_t>(ids.size())), ws);
+      ex.prompt = prefill_prompt(*backend, ids, needs);
       examples.push_back(std::move(ex));
       check_cancel(opt);
     }
   }
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
-    KVCache full = ex.prompt.cache;
-    ex.full_values = score_example(model, tok, ex, full, &ex.full_decode_tps, ws);
+    const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
+    ex.full_values = score_example(*backend, tok, ex, *full, &ex.full_decode_tps);
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
@@ -382,7 +381,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         r.task = ex.task;
         r.example = ex.index;
         r.prefix_tokens = static_cast<int64_t>(ex.prompt.tokens.size());
-        r.kv_bytes_full = ex.prompt.cache.bytes();
+        r.kv_bytes_full = ex.prompt.cache->bytes();
         r.full_values = ex.full_values;
         const int64_t T = r.prefix_tokens;
         if (cc.full_cache) {
@@ -403,7 +402,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           }
           const Allocation alloc = run_allocator(instances.get(*cc.allocator), profile_A, B, T, A,
                                                  scorer.requirements.protected_count(T));
-          CompressedPrompt comp = compress_prompt(model, ex.prompt, scorer, layers_A, alloc.budgets, ex.memo);
+          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.budgets, ex.memo);
           r.budget_total = B;
           r.budgets = comp.budgets;
           r.kv_bytes = comp.bytes_kept;
@@ -413,7 +412,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
-          r.values = score_example(model, tok, ex, comp.cache, &r.decode_tokens_per_second, ws);
+          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second);
         }
         outcomes.push_back(std::move(r));
       }

@@ -164,7 +164,8 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["budget_fraction"] = cc.budget_fraction ? nlohmann::json(*cc.budget_fraction) : nlohmann::json(nullptr);
   j["budget_tokens"] = cc.budget_tokens ? nlohmann::json(*cc.budget_tokens) : nlohmann::json(nullptr);
   j["model_path"] = plan.model_path;
-  j["backend"] = "cpu";
+  j["backend"] = id.backend;
+  j["compute_dtype"] = id.compute_dtype;
   j["bootstrap_resamples"] = plan.bootstrap_resamples;
   j["seconds"] = seconds;
   j["examples"] = nlohmann::json::array();

@@ -38,6 +38,8 @@ struct ExampleOutcomeRecord {
 struct RunIdentity {
   std::string run_id, config_sha256, base_sha256;
   std::string model_sha256;  ///< set once the model is loaded
+  std::string backend = "cpu";        ///< the backend the cells ran on (Backend::kind())
+  std::string compute_dtype = "f32";  ///< its compute dtype (Backend::compute_dtype())
 };
 
 /// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json

@@ -1,4 +1,4 @@
-#include "backend/cpu/sampling.hpp"
+#include "runner/sampling.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/errors.hpp"
 
-namespace rkv::cpu {
+namespace rkv {
 
 int32_t argmax(const float* logits, int64_t V) {
   int64_t best = 0;
@@ -59,4 +59,4 @@ int32_t Sampler::sample(const float* logits, int64_t V) {
   return buf_[keep - 1].second;
 }
 
-}  // namespace rkv::cpu
+}  // namespace rkv

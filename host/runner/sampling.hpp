@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-namespace rkv::cpu {
+namespace rkv {
 
 struct SamplingOptions {
   float temperature = 0.0f;  ///< <= 0: greedy (argmax, lowest id on ties)
@@ -31,4 +31,4 @@ class Sampler {
 /// Index of the largest logit (lowest index on ties).
 int32_t argmax(const float* logits, int64_t V);
 
-}  // namespace rkv::cpu
+}  // namespace rkv

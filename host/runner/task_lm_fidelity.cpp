@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/sampling.hpp"
+#include "runner/sampling.hpp"
 
 namespace rkv {
 
@@ -39,27 +39,26 @@ double log_prob(const float* logits, int64_t V, int32_t target) {
   return static_cast<double>(logits[target]) - log_sum_exp(logits, V);
 }
 
-LmFidelityReference lm_fidelity_reference(const Model& model, const PrefilledPrompt& prompt,
-                                          const std::vector<int32_t>& continuation, cpu::Workspace& ws) {
-  KVCache cache = prompt.cache;
+LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPrompt& prompt,
+                                          const std::vector<int32_t>& continuation) {
+  const std::unique_ptr<BackendCache> cache = backend.clone(*prompt.cache);
   LmFidelityReference ref;
-  ref.logits = continuation_logits(model, continuation, static_cast<int64_t>(prompt.tokens.size()), cache, ws);
-  ref.ppl_full = perplexity(ref.logits, continuation, model.config.vocab_size);
+  ref.logits = continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), *cache);
+  ref.ppl_full = perplexity(ref.logits, continuation, backend.model().config.vocab_size);
   return ref;
 }
 
-LmFidelityValues lm_fidelity_score(const Model& model, const PrefilledPrompt& prompt, KVCache& compressed,
-                                   const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   cpu::Workspace& ws) {
-  const int64_t V = model.config.vocab_size, n = static_cast<int64_t>(continuation.size());
+LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
+                                   const std::vector<int32_t>& continuation, const LmFidelityReference& ref) {
+  const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(continuation.size());
   const std::vector<float> logits =
-      continuation_logits(model, continuation, static_cast<int64_t>(prompt.tokens.size()), compressed, ws);
+      continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), compressed);
   LmFidelityValues v;
   for (int64_t r = 0; r < n; ++r) {
     const float* p = ref.logits.data() + r * V;
     const float* q = logits.data() + r * V;
     v.kl += kl_from_logits(p, q, V);
-    v.top1 += cpu::argmax(p, V) == cpu::argmax(q, V) ? 1.0 : 0.0;
+    v.top1 += argmax(p, V) == argmax(q, V) ? 1.0 : 0.0;
   }
   v.kl /= static_cast<double>(n);
   v.top1 /= static_cast<double>(n);

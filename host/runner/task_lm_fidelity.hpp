@@ -22,8 +22,8 @@ struct LmFidelityReference {
 };
 
 /// Runs the continuation on a copy of the prompt's full cache.
-LmFidelityReference lm_fidelity_reference(const Model& model, const PrefilledPrompt& prompt,
-                                          const std::vector<int32_t>& continuation, cpu::Workspace& ws);
+LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPrompt& prompt,
+                                          const std::vector<int32_t>& continuation);
 
 /// Per-example metric values of one cell.
 struct LmFidelityValues {
@@ -31,9 +31,8 @@ struct LmFidelityValues {
 };
 
 /// Scores the continuation on `compressed` (consumed: the continuation is appended to it) against `ref`.
-LmFidelityValues lm_fidelity_score(const Model& model, const PrefilledPrompt& prompt, KVCache& compressed,
-                                   const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   cpu::Workspace& ws);
+LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
+                                   const std::vector<int32_t>& continuation, const LmFidelityReference& ref);
 
 /// KL(P || Q) in nats between softmax(p_logits) and softmax(q_logits) over V entries, computed in double.
 double kl_from_logits(const float* p_logits, const float* q_logits, int64_t V);

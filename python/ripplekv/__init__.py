@@ -152,15 +152,19 @@ def results(out):
 
 
 class Model:
-    """One open model (GGUF file or Hugging Face folder) with its tokenizer, on the CPU backend.
+    """One open model (GGUF file or Hugging Face folder) with its tokenizer, on a backend.
 
-    threads: CPU threads (0 = all cores), process-wide. Close with close() or use as a context manager.
+    backend: "cpu" (default), "cuda", or "auto" (cuda when a device is present); "cuda" without a device raises
+    Error with RKV_ERROR_UNSUPPORTED ("model.backend = cuda: no CUDA device ..."). threads: CPU threads (0 = all
+    cores), process-wide. Close with close() or use as a context manager.
     """
 
     def __init__(self, path, backend="cpu", threads=0):
         o = _C.ModelOptions()
         o.struct_size = ctypes.sizeof(o)
         o.path = os.fspath(path).encode()
+        if not isinstance(backend, str) or "\0" in backend:
+            raise Error(ERROR_INVALID_ARGUMENT, "backend must be a str without NUL: \"cpu\", \"cuda\" or \"auto\"")
         o.backend = backend.encode()
         o.threads = int(threads)
         self._h = ctypes.c_void_p()
