@@ -3,8 +3,11 @@
 // compiled into the `test_gpu_emu` suite with RKV_CUDA_EMU=1 (backend/cuda/ns.hpp), never into libripplekv.
 //
 // Execution model (what real hardware guarantees, no more):
-//  - a launch runs its blocks one after another; the threads of a block are fibers (ucontext) on one OS thread,
-//    switched only at __syncthreads(), __syncwarp() and warp shuffles. A thread runs until it reaches such a point,
+//  - a launch runs its blocks one after another; the threads of a block are fibers on one OS thread, switched only
+//    at __syncthreads(), __syncwarp() and warp shuffles. On x86-64 a fiber switch is a few instructions
+//    (rkv_emu_switch below: callee-saved registers, MXCSR and the x87 control word, then the stack pointer), not
+//    swapcontext(), whose two sigprocmask system calls per switch made whole-model runs in the emulator several times
+//    slower; elsewhere the fibers use ucontext. A thread runs until it reaches such a point,
 //    so a read of shared memory that another thread has not yet written (a missing barrier) sees stale data and the
 //    tests fail, as they would on a GPU;
 //  - __syncthreads() waits for every thread of the block that has not exited (as on sm_70 and later); a deadlock
@@ -17,7 +20,7 @@
 //    memory unless raised with cudaFuncSetAttribute, at most 163 KiB);
 //  - device memory is host memory (cudaMalloc = aligned_alloc); copies are memcpy; streams and events are
 //    bookkeeping; cublasGemmEx supports the (CUBLAS_OP_T, CUBLAS_OP_N) products of linear layers on float32/bfloat16
-//    with float32 accumulation, through OpenBLAS (rkv::cpu::gemm_nt).
+//    with float32 accumulation, through OpenBLAS (cblas_sgemm).
 // Floating-point results differ from a GPU's only where the GPU contracts a*b+c into an fma or uses its own expf/logf.
 // Not thread-safe: one launch at a time in the process.
 #pragma once
@@ -34,7 +37,7 @@
 #include <map>
 #include <vector>
 
-#include "backend/cpu/blas.hpp"
+#include <cblas.h>
 
 // ---- types and error codes ------------------------------------------------------------------------------------------
 
@@ -77,6 +80,44 @@ struct cudaDeviceProp {
 
 // ---- the emulator -------------------------------------------------------------------------------------------------
 
+#if defined(__x86_64__) && !defined(RKV_EMU_UCONTEXT)
+#define RKV_EMU_FAST_SWITCH 1
+// rkv_emu_switch(from, to): pushes rbp, rbx, r12-r15 and an 8-byte slot holding MXCSR and the x87 control word on the
+// current stack, stores the stack pointer in *from, loads `to` (a stack pointer saved the same way, or a new fiber's
+// prepared stack) and pops the same frame from it, returning into that fiber (System V x86-64: everything else is
+// caller-saved). Weak, so every translation unit that includes this header may define it.
+extern "C" void rkv_emu_switch(void** from, void* to);
+__asm__(
+    ".text\n"
+    ".weak rkv_emu_switch\n"
+    ".type rkv_emu_switch,@function\n"
+    "rkv_emu_switch:\n"
+    "  pushq %rbp\n"
+    "  pushq %rbx\n"
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  pushq %r14\n"
+    "  pushq %r15\n"
+    "  subq $8, %rsp\n"
+    "  stmxcsr (%rsp)\n"
+    "  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n"
+    "  fldcw 4(%rsp)\n"
+    "  addq $8, %rsp\n"
+    "  popq %r15\n"
+    "  popq %r14\n"
+    "  popq %r13\n"
+    "  popq %r12\n"
+    "  popq %rbx\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size rkv_emu_switch, .-rkv_emu_switch\n");
+#else
+#define RKV_EMU_FAST_SWITCH 0
+#endif
+
 namespace rkv::emu {
 
 constexpr size_t kStackBytes = 64 * 1024;
@@ -86,6 +127,7 @@ constexpr size_t kDeviceBytes = size_t(80) << 30;
 
 struct Fiber {
   ucontext_t ctx;
+  void* sp = nullptr;  ///< saved stack pointer (fast switch)
   uint3 tid;
   unsigned linear = 0;
   bool done = false;
@@ -98,6 +140,7 @@ struct BlockRun {
   uint3 bidx{0, 0, 0};
   std::vector<Fiber> fibers;
   ucontext_t sched;
+  void* sched_sp = nullptr;  ///< the scheduler's saved stack pointer (fast switch)
   int current = -1;
   int alive = 0, arrived = 0;
   uint64_t gen = 0;
@@ -131,7 +174,11 @@ inline Fiber& cur() { return run().fibers[static_cast<size_t>(run().current)]; }
 
 inline void yield() {
   BlockRun& r = run();
+#if RKV_EMU_FAST_SWITCH
+  rkv_emu_switch(&cur().sp, r.sched_sp);
+#else
   swapcontext(&cur().ctx, &r.sched);
+#endif
 }
 
 inline void syncthreads() {
@@ -183,7 +230,37 @@ inline void thread_exit() {
 inline void fiber_entry() {
   (*run().body)();
   thread_exit();
-}  // returns through uc_link to the scheduler
+}  // returns through uc_link to the scheduler (ucontext), or see fiber_start
+
+#if RKV_EMU_FAST_SWITCH
+/// The first frame of a fiber (fast switch): runs the thread, then hands control back for good (a finished fiber is
+/// never switched to again).
+[[noreturn]] inline void fiber_start() {
+  fiber_entry();
+  BlockRun& r = run();
+  void* dead = nullptr;
+  rkv_emu_switch(&dead, r.sched_sp);
+  fail("a finished fiber was resumed");
+}
+
+/// A new fiber's stack, laid out as rkv_emu_switch leaves a suspended one: the MXCSR / x87 slot, six zeroed registers
+/// and the return address fiber_start, below a zero slot so that fiber_start starts with rsp = 8 mod 16 (as after a
+/// call). Returns the stack pointer to switch to.
+inline void* prepare_stack(char* base, size_t bytes) {
+  uintptr_t top = (reinterpret_cast<uintptr_t>(base) + bytes) & ~uintptr_t(15);
+  auto* w = reinterpret_cast<uint64_t*>(top);
+  w[-1] = 0;                                                   // fake return address of fiber_start
+  w[-2] = reinterpret_cast<uint64_t>(&fiber_start);            // popped by ret
+  for (int k = 3; k <= 8; ++k) w[-k] = 0;                      // rbp, rbx, r12, r13, r14, r15
+  uint32_t mxcsr = 0;
+  uint16_t fcw = 0;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(fcw));
+  uint64_t slot = mxcsr | (uint64_t(fcw) << 32);
+  w[-9] = slot;
+  return &w[-9];
+}
+#endif
 
 inline bool blocked(const BlockRun& r, const Fiber& f) {
   if (f.wait_kind == 1) return r.gen == f.wait_gen;
@@ -211,11 +288,15 @@ inline void run_block() {
     Fiber& f = r.fibers[i];
     f.linear = i;
     f.tid = uint3{i % r.block.x, (i / r.block.x) % r.block.y, i / (r.block.x * r.block.y)};
+#if RKV_EMU_FAST_SWITCH
+    f.sp = prepare_stack(s.stacks[i].data(), kStackBytes);
+#else
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = s.stacks[i].data();
     f.ctx.uc_stack.ss_size = kStackBytes;
     f.ctx.uc_link = &r.sched;
     makecontext(&f.ctx, fiber_entry, 0);
+#endif
   }
   unsigned remaining = n;
   while (remaining > 0) {
@@ -225,7 +306,11 @@ inline void run_block() {
       Fiber& f = r.fibers[i];
       if (f.done || blocked(r, f)) continue;
       r.current = static_cast<int>(i);
+#if RKV_EMU_FAST_SWITCH
+      rkv_emu_switch(&r.sched_sp, f.sp);
+#else
       swapcontext(&r.sched, &f.ctx);
+#endif
       progressed = true;
       if (f.done) --remaining;
     }
@@ -590,7 +675,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
   std::vector<float> c = rkv::emu::to_f32(C, ct, m, n, ldc);        // [n, m]
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   if (be == 0.0f) std::fill(c.begin(), c.end(), 0.0f);  // beta = 0: C is not read (it may hold NaN)
-  rkv::cpu::gemm_nt(n, m, k, al, b.data(), k, a.data(), k, be, c.data(), m);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, al, b.data(), k, a.data(), k, be, c.data(), m);
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       const float v = c[size_t(j) * size_t(m) + size_t(i)];
