@@ -83,16 +83,10 @@ class AttentionStatsAccumulator {
   /// Adds one row: scale * row[j] for j = 0 .. t to head `head`'s sums (window sums only when t >= T - w). The fused
   /// path of a forward whose softmax rows are unnormalized (row = exp(s - max), scale = 1 / sum). No range checks:
   /// head in [0, H) and t in [0, T) are the caller's duty (the forward's own loop indices).
-  void add_row(int64_t head, int64_t t, const float* row, float scale) {
+  void add_row(int64_t head, int64_t t, const float* __restrict row, float scale) {
     const int64_t T = stats_.prefix_tokens;
-    if (cumulative_) {
-      float* cum = stats_.cumulative_attention.data() + head * T;
-      for (int64_t j = 0; j <= t; ++j) cum[j] += row[j] * scale;
-    }
-    if (window_ && t >= T - stats_.window) {
-      float* win = stats_.window_attention.data() + head * T;
-      for (int64_t j = 0; j <= t; ++j) win[j] += row[j] * scale;
-    }
+    if (cumulative_) add_scaled(stats_.cumulative_attention.data() + head * T, row, scale, t + 1);
+    if (window_ && t >= T - stats_.window) add_scaled(stats_.window_attention.data() + head * T, row, scale, t + 1);
   }
 
   /// An accumulator of the same shape and options with zero sums (a per-thread partial).
@@ -106,6 +100,11 @@ class AttentionStatsAccumulator {
   AttentionStats finish();
 
  private:
+  /// sum[j] += row[j] * scale for j < n (no aliasing: the compiler vectorizes it).
+  static void add_scaled(float* __restrict sum, const float* __restrict row, float scale, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) sum[j] += row[j] * scale;
+  }
+
   AttentionStats stats_;
   bool window_ = false, cumulative_ = false;
 };
