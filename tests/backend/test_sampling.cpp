@@ -3,19 +3,19 @@
 
 #include <cmath>
 
-#include "backend/cpu/sampling.hpp"
+#include "runner/sampling.hpp"
 #include "core/errors.hpp"
 
 namespace {
 
-using rkv::cpu::Sampler;
-using rkv::cpu::SamplingOptions;
+using rkv::Sampler;
+using rkv::SamplingOptions;
 
 TEST(Sampling, GreedyIsArgmaxLowestIdOnTies) {
   const float l[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
   Sampler s(SamplingOptions{});
   EXPECT_EQ(s.sample(l, 5), 1);
-  EXPECT_EQ(rkv::cpu::argmax(l, 5), 1);
+  EXPECT_EQ(rkv::argmax(l, 5), 1);
 }
 
 TEST(Sampling, TemperatureFollowsSoftmax) {

@@ -117,6 +117,18 @@ static int test_unit(void) {
     mo.backend = "tpu";
     CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_UNSUPPORTED);
     CHECK(strstr(rkv_context_last_error(ctx), "tpu") != NULL);
+    /* cuda: refused with the reason where there is no device (or no CUDA build); with one, the missing file. */
+    mo.backend = "cuda";
+    {
+      const rkv_status st = rkv_model_open(ctx, &mo, &m);
+      CHECK(m == NULL);
+      if (st == RKV_ERROR_UNSUPPORTED) {
+        CHECK(strstr(rkv_context_last_error(ctx), "model.backend = cuda: ") != NULL);
+      } else {
+        CHECK(st == RKV_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(rkv_context_last_error(ctx), "/nonexistent/model.gguf") != NULL);
+      }
+    }
   }
   CHECK(rkv_results_json(ctx, "/nonexistent/run", &json) == RKV_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(rkv_context_last_error(ctx), "results.jsonl") != NULL);

@@ -130,6 +130,23 @@ class Foundation(unittest.TestCase):
             self.assertIn(message, err, args)
             self.assertEqual(out, "", args)
 
+    def test_backend_that_cannot_be_had_is_refused_before_the_model_is_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "empty.gguf")
+            open(model, "wb").close()  # reading it would fail with another message
+            code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--backend", "tpu")
+            self.assertEqual(code, 2, err)
+            self.assertIn("model.backend = tpu: unknown backend", err)
+            code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--dtype", "bf16")
+            self.assertEqual(code, 2, err)
+            self.assertIn("model.dtype = bf16: the cpu backend computes in f32 only", err)
+            code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--backend", "cuda")
+            self.assertEqual(code, 2, err)
+            if "model.backend = cuda: " not in err:
+                self.skipTest("this machine has a CUDA device: " + err.strip())
+            self.assertRegex(err, r"model\.backend = cuda: (no CUDA device|this build has no CUDA backend)")
+            self.assertEqual(out, "")
+
 
 if __name__ == "__main__":
     unittest.main()

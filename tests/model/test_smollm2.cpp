@@ -12,7 +12,7 @@
 
 #include "../backend/naive_forward.hpp"
 #include "backend/cpu/forward.hpp"
-#include "backend/cpu/sampling.hpp"
+#include "runner/sampling.hpp"
 #include "common/assets.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
@@ -214,7 +214,7 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
       prompt_kl += kl;
       ++positions;
       const double margin = lp[top1] - lp[top2];
-      const bool same = rkv::cpu::argmax(a, V) == top1;
+      const bool same = rkv::argmax(a, V) == top1;
       if (margin > kIssueMargin) {
         ++issue_checked;
         issue_disagree += !same;

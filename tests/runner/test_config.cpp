@@ -202,3 +202,29 @@ TEST_F(Config, CompressionConfigRefusesMisspeltSectionsAndDuplicateLayers) {
   const std::string dup = compression_error(ok + "layers = [3, 3]\n");
   EXPECT_NE(dup.find("lists layer 3 twice"), std::string::npos) << dup;
 }
+
+namespace {
+
+/// base() with `keys` added to its [model] section.
+std::string with_model_keys(std::string text, const std::string& keys) {
+  const std::string head = "[model]\npath = \"model.gguf\"\n";
+  return text.replace(0, head.size(), head + keys);
+}
+
+TEST_F(Config, BackendAndComputeDtype) {
+  EXPECT_EQ(load(base()).backend, "cpu");
+  EXPECT_EQ(load(base()).dtype, "f32");
+  const rkv::RunPlan p = load(with_model_keys(base(), "backend = \"cuda\"\ndtype = \"bf16\"\n"));
+  EXPECT_EQ(p.backend, "cuda");
+  EXPECT_EQ(p.dtype, "bf16");
+  EXPECT_EQ(load(with_model_keys(base(), "backend = \"auto\"\n")).backend, "auto");
+  const std::string bad_dtype = error(with_model_keys(base(), "dtype = \"fp16\"\n"));
+  EXPECT_NE(bad_dtype.find("model.dtype"), std::string::npos) << bad_dtype;
+  EXPECT_NE(bad_dtype.find("cfg.toml"), std::string::npos) << bad_dtype;
+  const std::string bf16_cpu = error(with_model_keys(base(), "dtype = \"bf16\"\n"));
+  EXPECT_NE(bf16_cpu.find("needs model.backend = \"cuda\""), std::string::npos) << bf16_cpu;
+  const std::string tpu = error(with_model_keys(base(), "backend = \"tpu\"\n"));
+  EXPECT_NE(tpu.find("model.backend"), std::string::npos) << tpu;
+}
+
+}  // namespace

@@ -8,13 +8,20 @@
 #include <vector>
 
 #include "backend/cpu/forward.hpp"
+#include "backend/cpu/profiler_session.hpp"
 #include "core/philox.hpp"
 #include "model/model.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "runner/config.hpp"
+#include "runner/profiler.hpp"
 
 namespace rkv_test {
+
+/// The CPU session behind a Profiler made on a CPU backend (its prefix cache and reference hidden states).
+inline const rkv::cpu::CpuProfilerSession& cpu_session(const rkv::Profiler& p) {
+  return dynamic_cast<const rkv::cpu::CpuProfilerSession&>(p.session());
+}
 
 /// The registry of the build's plugins (loaded once per process).
 inline const rkv::PluginRegistry& plugins() {

@@ -109,12 +109,12 @@ TEST_F(ProfilerTest, WindowOnlyRecomputeMatchesTheNaiveMethod) {
 TEST_F(ProfilerTest, PerturbationTouchesOnlyUnprotectedValuesOfOneLayerAndRestoresExactly) {
   rkv::Profiler p(model(), examples(), kP, kW, kProtect);
   p.prepare_example(1);
-  const rkv::KVCache before = p.cache();
+  const rkv::KVCache before = rkv_test::cpu_session(p).cache();
   const int64_t d = model().config.head_dim, L = p.n_layers();
   const double alpha = 0.05;
   for (int64_t l = 0; l < L; ++l) {
     p.perturb_values(l, alpha, 9, 2);
-    const rkv::KVCache& now = p.cache();
+    const rkv::KVCache& now = rkv_test::cpu_session(p).cache();
     std::vector<float> eps(static_cast<size_t>(d));
     for (int64_t m = 0; m < L; ++m) {
       const rkv::LayerKV &a = before.layers[static_cast<size_t>(m)], &b = now.layers[static_cast<size_t>(m)];
@@ -146,7 +146,7 @@ TEST_F(ProfilerTest, PerturbationTouchesOnlyUnprotectedValuesOfOneLayerAndRestor
     p.restore(l);
     for (int64_t h = 0; h < a.n_kv_heads; ++h)
       for (int64_t u = 0; u < kP; ++u)
-        for (int64_t k = 0; k < d; ++k) EXPECT_EQ(a.v_at(h, u)[k], p.cache().layers[static_cast<size_t>(l)].v_at(h, u)[k]);
+        for (int64_t k = 0; k < d; ++k) EXPECT_EQ(a.v_at(h, u)[k], rkv_test::cpu_session(p).cache().layers[static_cast<size_t>(l)].v_at(h, u)[k]);
   }
   for (int64_t u = 0; u < kP + 2; ++u) EXPECT_EQ(p.is_protected(u), u < kP && protected_pos(u)) << u;
   EXPECT_FALSE(p.is_protected(-1));
@@ -163,11 +163,11 @@ TEST_F(ProfilerTest, PerturbingALayerLeavesEveryLayerBelowUntouched) {
   for (int64_t l = 0; l < L; ++l) {
     // Run the window by hand through all layers of a copy of the perturbed cache; compare what enters each layer.
     p.perturb_values(l, 0.2, 1, 0);
-    rkv::KVCache cache = p.cache();
+    rkv::KVCache cache = rkv_test::cpu_session(p).cache();
     rkv::cpu::Workspace ws;
     std::vector<float> x = rkv::cpu::embed(model(), window);
     for (int64_t m = 0; m <= L; ++m) {
-      const float* ref = p.reference_hidden(m);
+      const float* ref = rkv_test::cpu_session(p).reference_hidden(m);
       bool same = true;
       for (int64_t k = 0; k < kW * D; ++k) same = same && x[static_cast<size_t>(k)] == ref[k];
       if (m <= l)
@@ -183,7 +183,7 @@ TEST_F(ProfilerTest, PerturbingALayerLeavesEveryLayerBelowUntouched) {
 TEST_F(ProfilerTest, ValuesViewWritesReachTheCacheAndRestoreUndoesThem) {
   rkv::Profiler p(model(), examples(), kP, kW, kProtect);
   p.prepare_example(2);
-  const rkv::KVCache before = p.cache();
+  const rkv::KVCache before = rkv_test::cpu_session(p).cache();
   const rkv_profiler_v1* abi = p.abi();
   DLTensor view{};
   ASSERT_EQ(abi->values_view(abi->ctx, 2, &view, nullptr), RKV_OK);
@@ -197,9 +197,9 @@ TEST_F(ProfilerTest, ValuesViewWritesReachTheCacheAndRestoreUndoesThem) {
   EXPECT_EQ(v[(1 * kP + 5) * d + 3], before.layers[2].v_at(1, 5)[3]);  // [h = 1, u = 5, k = 3]
   v[(1 * kP + 5) * d + 3] += 0.5f;
   EXPECT_GT(p.window_kl(2)[0] + p.window_kl(2)[kW - 1], 0.0);
-  EXPECT_EQ(p.cache().layers[2].v_at(1, 5)[3], before.layers[2].v_at(1, 5)[3] + 0.5f);
+  EXPECT_EQ(rkv_test::cpu_session(p).cache().layers[2].v_at(1, 5)[3], before.layers[2].v_at(1, 5)[3] + 0.5f);
   ASSERT_EQ(abi->restore(abi->ctx, 2, nullptr), RKV_OK);
-  EXPECT_EQ(p.cache().layers[2].v_at(1, 5)[3], before.layers[2].v_at(1, 5)[3]);
+  EXPECT_EQ(rkv_test::cpu_session(p).cache().layers[2].v_at(1, 5)[3], before.layers[2].v_at(1, 5)[3]);
   for (double kl : p.window_kl(2)) EXPECT_EQ(kl, 0.0);
 }
 
@@ -218,8 +218,8 @@ TEST_F(ProfilerTest, AttentionOutputOnReferenceAndPerturbedValues) {
   }
   // Independently: the o_proj output of the layer on the intact prefix cache, seen through the forward pass's hook.
   const auto ex = examples();
-  rkv::KVCache cache = p.cache();
-  std::vector<float> x(p.reference_hidden(1), p.reference_hidden(1) + kW * model().config.d_model), seen;
+  rkv::KVCache cache = rkv_test::cpu_session(p).cache();
+  std::vector<float> x(rkv_test::cpu_session(p).reference_hidden(1), rkv_test::cpu_session(p).reference_hidden(1) + kW * model().config.d_model), seen;
   std::vector<int64_t> pos;
   for (int64_t t = 0; t < kW; ++t) pos.push_back(kP + t);
   rkv::cpu::LayerHooks hooks;
@@ -324,7 +324,7 @@ struct ProtectedSpy {
     table.prepare_example = [](void* c, int64_t i, const rkv_diagnostics* d) {
       auto* s = static_cast<ProtectedSpy*>(c);
       const rkv_status st = s->p->abi()->prepare_example(s->p->abi()->ctx, i, d);
-      s->snapshot = s->p->cache();
+      s->snapshot = rkv_test::cpu_session(*s->p).cache();
       return st;
     };
     table.perturb_values = [](void* c, int64_t l, double a, uint64_t seed, int64_t draw, const rkv_diagnostics* d) {
@@ -359,7 +359,7 @@ struct ProtectedSpy {
   void check() {
     ++checks;
     for (size_t l = 0; l < snapshot.layers.size(); ++l) {
-      const rkv::LayerKV &a = snapshot.layers[l], &b = p->cache().layers[l];
+      const rkv::LayerKV &a = snapshot.layers[l], &b = rkv_test::cpu_session(*p).cache().layers[l];
       for (int64_t h = 0; h < a.n_kv_heads; ++h)
         for (int64_t u = 0; u < kP; ++u) {
           if (!protected_pos(u)) continue;

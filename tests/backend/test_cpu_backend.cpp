@@ -1,0 +1,187 @@
+// The CPU implementation of rkv::Backend and the factory (backend/backend.hpp), on a seeded synthetic model:
+//  - the statistics fused into the prefill equal those compute_attention_stats() computes independently from the
+//    queries and keys after RoPE (a second, unfused Q K^T), and are bit-identical at one thread and at two;
+//  - prefill / extend / clone / compact agree with the plain forward functions (backend/cpu/forward.hpp);
+//  - make_backend's errors: unknown kinds and dtypes, cuda without a device or without the CUDA backend, named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/forward.hpp"
+#include "backend/cpu/threads.hpp"
+#include "cache/attention_stats.hpp"
+#include "cache/selection.hpp"
+#include "core/errors.hpp"
+#include "model/synthetic_model.hpp"
+
+namespace {
+
+const rkv::Model& model() {
+  static const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("llama", 6, 2, 16, 3), 5);
+  return m;
+}
+
+std::vector<int32_t> tokens(int64_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 11) % model().config.vocab_size);
+  return t;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0, s = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::fabs(double(a[i]) - b[i]));
+    s = std::max(s, std::fabs(double(b[i])));
+  }
+  return m / s;
+}
+
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(rkv::cpu::num_threads()) { rkv::cpu::set_num_threads(n); }
+  ~ThreadCount() { rkv::cpu::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+rkv::PrefillRequest stats_request(int64_t window) {
+  rkv::PrefillRequest req;
+  req.keep_queries = 1 << 20;  // every position (clamped to T)
+  rkv::AttentionStatsOptions w, c;
+  w.window_attention = true;
+  w.window = window;
+  c.cumulative_attention = true;
+  c.query_counts = true;
+  req.stats = {w, c};
+  return req;
+}
+
+TEST(CpuBackend, FusedStatisticsEqualTheUnfusedComputation) {
+  const int64_t T = 150;  // three query blocks of 64, the last one partial
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    const auto be = rkv::make_backend("cpu", model());
+    const rkv::PrefillResult r = be->prefill(tokens(T), stats_request(20));
+    ASSERT_EQ(r.n_queries, T);
+    for (int64_t l = 0; l < model().config.n_layers; ++l) {
+      const rkv::LayerKV kv = be->download_layer(*r.cache, l);
+      const rkv::QueriesView q{r.queries[static_cast<size_t>(l)].data(), model().config.n_heads, T,
+                               model().config.head_dim};
+      const rkv::KeysView k{kv.k.data(), kv.n_kv_heads, T, kv.head_dim, kv.capacity * kv.head_dim};
+      rkv::AttentionStatsOptions o;
+      o.window_attention = o.cumulative_attention = o.query_counts = true;
+      o.window = 20;
+      const rkv::AttentionStats ref = rkv::compute_attention_stats(q, k, o);
+      const rkv::AttentionStats& w = r.stats[0][static_cast<size_t>(l)];
+      const rkv::AttentionStats& c = r.stats[1][static_cast<size_t>(l)];
+      EXPECT_EQ(w.window, 20);
+      EXPECT_LE(max_rel(w.window_attention, ref.window_attention), 1e-5) << "threads " << threads << " layer " << l;
+      EXPECT_LE(max_rel(c.cumulative_attention, ref.cumulative_attention), 1e-5) << "threads " << threads << " layer " << l;
+      EXPECT_EQ(c.query_counts, ref.query_counts);
+      // By hand: every query's row sums to 1, so sum_j C[h, j] = T and sum_j W[h, j] = w.
+      for (int64_t h = 0; h < model().config.n_heads; ++h) {
+        double sc = 0, sw = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          sc += c.cumulative_attention[static_cast<size_t>(h * T + j)];
+          sw += w.window_attention[static_cast<size_t>(h * T + j)];
+        }
+        EXPECT_NEAR(sc, double(T), 1e-3);
+        EXPECT_NEAR(sw, 20.0, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, FusedStatisticsAreReproducibleAndLeaveTheForwardUnchanged) {
+  ThreadCount tc(2);
+  const auto be = rkv::make_backend("cpu", model());
+  const rkv::PrefillResult a = be->prefill(tokens(130), stats_request(16));
+  const rkv::PrefillResult b = be->prefill(tokens(130), stats_request(16));
+  const rkv::PrefillResult plain = be->prefill(tokens(130), {});
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t l = 0; l < a.stats[k].size(); ++l) {
+      EXPECT_EQ(a.stats[k][l].window_attention, b.stats[k][l].window_attention);
+      EXPECT_EQ(a.stats[k][l].cumulative_attention, b.stats[k][l].cumulative_attention);
+    }
+  EXPECT_EQ(a.logits, plain.logits);  // statistics only observe: the logits are bit-identical
+}
+
+TEST(CpuBackend, PrefillExtendCloneAndCompactAgreeWithTheForwardFunctions) {
+  const auto be = rkv::make_backend("cpu", model());
+  const std::vector<int32_t> p = tokens(70), cont = {3, 1, 4, 1, 5};
+  rkv::cpu::Workspace ws;
+  rkv::KVCache ref = rkv::cpu::make_cache(model(), 0);
+  const std::vector<float> want_last = rkv::cpu::prefill(model(), p, 0, ref, ws, rkv::LogitsFor::Last);
+  const std::vector<float> want_cont = rkv::cpu::prefill(model(), cont, 70, ref, ws, rkv::LogitsFor::All);
+  const rkv::PrefillResult r = be->prefill(p, {});
+  EXPECT_EQ(r.logits, want_last);
+  const auto copy = be->clone(*r.cache);
+  EXPECT_EQ(be->extend(*copy, cont, 70, rkv::LogitsFor::All), want_cont);
+  EXPECT_EQ(copy->length(0), 75);
+  EXPECT_EQ(r.cache->length(0), 70);
+  EXPECT_EQ(r.cache->bytes(), size_t(2) * 3 * 2 * 70 * 16 * sizeof(float));  // k + v, L 3, H_kv 2, T 70, d 16
+  std::vector<float> scores(2 * 70);
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 7) % 13);
+  const rkv::Selection sel = rkv::select_positions(scores.data(), 2, 70, 10, rkv::ProtectedSpec{1, 2}, 1);
+  be->compact_layer(*r.cache, 1, sel);
+  EXPECT_EQ(r.cache->length(1), 10);
+  EXPECT_EQ(r.cache->bytes(), size_t(2) * 2 * (70 + 70 + 10) * 16 * sizeof(float));
+  const rkv::LayerKV kept = be->download_layer(*r.cache, 1);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 10; ++i)
+      EXPECT_EQ(kept.k_at(h, i)[0], ref.layers[1].k_at(h, sel.head_positions(h)[i])[0]);
+  EXPECT_THROW(be->download_layer(*r.cache, 3), rkv::InputError);
+  EXPECT_THROW(be->prefill({}, {}), rkv::InputError);
+  EXPECT_THROW(be->prefill({static_cast<int32_t>(model().config.vocab_size)}, {}), rkv::InputError);
+}
+
+TEST(BackendFactory, ClearErrorsForBackendsThatCannotBeHad) {
+  EXPECT_EQ(rkv::make_backend("cpu", model())->kind(), "cpu");
+  try {
+    rkv::make_backend("tpu", model());
+    FAIL() << "tpu accepted";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.backend = tpu"), std::string::npos) << e.what();
+  }
+  rkv::BackendOptions bf16;
+  bf16.dtype = "bf16";
+  try {
+    rkv::make_backend("cpu", model(), bf16);
+    FAIL() << "bf16 on the cpu accepted";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.dtype = bf16"), std::string::npos) << e.what();
+  }
+  // This machine: cuda is either a real device or refused with the reason, never a crash; auto picks what exists.
+  const std::string resolved = rkv::resolve_backend_kind("auto");
+  EXPECT_TRUE(resolved == "cpu" || resolved == "cuda");
+  if (resolved == "cpu") {
+    try {
+      rkv::check_backend_available("cuda", {});
+      FAIL() << "cuda accepted without a device";
+    } catch (const rkv::InputError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind("model.backend = cuda: ", 0), 0u) << m;
+      EXPECT_TRUE(m.find("no CUDA device") != std::string::npos ||
+                  m.find("this build has no CUDA backend") != std::string::npos) << m;
+    }
+    EXPECT_EQ(rkv::make_backend("auto", model())->kind(), "cpu");
+  }
+}
+
+TEST(BackendFactory, ARegisteredFactoryServesItsKind) {
+  int made = 0;
+  rkv::register_backend("cuda", [&](const rkv::Model& m, const rkv::BackendOptions&) {
+    ++made;
+    return rkv::make_backend("cpu", m);
+  }, [] { return true; });
+  EXPECT_EQ(rkv::resolve_backend_kind("auto"), "cuda");
+  EXPECT_EQ(rkv::make_backend("cuda", model())->kind(), "cpu");
+  EXPECT_EQ(made, 1);
+  rkv::register_backend("cuda", nullptr);
+}
+
+}  // namespace

@@ -1,0 +1,236 @@
+// The backend conformance suite (in the style of ggml's test-backend-ops): every member of rkv::Backend
+// (backend/backend.hpp) on a seeded synthetic model with SmolLM2's shapes, run on the CUDA backend -- the real one on a
+// device (test_gpu, label gpu) or its code path under the CPU emulator (test_gpu_emu, label unit) -- and checked
+// against the CPU backend, the oracle. fp32 mode: logits, queries, statistics and caches within 1e-4 relative,
+// identical kept positions (selection runs on the host from the CPU's scores), identical greedy tokens; the profiler's
+// KL within 1e-3 relative (DESIGN.md "perturbation_kl": across backends) and exactly 0 on an unperturbed cache.
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#include "cache/selection.hpp"
+#include "core/errors.hpp"
+#include "gpu_test.hpp"
+
+using namespace rkv_gpu_test;
+
+namespace {
+
+double rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
+  const double scale = std::max(max_abs(want), 1e-30);
+  return max_abs_diff(got, want) / scale;
+}
+
+void expect_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.length, want.length) << what;
+  ASSERT_EQ(got.n_kv_heads, want.n_kv_heads) << what;
+  std::vector<float> gk, wk, gv, wv;
+  for (int64_t h = 0; h < want.n_kv_heads; ++h)
+    for (int64_t p = 0; p < want.length; ++p)
+      for (int64_t e = 0; e < want.head_dim; ++e) {
+        gk.push_back(got.k_at(h, p)[e]);
+        wk.push_back(want.k_at(h, p)[e]);
+        gv.push_back(got.v_at(h, p)[e]);
+        wv.push_back(want.v_at(h, p)[e]);
+      }
+  EXPECT_LE(rel_diff(gk, wk), tol) << what << " keys";
+  EXPECT_LE(rel_diff(gv, wv), tol) << what << " values";
+}
+
+class BackendConformance : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    const Sizes z = sizes();
+    model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 42);
+    prompt = random_tokens(static_cast<size_t>(z.prompt), z.vocab, 1);
+    next = random_tokens(8, z.vocab, 2);
+    rkv::BackendOptions o;
+    o.dtype = "f32";
+    cpu = rkv::make_backend("cpu", model, o);
+    dev = rc::make_cuda_backend(model, o);
+  }
+  rkv::Model model;
+  std::vector<int32_t> prompt, next;
+  std::unique_ptr<rkv::Backend> cpu, dev;
+};
+
+TEST_F(BackendConformance, KindDtypeAndDescription) {
+  EXPECT_EQ(cpu->kind(), "cpu");
+  EXPECT_EQ(dev->kind(), "cuda");
+  EXPECT_EQ(cpu->compute_dtype(), "f32");
+  EXPECT_EQ(dev->compute_dtype(), "f32");
+  EXPECT_NE(dev->description().find("cuda"), std::string::npos);
+  EXPECT_EQ(&dev->model(), &model);
+}
+
+TEST_F(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
+  rkv::PrefillRequest req;
+  req.logits = rkv::LogitsFor::All;
+  req.keep_queries = 8;
+  rkv::AttentionStatsOptions window, cumulative;
+  window.window_attention = true;
+  window.window = 8;
+  cumulative.cumulative_attention = true;
+  req.stats = {window, cumulative};
+  const rkv::PrefillResult a = cpu->prefill(prompt, req), b = dev->prefill(prompt, req);
+  const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size, L = model.config.n_layers;
+  ASSERT_EQ(b.logits.size(), static_cast<size_t>(T * V));
+  EXPECT_LE(rel_diff(b.logits, a.logits), 1e-4);
+  for (int64_t t = 0; t < T; t += 7)
+    EXPECT_EQ(argmax(b.logits.data() + t * V, V), argmax(a.logits.data() + t * V, V)) << "row " << t;
+  ASSERT_EQ(b.n_queries, 8);
+  ASSERT_EQ(b.queries.size(), static_cast<size_t>(L));
+  ASSERT_EQ(b.stats.size(), 2u);
+  for (int64_t l = 0; l < L; ++l) {
+    EXPECT_LE(rel_diff(b.queries[static_cast<size_t>(l)], a.queries[static_cast<size_t>(l)]), 1e-4) << "layer " << l;
+    const rkv::AttentionStats &aw = a.stats[0][static_cast<size_t>(l)], &bw = b.stats[0][static_cast<size_t>(l)];
+    const rkv::AttentionStats &ac = a.stats[1][static_cast<size_t>(l)], &bc = b.stats[1][static_cast<size_t>(l)];
+    EXPECT_EQ(bw.window, 8);
+    EXPECT_LE(rel_diff(bw.window_attention, aw.window_attention), 1e-4) << "layer " << l;
+    EXPECT_LE(rel_diff(bc.cumulative_attention, ac.cumulative_attention), 1e-4) << "layer " << l;
+    EXPECT_TRUE(bc.window_attention.empty());
+    // Each window query's probabilities sum to 1 over its keys: sum_j W[h, j] = w for every head (by hand).
+    for (int64_t h = 0; h < model.config.n_heads; ++h) {
+      double s = 0;
+      for (int64_t j = 0; j < T; ++j) s += bw.window_attention[static_cast<size_t>(h * T + j)];
+      EXPECT_NEAR(s, 8.0, 1e-3) << "layer " << l << " head " << h;
+    }
+    expect_layers_match(dev->download_layer(*b.cache, l), cpu->download_layer(*a.cache, l), 1e-4,
+                        "layer " + std::to_string(l));
+  }
+  EXPECT_EQ(b.cache->bytes(), a.cache->bytes());  // both f32 [H_kv, T, d] keys and values per layer
+  EXPECT_EQ(b.cache->length(0), T);
+}
+
+TEST_F(BackendConformance, ExtendDecodeAndCloneMatchCpu) {
+  const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
+  const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size;
+  // Teacher-forced continuation on clones (the originals stay at T entries).
+  const auto ca = cpu->clone(*a.cache), cb = dev->clone(*b.cache);
+  const std::vector<float> la = cpu->extend(*ca, next, T, rkv::LogitsFor::All);
+  const std::vector<float> lb = dev->extend(*cb, next, T, rkv::LogitsFor::All);
+  EXPECT_LE(rel_diff(lb, la), 1e-4);
+  EXPECT_EQ(cb->length(0), T + static_cast<int64_t>(next.size()));
+  EXPECT_EQ(b.cache->length(0), T);
+  // Eight greedy decode steps from the prompt's logits: identical tokens.
+  int32_t ta = static_cast<int32_t>(argmax(a.logits.data(), V)), tb = static_cast<int32_t>(argmax(b.logits.data(), V));
+  for (int64_t s = 0; s < 8; ++s) {
+    ASSERT_EQ(tb, ta) << "step " << s;
+    const std::vector<float> na = cpu->extend(*a.cache, {ta}, T + s, rkv::LogitsFor::Last);
+    const std::vector<float> nb = dev->extend(*b.cache, {tb}, T + s, rkv::LogitsFor::Last);
+    EXPECT_LE(rel_diff(nb, na), 1e-4) << "step " << s;
+    ta = static_cast<int32_t>(argmax(na.data(), V));
+    tb = static_cast<int32_t>(argmax(nb.data(), V));
+  }
+}
+
+TEST_F(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
+  const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads;
+  // Scores from the CPU cache's key norms; the same Selection goes to both backends.
+  const rkv::LayerKV layer0 = cpu->download_layer(*a.cache, 0);
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t j = 0; j < T; ++j) {
+      double n2 = 0;
+      for (int64_t e = 0; e < layer0.head_dim; ++e) n2 += double(layer0.k_at(h, j)[e]) * layer0.k_at(h, j)[e];
+      scores[static_cast<size_t>(h * T + j)] = static_cast<float>(n2);
+    }
+  const int64_t b_l = T / 3;
+  const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, b_l, rkv::ProtectedSpec{2, 4}, 0);
+  const auto ca = cpu->clone(*a.cache), cb = dev->clone(*b.cache);
+  cpu->compact_layer(*ca, 0, sel);
+  dev->compact_layer(*cb, 0, sel);
+  EXPECT_EQ(cb->length(0), b_l);
+  EXPECT_EQ(cb->length(1 % model.config.n_layers), model.config.n_layers > 1 ? T : b_l);
+  EXPECT_EQ(cb->bytes(), ca->bytes());
+  // By hand: the kept rows are the full cache's rows at the selected positions.
+  const rkv::LayerKV kept = dev->download_layer(*cb, 0), full = dev->download_layer(*b.cache, 0);
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t r = 0; r < b_l; ++r)
+      for (int64_t e = 0; e < full.head_dim; ++e)
+        ASSERT_EQ(kept.k_at(h, r)[e], full.k_at(h, sel.head_positions(h)[r])[e]) << "head " << h << " row " << r;
+  expect_layers_match(kept, cpu->download_layer(*ca, 0), 1e-4, "compacted layer 0");
+  // Decoding continues at position T on the compacted caches, the same on both.
+  const std::vector<float> la = cpu->extend(*ca, next, T, rkv::LogitsFor::All);
+  const std::vector<float> lb = dev->extend(*cb, next, T, rkv::LogitsFor::All);
+  EXPECT_LE(rel_diff(lb, la), 1e-4);
+  // A selection for another T is refused.
+  const rkv::Selection other = rkv::select_positions(scores.data(), Hkv, T - 1, 4, rkv::ProtectedSpec{}, 0);
+  EXPECT_THROW(dev->compact_layer(*cb, 1 % model.config.n_layers, other), rkv::InputError);
+}
+
+TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {
+  // Logits of the raw synthetic model spread over tens of nats, so its softmax is one-hot and every KL underflows:
+  // scale the final norm so the logits spread about one (as tests/gpu/test_profiler.cpp does).
+  rkv::Model soft = model;
+  for (float& w : soft.output_norm) w *= 0.05f;
+  rkv::BackendOptions o;
+  o.dtype = "f32";
+  const auto soft_cpu = rkv::make_backend("cpu", soft, o), soft_dev = rc::make_cuda_backend(soft, o);
+  const int64_t P = 48, n_w = 6;
+  const rkv::ProtectedSpec protect{2, 4};
+  auto sa = soft_cpu->new_profiler(P, n_w, protect), sb = soft_dev->new_profiler(P, n_w, protect);
+  std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + P + n_w);
+  sa->prepare_example(3, tokens);
+  sb->prepare_example(3, tokens);
+  const int64_t L = model.config.n_layers;
+  for (int64_t l = 0; l < L; ++l) {
+    EXPECT_LE(rel_diff(sb->attention_output(l, false), sa->attention_output(l, false)), 1e-4) << "layer " << l;
+    for (double kl : sb->window_kl(l)) EXPECT_EQ(kl, 0.0) << "unperturbed, from layer " << l;
+    sa->perturb_values(l, 0.05, 11, 1);
+    sb->perturb_values(l, 0.05, 11, 1);
+    EXPECT_TRUE(sb->is_changed(l));
+    // The noise is the same counter-based draw on both: the perturbed values agree, so do the KLs.
+    EXPECT_LE(rel_diff(sb->read_values(l), sa->read_values(l)), 1e-4) << "layer " << l;
+    const std::vector<double> ka = sa->window_kl(l), kb = sb->window_kl(l);
+    ASSERT_EQ(kb.size(), static_cast<size_t>(n_w));
+    for (int64_t t = 0; t < n_w; ++t) {
+      EXPECT_GT(ka[static_cast<size_t>(t)], 0.0);
+      EXPECT_LE(std::fabs(kb[static_cast<size_t>(t)] - ka[static_cast<size_t>(t)]), 1e-3 * ka[static_cast<size_t>(t)])
+          << "layer " << l << " row " << t;
+    }
+    EXPECT_LE(rel_diff(sb->attention_output(l, true), sa->attention_output(l, true)), 1e-4) << "layer " << l;
+    sa->restore(l);
+    sb->restore(l);
+    EXPECT_FALSE(sb->is_changed(l));
+    for (double kl : sb->window_kl(l)) EXPECT_EQ(kl, 0.0) << "restored layer " << l;
+  }
+  // Custom values: write, rerun, restore.
+  std::vector<float> v = sb->read_values(0);
+  ASSERT_EQ(v.size(), static_cast<size_t>(model.config.n_kv_heads * P * model.config.head_dim));
+  for (float& x : v) x = -x;
+  sb->write_values(0, v);
+  EXPECT_EQ(sb->read_values(0), v);
+  double total = 0;
+  for (double kl : sb->window_kl(0)) total += kl;
+  EXPECT_GT(total, 0.0);
+  sb->restore(0);
+  for (double kl : sb->window_kl(0)) EXPECT_EQ(kl, 0.0);
+}
+
+TEST_F(BackendConformance, MemoryPhasesAreRecorded) {
+  dev->begin_phase("prefill");
+  const rkv::PrefillResult b = dev->prefill(prompt, {});
+  dev->end_phase();
+  const auto phases = dev->memory_phases();
+  ASSERT_EQ(phases.size(), 1u);
+  EXPECT_EQ(phases[0].phase, "prefill");
+  EXPECT_GE(phases[0].peak_bytes, b.cache->bytes());  // at least the cache it made was held during the phase
+}
+
+TEST_F(BackendConformance, ErrorsNameTheirArgument) {
+  EXPECT_THROW(dev->prefill({}, {}), rkv::InputError);
+  EXPECT_THROW(dev->prefill({static_cast<int32_t>(model.config.vocab_size)}, {}), rkv::InputError);
+  const rkv::PrefillResult a = cpu->prefill(prompt, {});
+  EXPECT_THROW(dev->download_layer(*a.cache, 0), rkv::InputError);  // a CPU cache handed to the CUDA backend
+  const rkv::PrefillResult b = dev->prefill(prompt, {});
+  EXPECT_THROW(dev->download_layer(*b.cache, model.config.n_layers), rkv::InputError);
+  EXPECT_THROW(cpu->download_layer(*b.cache, 0), rkv::InputError);
+}
+
+}  // namespace
