@@ -10,6 +10,11 @@
 //                               scorer, select_positions, compact_layer) at budget 20% of T
 //   BM_Stats/<scorer>           the statistics part alone
 //   BM_H2OFusedAccumulate       H2O's cumulative sums when a forward adds its own softmax rows (accumulator only)
+//   BM_BackendPrefill/<what>    the CPU backend's whole prefill (backend/backend.hpp) of a 2-layer synthetic model with
+//                               SmolLM2's shapes at T = 2048: plain, and with H2O's cumulative statistics (+ query
+//                               counts) fused into the same pass, as a run computes them. Ratio h2o / plain - 1 = what
+//                               h2o's statistics cost in the shared prefill (goal < 5%); the argument is the thread
+//                               count.
 //
 // Run: OPENBLAS_NUM_THREADS=1 build/bin/bench_compaction (the plugins must be built: they are loaded from
 // build/lib/ripplekv/plugins). Ratio = BM_Compress / (Matmuls + Attention).
@@ -22,11 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "cache/attention_stats.hpp"
 #include "cache/layer_compression.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "plugin/scorer_call.hpp"
+#include "model/synthetic_model.hpp"
 
 namespace {
 
@@ -166,6 +173,38 @@ void BM_H2OFusedAccumulate(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_H2OFusedAccumulate)->Unit(benchmark::kMillisecond);
+
+void BM_BackendPrefill(benchmark::State& state, bool h2o) {
+  static const rkv::Model model = [] {
+    rkv::ModelConfig c = rkv::synthetic_config("llama", kH, kHkv, kD, 2);
+    c.d_model = kDModel;
+    c.d_ff = kFF;
+    c.vocab_size = 4096;
+    c.context_length = 8192;
+    return rkv::synthetic_model(c, 3);
+  }();
+  rkv::BackendOptions o;
+  o.threads = static_cast<int>(state.range(0));
+  const auto backend = rkv::make_backend("cpu", model, o);
+  std::vector<int32_t> tokens(static_cast<size_t>(kT));
+  for (int64_t i = 0; i < kT; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 4096);
+  rkv::PrefillRequest req;
+  req.logits = rkv::LogitsFor::None;
+  if (h2o) {
+    rkv::AttentionStatsOptions o;
+    o.cumulative_attention = true;
+    o.query_counts = true;
+    req.stats.push_back(o);
+  }
+  for (auto _ : state) {
+    const rkv::PrefillResult r = backend->prefill(tokens, req);
+    benchmark::DoNotOptimize(r.cache.get());
+  }
+}
+// Argument: CPU threads. Run with --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true on a shared
+// machine: the two variants differ by a few percent, less than a noisy VM's drift between runs.
+BENCHMARK_CAPTURE(BM_BackendPrefill, plain, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_BackendPrefill, h2o_fused, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 

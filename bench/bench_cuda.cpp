@@ -7,7 +7,12 @@
 //   decode_full/<model>/T        `decode_steps` single-token steps on the full cache (token in, logits out, timed
 //                                end to end with CUDA events): tokens/s, ms per step, the bandwidth bound, peak memory
 //   decode_compressed/<model>/T  the same after compressing every layer to `budget` * T positions (device top-k on
-//                                random scores, device compaction: the cache is reallocated at its compressed size)
+//                                random scores, device compaction: the cache is reallocated at its compressed size);
+//                                compress_ms = the selection and compaction of all layers
+//   profile/<model>/T            the perturbation-KL profile of one calibration example of T tokens (prefix T - 32,
+//                                window 32; DeviceProfiler): prepare_example, then per layer perturb (alpha 0.02),
+//                                window_kl from that layer, restore. over_prefill = its time / prefill/<model>/T's
+//                                (DESIGN.md's work floor: about 1 + the window reruns)
 // The bandwidth bound of one decode step = (bytes of all weights + bytes of the K and V cache read) / the bandwidth
 // a device-to-device copy reaches on the same GPU (read + write bytes / time).
 //
@@ -29,6 +34,7 @@
 
 #include "backend/cuda/compression.hpp"
 #include "backend/cuda/forward.hpp"
+#include "backend/cuda/profiler.hpp"
 #include "model/model.hpp"
 
 namespace {
@@ -141,6 +147,7 @@ struct Scenario {
 };
 
 Options g_opt;
+std::map<std::string, double> g_prefill_seconds;  ///< per "<model>/T", from BM_Prefill
 std::unique_ptr<rc::Context> g_ctx;
 double g_bandwidth = 0.0;
 std::unique_ptr<Scenario> g_scn;
@@ -204,6 +211,7 @@ void BM_Prefill(benchmark::State& state, const std::string& model_name, int64_t 
     set_memory_counters(state, g_ctx->end_phase());
   }
   sc.prefilled = true;
+  g_prefill_seconds[model_name + "/" + std::to_string(T)] = seconds;
   state.counters["tokens_per_s"] = static_cast<double>(T) / seconds;
   state.counters["cache_GiB"] = static_cast<double>(sc.cache.bytes()) / kGiB;
   state.counters["weights_GiB"] = static_cast<double>(sc.model->weight_bytes()) / kGiB;
@@ -254,17 +262,21 @@ void BM_DecodeCompressed(benchmark::State& state, const std::string& model_name,
   }
   const rkv::ModelConfig& c = sc.model->config();
   const int64_t budget = std::max<int64_t>(1, static_cast<int64_t>(g_opt.budget * static_cast<double>(T) + 0.5));
+  double compress_seconds = 0.0;
   {
     // Random scores on the device, top-k with 4 sinks and a recent window of 32, compaction to [H_kv, b, d].
     rc::DeviceBuffer scores(*g_ctx, static_cast<size_t>(c.n_kv_heads * T) * sizeof(float));
+    StreamTimer timer(*g_ctx);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       rc::DeviceLayerKV& kv = sc.cache.layers[static_cast<size_t>(l)];
       kv.length = T;  // drop the tokens the full-cache decode appended
       RKV_CUDA_CHECK(rc::kernels::fill_uniform(rc::DType::F32, scores.data(), c.n_kv_heads * T, 1.0f, 0.0f,
                                                static_cast<uint64_t>(l), g_ctx->stream()));
+      timer.start();
       const rkv::Selection sel =
           rc::select_positions(*g_ctx, scores.as<float>(), c.n_kv_heads, T, budget, rkv::ProtectedSpec{4, 32}, l);
       rc::compact_layer(*g_ctx, kv, sel);
+      compress_seconds += timer.stop();
       rc::reserve_layer(*g_ctx, kv, budget + g_opt.decode_steps);  // decode room, as a runner would reserve
     }
   }
@@ -272,6 +284,37 @@ void BM_DecodeCompressed(benchmark::State& state, const std::string& model_name,
   run_decode(state, sc, "decode_compressed");
   sc.prefilled = false;  // the full cache is gone
   state.counters["budget_positions"] = static_cast<double>(budget);
+  state.counters["compress_ms"] = compress_seconds * 1e3;
+}
+
+void BM_Profile(benchmark::State& state, const std::string& model_name, int64_t T) {
+  Scenario& sc = scenario(model_name, T);
+  sc.cache = rc::DeviceKVCache();  // the profiler holds its own prefix cache
+  sc.prefilled = false;
+  const rkv::ModelConfig& c = sc.model->config();
+  const int64_t n_w = 32, P = T - n_w;
+  const std::vector<int32_t> tokens = prompt_tokens(T, c.vocab_size);
+  StreamTimer timer(*g_ctx);
+  double seconds = 0.0;
+  for (auto _ : state) {
+    g_ctx->begin_phase("profile");
+    rc::DeviceProfiler prof(*sc.model, P, n_w, rkv::ProtectedSpec{4, 32});
+    timer.start();
+    prof.prepare_example(0, tokens);
+    double kl = 0.0;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      prof.perturb_values(l, 0.02, 0, 0);
+      for (double v : prof.window_kl(l)) kl += v;
+      prof.restore(l);
+    }
+    seconds = timer.stop();
+    benchmark::DoNotOptimize(kl);
+    state.SetIterationTime(seconds);
+    set_memory_counters(state, g_ctx->end_phase());
+  }
+  state.counters["profile_s"] = seconds;
+  const auto it = g_prefill_seconds.find(model_name + "/" + std::to_string(T));
+  if (it != g_prefill_seconds.end()) state.counters["over_prefill"] = seconds / it->second;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -347,6 +390,10 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("decode_compressed" + suffix).c_str(), BM_DecodeCompressed, m, T)
           ->Iterations(g_opt.decode_steps)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("profile" + suffix).c_str(), BM_Profile, m, T)
+          ->Iterations(1)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }

@@ -11,7 +11,9 @@
 #   GPU_CHECK_CONTEXTS   bench_cuda --contexts (default 8192,32768)
 #   GPU_CHECK_STEPS      bench_cuda --decode_steps (default 16)
 #   TEST_TIMEOUT, BENCH_TIMEOUT  seconds (default 200 and 240)
-# Files written: device.txt, build.log, ctest-gpu.log, gtest-xml/ (one file per test case), bench_cuda.txt, bench_cuda.json, summary.txt.
+# Files written: device.txt, build.log, ctest-gpu.log, gtest-xml/ (one file per test case), bench_cuda.txt, bench_cuda.json,
+#   ci-tiny-compare.txt (ripplekv run configs/ci-tiny.toml --backend cuda vs --backend cpu, when the SmolLM2 asset is
+#   present under $RIPPLEKV_CACHE), summary.txt.
 # Exit status: 0 when the build succeeded and every gpu test passed (benchmark failures are reported in summary.txt).
 set -uo pipefail
 if [ $# -ne 1 ]; then
@@ -36,8 +38,9 @@ if [ ! -x "$build/bin/test_gpu" ] || [ ! -x "$build/bin/bench_cuda" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRIPPLEKV_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > "$out/build.log" 2>&1 || { stamp "configure FAILED (build.log)"; exit 1; }
 fi
-stamp "building test_gpu bench_cuda with $jobs jobs"
-if ! cmake --build "$build" --target test_gpu bench_cuda -j "$jobs" >> "$out/build.log" 2>&1; then
+stamp "building test_gpu bench_cuda ripplekv_cli and the plugins with $jobs jobs"
+if ! cmake --build "$build" --target test_gpu bench_cuda ripplekv_cli -j "$jobs" >> "$out/build.log" 2>&1 ||
+   ! cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1; then
   stamp "build FAILED (tail of build.log follows)"
   tail -40 "$out/build.log" | tee -a "$out/summary.txt"
   exit 1
@@ -54,12 +57,25 @@ grep -E '\[ (fp32|bf16|qwen2 fp32|profile|SmolLM2 fp32|SmolLM2 bf16) \]' "$out/c
   >> "$out/summary.txt"
 sed -n '/The following tests/,$p' "$out/ctest-gpu.log" | head -40 >> "$out/summary.txt"
 
+# The real model end to end on both backends (fp32): every cell's budgets and KV bytes equal, metrics close.
+model="${RIPPLEKV_CACHE:-$HOME/.cache/ripplekv}/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$model" ]; then
+  for b in cpu cuda; do
+    timeout "${RUN_TIMEOUT:-240}" "$build/bin/ripplekv" run configs/ci-tiny.toml --backend "$b" --dtype f32 \
+      --out "$out/ci-tiny-$b" --quiet > "$out/ci-tiny-$b.log" 2>&1 || stamp "ci-tiny on $b FAILED (ci-tiny-$b.log)"
+  done
+  python3 scripts/compare_runs.py "$out/ci-tiny-cpu" "$out/ci-tiny-cuda" > "$out/ci-tiny-compare.txt" 2>&1
+  stamp "ci-tiny cuda vs cpu: exit $? ($(tail -1 "$out/ci-tiny-compare.txt"))"
+else
+  stamp "ci-tiny cuda vs cpu: skipped, $model is absent (the device machine cannot fetch it)"
+fi
+
 # Benchmarks (bounded): prefill, decode full and at a 10% budget, bandwidth bound, memory.
 timeout "${BENCH_TIMEOUT:-240}" "$build/bin/bench_cuda" --models="${GPU_CHECK_MODELS:-smollm2,llama8b}" \
   --contexts="${GPU_CHECK_CONTEXTS:-8192,32768}" --decode_steps="${GPU_CHECK_STEPS:-16}" \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json > "$out/bench_cuda.txt" 2>&1
 bench_rc=$?
 stamp "bench_cuda exit $bench_rc"
-grep -E 'bench_cuda:|^(prefill|decode)' "$out/bench_cuda.txt" >> "$out/summary.txt"
+grep -E 'bench_cuda:|^(prefill|decode|profile)' "$out/bench_cuda.txt" >> "$out/summary.txt"
 stamp "done"
 exit $test_rc
