@@ -58,15 +58,22 @@ const char* rkv_context_last_error(const rkv_context* ctx);
  *  *out_json is freed with rkv_string_free. */
 rkv_status rkv_plugins_json(rkv_context* ctx, char** out_json);
 
-/** Options of rkv_model_open. */
+/** Options of rkv_model_open. `dtype` was added after the first layout: a struct_size that ends before it
+ *  (RKV_MODEL_OPTIONS_SIZE_V0) is accepted and reads it as NULL. */
 typedef struct rkv_model_options {
   size_t struct_size; /**< sizeof(rkv_model_options) */
   const char* path;   /**< GGUF file or Hugging Face model folder (required) */
-  const char* backend; /**< "cpu", "cuda" or "auto" (cuda when a device is present); NULL means "cpu". An unknown
-                            name, or "cuda" without a device or in a build without CUDA, is RKV_ERROR_UNSUPPORTED
-                            with the reason ("model.backend = cuda: no CUDA device") on ctx */
+  const char* backend; /**< "cpu", "cuda" or "auto" (cuda when this build has the CUDA backend and a device is
+                            present); NULL means "cpu". An unknown name, or "cuda" without a device or in a build
+                            without CUDA, is RKV_ERROR_UNSUPPORTED with the reason ("model.backend = cuda: no CUDA
+                            device ...") on ctx, before the model file is read */
   int32_t threads;    /**< CPU threads, 0 = all cores; process-wide (sets the shared CPU thread pool) */
+  const char* dtype;  /**< compute dtype: "f32" (NULL means "f32"; every backend) or "bf16" (cuda only; on cpu it is
+                           RKV_ERROR_UNSUPPORTED) */
 } rkv_model_options;
+
+/** struct_size of the first rkv_model_options layout (path, backend, threads). */
+#define RKV_MODEL_OPTIONS_SIZE_V0 (offsetof(rkv_model_options, threads) + sizeof(int32_t))
 
 /** Opens a model and its tokenizer into *out (closed with rkv_model_close). On failure *out is NULL and the message
  *  is on ctx. */

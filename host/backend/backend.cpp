@@ -54,6 +54,26 @@ std::string cuda_unavailable() {
 
 }  // namespace
 
+TensorView::TensorView(void* data, DLDevice device, DLDataType dtype, int32_t ndim, const int64_t* shape,
+                       const int64_t* strides) {
+  if (ndim < 0 || ndim > 4) throw InputError("TensorView: " + std::to_string(ndim) + " dimensions (at most 4)");
+  t_.data = data;
+  t_.device = device;
+  t_.ndim = ndim;
+  t_.dtype = dtype;
+  t_.byte_offset = 0;
+  for (int32_t i = 0; i < ndim; ++i) {
+    shape_[i] = shape[i];
+    strides_[i] = strides[i];
+  }
+}
+
+DLTensor* TensorView::dl() {
+  t_.shape = shape_;
+  t_.strides = strides_;
+  return &t_;
+}
+
 void register_backend(const std::string& kind, BackendFactory factory, std::function<bool()> available) {
   std::lock_guard<std::mutex> lock(overrides_mutex());
   if (!factory) {
@@ -82,7 +102,8 @@ void check_backend_available(const std::string& kind, const BackendOptions& opti
   }
   Override o;
   if (k == "cpu" && !find_override(k, o) && options.dtype != "f32")
-    throw InputError("model.dtype = " + options.dtype + ": the cpu backend computes in f32 only (bf16 needs cuda)");
+    throw InputError("model.dtype = " + options.dtype + ": the cpu backend computes in f32 only (bf16 needs cuda" +
+                     (kind == "auto" ? "; model.backend = auto chose cpu: " + cuda_unavailable() + ")" : ")"));
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options) {

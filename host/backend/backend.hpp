@@ -22,6 +22,8 @@
 // the argument), rkv::Cancelled never (callers poll between calls), other std::exception for backend failures (a CUDA
 // call, out of memory).
 #pragma once
+#include <dlpack/dlpack.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,6 +52,22 @@ class BackendCache {
   virtual int64_t length(int64_t layer) const = 0;
   /// Bytes of key and value storage really held, over every layer (what results report as kv_bytes).
   virtual size_t bytes() const = 0;
+};
+
+/// A borrowed DLPack view with its own shape and stride storage (dl() points the tensor at them, so a copied view
+/// stays valid). The data belongs to whoever made the view.
+class TensorView {
+ public:
+  TensorView() = default;
+  /// ndim <= 4; shape and strides (in elements) are copied.
+  TensorView(void* data, DLDevice device, DLDataType dtype, int32_t ndim, const int64_t* shape, const int64_t* strides);
+  /// The tensor; its shape and strides point into this object, so keep the view alive while the tensor is used.
+  DLTensor* dl();
+
+ private:
+  DLTensor t_{};
+  int64_t shape_[4] = {0, 0, 0, 0};
+  int64_t strides_[4] = {0, 0, 0, 0};
 };
 
 /// What a prefill computes besides the cache and the logits.
@@ -144,6 +162,12 @@ class Backend {
   /// A host float32 copy of layer `layer`: [H_kv, length, d] keys and values, capacity = length (what a CPU-only
   /// scorer plugin is handed). rkv::InputError for a bad layer.
   virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
+
+  /// A view of layer `layer`'s keys (values = false) or values on the backend's own device, no copy: [H_kv, length,
+  /// d] in the cache's dtype (float32, or bfloat16 in a cuda bf16 cache) with strides (capacity * d, d, 1); device
+  /// kDLCPU for cpu, kDLCUDA for cuda (for plugins that declare CUDA support; others get download_layer()).
+  /// Borrowed: valid until the cache is extended, compacted or destroyed. rkv::InputError for a bad layer.
+  virtual TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) = 0;
 
   /// Keeps, per KV head, the entries of `sel` (cache/selection.hpp: ascending positions, the same count per head) and
   /// reallocates the layer at exactly that size, so the bytes are really freed. An untouched selection is a no-op.

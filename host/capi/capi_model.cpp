@@ -1,6 +1,7 @@
 // C API: open/close a model, tokenize, detokenize, greedy generation with the full or a compressed cache
 // (abi/ripplekv/ripplekv.h).
 #include <algorithm>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_handles.hpp"
@@ -20,13 +21,15 @@ rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_mode
   const rkv_status st = guarded(ctx->last_error, [&] {
     require(out, "out");
     require(o, "options");
-    if (o->struct_size < sizeof(rkv_model_options))
+    if (o->struct_size < RKV_MODEL_OPTIONS_SIZE_V0)
       throw rkv::InputError("rkv_model_options.struct_size " + std::to_string(o->struct_size) + " is too small");
     require(o->path, "options->path");
     const std::string kind = o->backend ? o->backend : "cpu";
     if (o->threads < 0) throw rkv::InputError("threads must be >= 0 (got " + std::to_string(o->threads) + ")");
+    const bool has_dtype = o->struct_size >= offsetof(rkv_model_options, dtype) + sizeof(const char*);
     rkv::BackendOptions bo;
     bo.threads = o->threads;
+    bo.dtype = has_dtype && o->dtype ? o->dtype : "f32";
     try {
       rkv::check_backend_available(kind, bo);
     } catch (const rkv::InputError&) {

@@ -16,7 +16,7 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--quiet]\n\n"
+    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman |rho| against D at each fraction f\n"

@@ -55,11 +55,13 @@ int run_generate(const std::vector<std::string>& args) {
   int threads = 0;
   po::options_description opts(
       "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
-      "                         [--top-p P] [--seed S] [--threads N] [--compress CONFIG [--profile FILE]]\n\n"
+      "                         [--top-p P] [--seed S] [--threads N] [--backend cpu|cuda|auto] [--dtype f32|bf16]\n"
+      "                         [--compress CONFIG [--profile FILE]]\n\n"
       "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
-      "model's chat template) on --backend (cpu, cuda, or auto: cuda when a device is present) and prints it. Greedy unless --temperature > 0. Stops at any\n"
-      "end-of-generation token of the model or after N tokens, or at the model's context length (a longer prompt is\n"
-      "an error). Timing goes to stderr.\n"
+      "model's chat template) and prints it. Greedy unless --temperature > 0. Stops at any end-of-generation token of\n"
+      "the model or after N tokens, or at the model's context length (a longer prompt is an error). Timing goes to\n"
+      "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
+      "device is present); a backend that cannot be had is an error before the model is read.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
       "[budget]: the run config schema) and decoding continues greedily on the compacted cache; the per-layer\n"
       "budgets and the KV bytes kept are printed to stderr. An allocator that uses a sensitivity profile (ripplekv)\n"
@@ -73,7 +75,7 @@ int run_generate(const std::vector<std::string>& args) {
       "top-p", po::value(&top_p)->default_value(1.0f), "nucleus sampling mass in (0, 1]")(
       "seed", po::value(&seed)->default_value(0), "random seed for sampling")(
       "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)")(
-      "backend", po::value(&backend_kind)->default_value("cpu"), "cpu, cuda or auto (cuda when a device is present)")(
+      "backend", po::value(&backend_kind)->default_value("cpu"), "cpu, cuda or auto")(
       "dtype", po::value(&dtype)->default_value("f32"), "compute dtype: f32, or bf16 (cuda only)")(
       "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
       "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");

@@ -11,6 +11,7 @@
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "runner/config.hpp"
+#include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -20,7 +21,8 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--no-cache]\n\n"
+    "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--dtype D]\n"
+    "                        [--no-cache]\n\n"
     "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
     "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
     "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
@@ -69,10 +71,8 @@ int run_profile(const std::vector<std::string>& args) {
   if (!cell)
     throw UsageError(plan.config_path + " has no [signal] section; add one with plugin = \"perturbation_kl\" or give "
                      "--signal ID");
-  BackendOptions backend_options;
-  backend_options.threads = static_cast<int>(vm.count("threads") ? vm["threads"].as<int64_t>() : plan.threads);
-  backend_options.dtype = plan.dtype;
-  check_backend_available(plan.backend, backend_options);  // before the model is loaded
+  const BackendOptions backend_options = plan_backend_options(plan, vm.count("threads") ? vm["threads"].as<int64_t>() : 0);
+  check_plan_backend(plan, backend_options);  // before the model is loaded
 
   const Model model = load_model(plan.model_path);
   const Tokenizer tokenizer = model.gguf ? Tokenizer::from_gguf(*model.gguf) : Tokenizer::from_path(plan.model_path);

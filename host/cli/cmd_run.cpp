@@ -7,6 +7,7 @@
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "runner/config.hpp"
+#include "runner/plan_backend.hpp"
 #include "runner/run.hpp"
 
 namespace po = boost::program_options;
@@ -18,15 +19,17 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) { g_cancel.store(true); }
 
 const char* kRunUsage =
-    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--backend cpu|cuda|auto] [--quiet]\n\n"
+    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--backend cpu|cuda|auto]\n"
+    "                    [--dtype f32|bf16] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n"
-    "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when a\n"
-    "device is present. Every cell records its backend and compute dtype.\n";
+    "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when this\n"
+    "build has the CUDA backend and a device is present. Every cell records its backend and compute dtype; --resume\n"
+    "refuses a folder whose cells were computed on another backend or dtype.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -80,14 +83,16 @@ int run_run(const std::vector<std::string>& args) {
 }
 
 const char* kValidateUsage =
-    "usage: ripplekv validate CONFIG\n\n"
+    "usage: ripplekv validate CONFIG [--backend cpu|cuda|auto] [--dtype f32|bf16]\n\n"
     "Checks CONFIG without running: TOML syntax, known sections and keys, types and ranges, that files exist, that\n"
     "plugins exist and their params are valid for them, sweep keys, and that calibration and evaluation sets are\n"
-    "disjoint. Errors name the TOML line. Prints the cells of the sweep.\n";
+    "disjoint, and that this machine can run the backend (model.backend / --backend, model.dtype / --dtype). Errors\n"
+    "name the TOML line. Prints the cells of the sweep.\n";
 
 int run_validate(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML");
+  add_backend_options(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   const po::variables_map vm = parse_command_line(args, opts, &pos, kValidateUsage);
@@ -96,7 +101,9 @@ int run_validate(const std::vector<std::string>& args) {
     return 0;
   }
   if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kValidateUsage);
-  const RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  apply_backend_options(vm, plan);
+  check_plan_backend(plan, plan_backend_options(plan));  // a backend this machine cannot run is an error here too
   std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";
   for (const auto& c : plan.cells) std::cout << "  " << c.id << "  " << c.label << "  " << c.values.dump() << "\n";
   return 0;

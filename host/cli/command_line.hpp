@@ -33,7 +33,7 @@ inline boost::program_options::variables_map parse_command_line(
 inline void add_backend_options(boost::program_options::options_description& options) {
   namespace po = boost::program_options;
   options.add_options()("backend", po::value<std::string>(),
-                        "cpu, cuda or auto (cuda when a device is present); overrides model.backend")(
+                        "cpu, cuda or auto (cuda when this build has it and a device is present); overrides model.backend")(
       "dtype", po::value<std::string>(), "compute dtype f32, or bf16 (cuda only); overrides model.dtype");
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backend/backend.hpp"
+#include "runner/plan_backend.hpp"
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
@@ -70,10 +71,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   for (double f : fractions)
     if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + std::to_string(f) + " is outside (0, 1]");
 
-  BackendOptions backend_options;
-  backend_options.threads = static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads);
-  backend_options.dtype = plan.dtype;
-  check_backend_available(plan.backend, backend_options);
+  const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
+  check_plan_backend(plan, backend_options);
   note("analyze: loading " + plan.model_path);
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);

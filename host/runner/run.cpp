@@ -23,6 +23,7 @@
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/compression.hpp"
+#include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
@@ -209,6 +210,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 1 || opt.shard_index > opt.shard_count)
     throw InputError("run: --shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
                      " is not I/N with 1 <= I <= N");
+  // The backend first: one that cannot be had stops the run before anything is loaded or written.
+  const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
+  check_plan_backend(plan, backend_options);
+  const std::string backend_kind = resolve_backend_kind(plan.backend);
   const std::string out = opt.out_dir;
   RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count);
 
@@ -216,7 +221,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
   std::vector<size_t> pending;
   for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
-    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256)) continue;
+    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256, backend_kind, plan.dtype)) continue;
     pending.push_back(c);
   }
   summary.cells_skipped = summary.cells_total - static_cast<int64_t>(pending.size());
@@ -229,11 +234,6 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   }
 
   // Model, tokenizer, plugins.
-  const int threads = static_cast<int>(opt.threads > 0 ? opt.threads : plan.threads);
-  BackendOptions backend_options;
-  backend_options.threads = threads;
-  backend_options.dtype = plan.dtype;
-  check_backend_available(plan.backend, backend_options);  // the clear error before the model is loaded
   progress.note("run: loading " + plan.model_path);
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);

@@ -23,6 +23,12 @@ namespace rkv {
 
 namespace {
 
+/// "cpu (f32)": the backend and compute dtype a cell file records (cells written before the dtype existed are f32).
+std::string backend_of(const nlohmann::json& meta) {
+  return meta.at("backend").get<std::string>() + " (" + meta.value("compute_dtype", std::string("f32")) + ")";
+}
+
+
 struct CellData {
   nlohmann::json meta;  // the cell file without "examples"
   std::vector<ExampleOutcomeRecord> examples;
@@ -63,6 +69,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
                                     bool only_listed) {
   std::map<std::string, CellData> by_id;
   std::string base_sha;
+  std::string first_backend, first_backend_file;
   for (const auto& dir : inputs) {
     const fs::path cells = fs::path(dir) / "cells";
     if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
@@ -91,6 +98,8 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         j.erase("examples");
         cd.meta = std::move(j);
         (void)cd.meta.at("cell_id").get<std::string>();
+        (void)cd.meta.at("base_sha256").get<std::string>();
+        (void)cd.meta.at("backend").get<std::string>();
         (void)group_of(cd.meta);
       } catch (const std::exception& e) {
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
@@ -102,6 +111,12 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
       if (base != base_sha)
         throw InputError("merge: '" + f.string() + "' comes from a run whose non-swept config differs (base sha256 " +
                          base.substr(0, 12) + " vs " + base_sha.substr(0, 12) + "); such results are not comparable");
+      // One report, one backend: cells of cpu and cuda (or of f32 and bf16) are not the same measurement.
+      const std::string backend = backend_of(cd.meta);
+      if (first_backend.empty()) first_backend = backend, first_backend_file = f.string();
+      if (backend != first_backend)
+        throw InputError("merge: '" + f.string() + "' was computed on backend " + backend + " but '" +
+                         first_backend_file + "' on " + first_backend + "; merge runs of one backend and dtype");
       by_id.emplace(cd.meta.at("cell_id").get<std::string>(), std::move(cd));
     }
   }
@@ -256,6 +271,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         r["config_sha256"] = m.at("config_sha256");
         r["model_sha256"] = m.value("model_sha256", "");
         r["backend"] = m.at("backend");
+        r["compute_dtype"] = m.value("compute_dtype", "f32");
         results << r.dump() << "\n";
       }
     }
@@ -271,7 +287,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
   md << "# ripplekv report\n\n";
   md << "- run id: `" << cells[0].meta.at("run_id").get<std::string>() << "`, config sha256 `"
      << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 `"
-     << cells[0].meta.value("model_sha256", "").substr(0, 16) << "`, backend " << cells[0].meta.at("backend").get<std::string>()
+     << cells[0].meta.value("model_sha256", "").substr(0, 16) << "`, backend " << backend_of(cells[0].meta)
      << "\n- cells: " << cells.size() << "; values are means over examples with 95% percentile-bootstrap CIs ("
      << resamples << " resamples, seeded by cell)\n\n";
 

@@ -125,15 +125,18 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
   return id;
 }
 
-bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256) {
+bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,
+                        const std::string& backend, const std::string& compute_dtype) {
   const std::string path = cell_path(out, cell_id);
   if (!fs::exists(path)) return false;
-  std::string cell_base;
+  std::string cell_base, cell_backend, cell_dtype;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
     if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array()) throw std::runtime_error("bad");
     for (const auto& e : j.at("examples")) (void)ExampleOutcomeRecord::from_json(e);
     cell_base = j.at("base_sha256").get<std::string>();
+    cell_backend = j.at("backend").get<std::string>();
+    cell_dtype = j.value("compute_dtype", std::string("f32"));
   } catch (const std::exception&) {
     std::cerr << "warning: cell file '" << path << "' is corrupt or incomplete; the cell will be recomputed\n";
     return false;
@@ -142,6 +145,10 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
     throw InputError("--resume: cell file '" + path + "' was computed with another non-swept config (base config " +
                      "sha256 " + cell_base.substr(0, 12) + " then, " + base_sha256.substr(0, 12) +
                      " now); results would not be comparable. Use another --out folder, or restore the config");
+  if (cell_backend != backend || cell_dtype != compute_dtype)
+    throw InputError("--resume: cell file '" + path + "' was computed on backend " + cell_backend + " (" + cell_dtype +
+                     "); this run uses " + backend + " (" + compute_dtype + "). Results of two backends would mix in " +
+                     "one report: use another --out folder, or --backend " + cell_backend + " --dtype " + cell_dtype);
   return true;
 }
 

@@ -52,7 +52,10 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
 /// the cell is recomputed). A complete record of another base config (its base_sha256 differs from `base_sha256`:
 /// the non-swept part of the config changed, even when run.json is missing or corrupt) is rkv::InputError: reusing
 /// it would mix incomparable results.
-bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256);
+/// A complete record computed on another backend or compute dtype than `backend` / `compute_dtype` is rkv::InputError
+/// too (one run folder holds one backend's results).
+bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,
+                        const std::string& backend, const std::string& compute_dtype);
 
 /// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
 /// budget settings and per-example outcomes.

@@ -154,18 +154,21 @@ def results(out):
 class Model:
     """One open model (GGUF file or Hugging Face folder) with its tokenizer, on a backend.
 
-    backend: "cpu" (default), "cuda", or "auto" (cuda when a device is present); "cuda" without a device raises
-    Error with RKV_ERROR_UNSUPPORTED ("model.backend = cuda: no CUDA device ..."). threads: CPU threads (0 = all
-    cores), process-wide. Close with close() or use as a context manager.
+    backend: "cpu" (default), "cuda", or "auto" (cuda when the library has the CUDA backend and a device is
+    present); "cuda" without a device raises Error with ERROR_UNSUPPORTED ("model.backend = cuda: no CUDA device
+    ..."). dtype: "f32" (default) or "bf16" (cuda only). threads: CPU threads (0 = all cores), process-wide. Close
+    with close() or use as a context manager.
     """
 
-    def __init__(self, path, backend="cpu", threads=0):
+    def __init__(self, path, backend="cpu", threads=0, dtype="f32"):
         o = _C.ModelOptions()
         o.struct_size = ctypes.sizeof(o)
         o.path = os.fspath(path).encode()
-        if not isinstance(backend, str) or "\0" in backend:
-            raise Error(ERROR_INVALID_ARGUMENT, "backend must be a str without NUL: \"cpu\", \"cuda\" or \"auto\"")
+        for name, value, allowed in (("backend", backend, '"cpu", "cuda" or "auto"'), ("dtype", dtype, '"f32" or "bf16"')):
+            if not isinstance(value, str) or "\0" in value or not value.isascii():
+                raise Error(ERROR_INVALID_ARGUMENT, f"{name} must be an ASCII str without NUL: {allowed}")
         o.backend = backend.encode()
+        o.dtype = dtype.encode()
         o.threads = int(threads)
         self._h = ctypes.c_void_p()
         with _Context() as ctx:

@@ -261,6 +261,17 @@ static int test_model(void) {
   mo.path = path;
   mo.backend = "cpu";
   mo.threads = 2;
+  /* bf16 is a cuda dtype: refused on cpu before the file is read. */
+  mo.dtype = "bf16";
+  CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_UNSUPPORTED);
+  CHECK(strstr(rkv_context_last_error(ctx), "model.dtype = bf16") != NULL);
+  /* A caller built against the first layout (no dtype field) still opens a model: its dtype reads as f32. */
+  mo.struct_size = RKV_MODEL_OPTIONS_SIZE_V0;
+  CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
+  rkv_model_close(m);
+  m = NULL;
+  mo.struct_size = sizeof mo;
+  mo.dtype = NULL;
   CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
   if (!m) return 1;
 

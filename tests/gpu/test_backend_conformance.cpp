@@ -213,6 +213,35 @@ TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {
   for (double kl : sb->window_kl(0)) EXPECT_EQ(kl, 0.0);
 }
 
+TEST_F(BackendConformance, LayerViewsDescribeTheCacheInPlace) {
+  const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  for (bool values : {false, true}) {
+    rkv::TensorView va = cpu->layer_view(*a.cache, 1 % model.config.n_layers, values);
+    rkv::TensorView vb = dev->layer_view(*b.cache, 1 % model.config.n_layers, values);
+    rkv::TensorView copy = vb;  // a copied view keeps its own shape storage
+    for (DLTensor* t : {va.dl(), vb.dl(), copy.dl()}) {
+      ASSERT_EQ(t->ndim, 3);
+      EXPECT_EQ(t->shape[0], model.config.n_kv_heads);
+      EXPECT_EQ(t->shape[1], T);
+      EXPECT_EQ(t->shape[2], model.config.head_dim);
+      EXPECT_EQ(t->strides[1], model.config.head_dim);
+      EXPECT_EQ(t->strides[2], 1);
+      EXPECT_EQ(t->dtype.code, kDLFloat);
+      EXPECT_EQ(t->dtype.bits, 32);
+    }
+    EXPECT_EQ(va.dl()->device.device_type, kDLCPU);
+    EXPECT_EQ(vb.dl()->device.device_type, kDLCUDA);
+    EXPECT_EQ(copy.dl()->data, vb.dl()->data);
+    // The CPU view reads the cache itself: element [h = 1, j = 5, e = 3] as download_layer has it.
+    const rkv::LayerKV host = cpu->download_layer(*a.cache, 1 % model.config.n_layers);
+    const DLTensor* t = va.dl();
+    const float* p = static_cast<const float*>(t->data) + 1 * t->strides[0] + 5 * t->strides[1] + 3;
+    EXPECT_EQ(*p, values ? host.v_at(1, 5)[3] : host.k_at(1, 5)[3]);
+  }
+  EXPECT_THROW(dev->layer_view(*b.cache, model.config.n_layers, false), rkv::InputError);
+}
+
 TEST_F(BackendConformance, MemoryPhasesAreRecorded) {
   dev->begin_phase("prefill");
   const rkv::PrefillResult b = dev->prefill(prompt, {});

@@ -66,7 +66,7 @@ class SyntheticRun : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(out / "cells")) {
       const std::string name = e.path().filename().string();
       ASSERT_EQ(e.path().extension(), ".json") << "stray file " << name;
-      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string(), base)) << name;
+      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string(), base, "cpu", "f32")) << name;
       ++n;
     }
     EXPECT_EQ(n, expected);
@@ -256,6 +256,41 @@ TEST_F(SyntheticRun, ResumeRefusesCellsOfAnotherBaseConfigEvenWithoutRunJson) {
   // The same base config resumes with nothing to compute.
   fs::remove(out / "run.json");
   EXPECT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 0);
+}
+
+TEST_F(SyntheticRun, ResumeAndMergeRefuseToMixBackends) {
+  const fs::path out = dir / "out";
+  rkv::RunOptions o;
+  o.out_dir = out.string();
+  o.quiet = true;
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  // Pretend one finished cell came from the cuda backend in bf16 (as a shard on a GPU node would write it).
+  fs::path cell;
+  for (const auto& e : fs::directory_iterator(out / "cells")) cell = e.path();
+  nlohmann::json j = nlohmann::json::parse(rkv::read_file(cell.string()));
+  j["backend"] = "cuda";
+  j["compute_dtype"] = "bf16";
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  o.resume = true;
+  try {
+    rkv::run_ablation(p, o);
+    FAIL() << "--resume reused a cell of another backend";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("was computed on backend cuda (bf16); this run uses cpu (f32)"), std::string::npos) << m;
+    EXPECT_NE(m.find(cell.filename().string()), std::string::npos) << m;
+  }
+  try {
+    rkv::merge_outputs({out.string()}, (dir / "merged").string(), true);
+    FAIL() << "merge mixed two backends";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("merge runs of one backend and dtype"), std::string::npos) << e.what();
+  }
+  // A cell file without its backend is corrupt: reported and recomputed, never an internal error.
+  j.erase("backend");
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1);
 }
 
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {

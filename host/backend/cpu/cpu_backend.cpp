@@ -145,6 +145,16 @@ LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
   return out;
 }
 
+TensorView CpuBackend::layer_view(const BackendCache& cache, int64_t layer, bool values) {
+  const KVCache& kv = host_cache(cache);
+  check_layer(kv, layer);
+  const LayerKV& l = kv.layers[static_cast<size_t>(layer)];
+  const int64_t shape[3] = {l.n_kv_heads, l.length, l.head_dim};
+  const int64_t strides[3] = {l.capacity * l.head_dim, l.head_dim, 1};
+  void* data = const_cast<float*>(values ? l.v.data() : l.k.data());
+  return TensorView(data, DLDevice{kDLCPU, 0}, DLDataType{kDLFloat, 32, 1}, 3, shape, strides);
+}
+
 void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) {
   KVCache& kv = host_cache(cache);
   check_layer(kv, layer);

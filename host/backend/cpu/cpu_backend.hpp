@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
                             LogitsFor which) override;
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override;
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
+  TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
                                                 const ProtectedSpec& protect) override;

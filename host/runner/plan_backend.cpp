@@ -1,0 +1,22 @@
+#include "runner/plan_backend.hpp"
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+BackendOptions plan_backend_options(const RunPlan& plan, int64_t threads_override) {
+  BackendOptions o;
+  o.threads = static_cast<int>(threads_override > 0 ? threads_override : plan.threads);
+  o.dtype = plan.dtype;
+  return o;
+}
+
+void check_plan_backend(const RunPlan& plan, const BackendOptions& options) {
+  try {
+    check_backend_available(plan.backend, options);
+  } catch (const InputError& e) {
+    throw InputError(plan.config_path + ": " + e.what());
+  }
+}
+
+}  // namespace rkv
