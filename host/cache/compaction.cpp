@@ -40,6 +40,7 @@ CompactionReport compact_layer(LayerKV& layer, const Selection& sel) {
 
   const int64_t tail = layer.length - sel.prefix_tokens, n = b + tail;
   std::vector<float> k(static_cast<size_t>(Hkv * n * d)), v(k.size());
+  std::vector<int32_t> kept_pos(layer.has_positions() ? static_cast<size_t>(Hkv * n) : 0);
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(float);
   for (int64_t h = 0; h < Hkv; ++h) {
     const int64_t* pos = sel.head_positions(h);
@@ -51,13 +52,20 @@ CompactionReport compact_layer(LayerKV& layer, const Selection& sel) {
       std::memcpy(k.data() + (h * n + b) * d, layer.k_at(h, sel.prefix_tokens), static_cast<size_t>(tail) * row_bytes);
       std::memcpy(v.data() + (h * n + b) * d, layer.v_at(h, sel.prefix_tokens), static_cast<size_t>(tail) * row_bytes);
     }
+    if (layer.has_positions()) {
+      for (int64_t i = 0; i < b; ++i) kept_pos[static_cast<size_t>(h * n + i)] = *layer.pos_at(h, pos[i]);
+      for (int64_t i = 0; i < tail; ++i)
+        kept_pos[static_cast<size_t>(h * n + b + i)] = *layer.pos_at(h, sel.prefix_tokens + i);
+    }
   }
+  layer.pos.swap(kept_pos);
   layer.k.swap(k);  // the old buffers now live in k, v and are freed when they go out of scope below
   layer.v.swap(v);
   layer.capacity = n;
   layer.length = n;
   std::vector<float>().swap(k);
   std::vector<float>().swap(v);
+  std::vector<int32_t>().swap(kept_pos);
   rep.length_after = n;
   rep.bytes_after = layer.bytes();
   return rep;

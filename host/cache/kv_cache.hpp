@@ -1,9 +1,12 @@
-// The per-layer KV cache: keys (after RoPE, at their original positions) and values, stored per KV head.
+// The per-layer KV cache: keys (after RoPE, at their original positions), values, and the original position of every
+// entry, stored per KV head (DESIGN.md "The cache").
 //
-// Layout of one layer: k and v are float32 [n_kv_heads, capacity, head_dim], row-major; positions 0..length-1 of
-// every head are valid. After compression each layer has its own length b_l (all KV heads of a layer keep the same
-// count, different positions per head) and its storage is reallocated at that size (DESIGN.md "Budget semantics").
-// Decoding appends at index `length` with the next absolute position, which the model tracks, not the cache.
+// Layout of one layer: k and v are float32 [n_kv_heads, capacity, head_dim], pos is int32 [n_kv_heads, capacity],
+// row-major; entries 0..length-1 of every head are valid and their positions ascend. After compression each layer has
+// its own length b_l (all KV heads of a layer keep the same count, different positions per head) and its storage is
+// reallocated at that size (DESIGN.md "Budget semantics"); positions travel with their keys and values through
+// compaction and decode appends. A LayerKV built by hand without positions (pos empty) is allowed: operations then
+// leave pos empty.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,13 +21,17 @@ struct LayerKV {
   int64_t length = 0;    ///< positions in use per head (<= capacity)
   std::vector<float> k;  ///< [n_kv_heads, capacity, head_dim]
   std::vector<float> v;  ///< [n_kv_heads, capacity, head_dim]
+  std::vector<int32_t> pos;  ///< [n_kv_heads, capacity] original token position of each entry; empty: not tracked
 
   float* k_at(int64_t head, int64_t pos) { return k.data() + (head * capacity + pos) * head_dim; }
   float* v_at(int64_t head, int64_t pos) { return v.data() + (head * capacity + pos) * head_dim; }
   const float* k_at(int64_t head, int64_t pos) const { return k.data() + (head * capacity + pos) * head_dim; }
   const float* v_at(int64_t head, int64_t pos) const { return v.data() + (head * capacity + pos) * head_dim; }
-  /// Bytes held by this layer's storage (keys and values).
-  size_t bytes() const { return (k.capacity() + v.capacity()) * sizeof(float); }
+  int32_t* pos_at(int64_t head, int64_t i) { return pos.data() + head * capacity + i; }
+  const int32_t* pos_at(int64_t head, int64_t i) const { return pos.data() + head * capacity + i; }
+  bool has_positions() const { return !pos.empty(); }
+  /// Bytes held by this layer's storage: keys, values and positions (what results report as kv_bytes).
+  size_t bytes() const { return (k.capacity() + v.capacity()) * sizeof(float) + pos.capacity() * sizeof(int32_t); }
 };
 
 /// A whole model's cache: one LayerKV per layer.
@@ -37,7 +44,7 @@ struct KVCache {
   }
 };
 
-/// Allocate an empty cache: every layer [n_kv_heads, capacity, head_dim], length 0.
+/// Allocate an empty cache: every layer [n_kv_heads, capacity, head_dim] with positions, length 0.
 KVCache build_kv_cache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t capacity);
 
 /// Grow one layer's capacity to at least `capacity` positions, keeping its contents (used by decode).

@@ -126,6 +126,7 @@ struct Example {
   // the full cache's outcome, per metric
   std::map<std::string, double> full_values;
   double full_decode_tps = 0;
+  size_t full_kv_bytes_end = 0;  // the full cache's bytes after the task
 };
 
 /// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
@@ -361,6 +362,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
     ex.full_values = score_example(*backend, tok, ex, *full, &ex.full_decode_tps);
+    ex.full_kv_bytes_end = full->bytes();
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
@@ -389,6 +391,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           r.budget_total = T * static_cast<int64_t>(layers_A.size());
           r.budgets.assign(static_cast<size_t>(mc.n_layers), T);
           r.kv_bytes = r.kv_bytes_full;
+          r.kv_bytes_end = ex.full_kv_bytes_end;
           r.decode_tokens_per_second = ex.full_decode_tps;
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
@@ -413,6 +416,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
           r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second);
+          r.kv_bytes_end = comp.cache->bytes();
         }
         outcomes.push_back(std::move(r));
       }

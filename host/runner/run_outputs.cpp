@@ -213,12 +213,13 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
     const std::string cid = m.at("cell_id").get<std::string>();
     // Per-cell aggregates over examples.
     std::set<std::string> warnings;
-    double kv = 0, kv_full = 0, comp = 0, tps = 0, B = 0;
+    double kv = 0, kv_full = 0, kv_end = 0, comp = 0, tps = 0, B = 0;
     size_t n_tps = 0;
     for (const auto& e : c.examples) {
       for (const auto& w : e.warnings) warnings.insert(w);
       kv += static_cast<double>(e.kv_bytes);
       kv_full += static_cast<double>(e.kv_bytes_full);
+      kv_end += static_cast<double>(e.kv_bytes_end);
       comp += e.compress_seconds;
       B += static_cast<double>(e.budget_total);
       if (e.decode_tokens_per_second > 0) tps += e.decode_tokens_per_second, ++n_tps;
@@ -234,6 +235,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       ej["T"] = e.prefix_tokens;
       ej["budget_total"] = e.budget_total;
       ej["kv_bytes"] = e.kv_bytes;
+      ej["kv_bytes_end"] = e.kv_bytes_end;
       examples << ej.dump() << "\n";
       budgets[cid]["label"] = m.at("label");
       budgets[cid]["examples"].push_back(
@@ -265,6 +267,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         r["warnings"] = std::vector<std::string>(warnings.begin(), warnings.end());
         r["kv_bytes"] = kv / ne;
         r["kv_bytes_full"] = kv_full / ne;
+        r["kv_bytes_end"] = kv_end / ne;
         r["compress_seconds"] = comp / ne;
         r["decode_tokens_per_second"] = n_tps ? nlohmann::json(tps / static_cast<double>(n_tps)) : nlohmann::json(nullptr);
         r["seconds"] = m.at("seconds");

@@ -27,6 +27,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["budgets"] = budgets;
   j["kv_bytes"] = kv_bytes;
   j["kv_bytes_full"] = kv_bytes_full;
+  j["kv_bytes_end"] = kv_bytes_end;
   j["compress_seconds"] = compress_seconds;
   j["decode_tokens_per_second"] = decode_tokens_per_second;
   j["warnings"] = warnings;
@@ -44,6 +45,7 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   r.budgets = j.at("budgets").get<std::vector<int64_t>>();
   r.kv_bytes = j.at("kv_bytes").get<size_t>();
   r.kv_bytes_full = j.at("kv_bytes_full").get<size_t>();
+  r.kv_bytes_end = j.value("kv_bytes_end", r.kv_bytes);  // cells written before the field existed
   r.compress_seconds = j.at("compress_seconds").get<double>();
   r.decode_tokens_per_second = j.at("decode_tokens_per_second").get<double>();
   r.warnings = j.at("warnings").get<std::vector<std::string>>();

@@ -26,7 +26,8 @@ struct ExampleOutcomeRecord {
   int64_t prefix_tokens = 0;                  ///< T
   int64_t budget_total = 0;                   ///< B
   std::vector<int64_t> budgets;               ///< per model layer (T for a layer kept whole)
-  size_t kv_bytes = 0, kv_bytes_full = 0;
+  size_t kv_bytes = 0, kv_bytes_full = 0;   ///< cache bytes held after compression (keys, values, positions)
+  size_t kv_bytes_end = 0;                   ///< ... and at the end of the task (continuation or decoded tokens added)
   double compress_seconds = 0;
   double decode_tokens_per_second = 0;        ///< 0 when the task does not decode
   std::vector<std::string> warnings;

@@ -12,6 +12,7 @@
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cache/attention_stats.hpp"
+#include "cache/budget.hpp"
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
@@ -123,20 +124,68 @@ TEST(CpuBackend, PrefillExtendCloneAndCompactAgreeWithTheForwardFunctions) {
   EXPECT_EQ(be->extend(*copy, cont, 70, rkv::LogitsFor::All), want_cont);
   EXPECT_EQ(copy->length(0), 75);
   EXPECT_EQ(r.cache->length(0), 70);
-  EXPECT_EQ(r.cache->bytes(), size_t(2) * 3 * 2 * 70 * 16 * sizeof(float));  // k + v, L 3, H_kv 2, T 70, d 16
+  // k + v (L 3, H_kv 2, T 70, d 16, f32) and one int32 position per entry and KV head.
+  EXPECT_EQ(r.cache->bytes(), size_t(3) * 2 * 70 * (2 * 16 * sizeof(float) + sizeof(int32_t)));
   std::vector<float> scores(2 * 70);
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 7) % 13);
   const rkv::Selection sel = rkv::select_positions(scores.data(), 2, 70, 10, rkv::ProtectedSpec{1, 2}, 1);
   be->compact_layer(*r.cache, 1, sel);
   EXPECT_EQ(r.cache->length(1), 10);
-  EXPECT_EQ(r.cache->bytes(), size_t(2) * 2 * (70 + 70 + 10) * 16 * sizeof(float));
+  EXPECT_EQ(r.cache->bytes(), size_t(2) * (70 + 70 + 10) * (2 * 16 * sizeof(float) + sizeof(int32_t)));
   const rkv::LayerKV kept = be->download_layer(*r.cache, 1);
+  ASSERT_TRUE(kept.has_positions());
   for (int64_t h = 0; h < 2; ++h)
-    for (int64_t i = 0; i < 10; ++i)
+    for (int64_t i = 0; i < 10; ++i) {
       EXPECT_EQ(kept.k_at(h, i)[0], ref.layers[1].k_at(h, sel.head_positions(h)[i])[0]);
+      EXPECT_EQ(*kept.pos_at(h, i), sel.head_positions(h)[i]);  // prefill from position 0: index = position
+    }
+  // Decoding continues at position T = 70 on the compacted layer: the new entry carries 70, after the kept ones.
+  be->extend(*r.cache, {7}, 70, rkv::LogitsFor::Last);
+  const rkv::LayerKV grown = be->download_layer(*r.cache, 1);
+  ASSERT_EQ(grown.length, 11);
+  for (int64_t h = 0; h < 2; ++h) {
+    EXPECT_EQ(*grown.pos_at(h, 10), 70);
+    for (int64_t i = 0; i + 1 < 11; ++i) EXPECT_LT(*grown.pos_at(h, i), *grown.pos_at(h, i + 1)) << "ascending";
+  }
+  EXPECT_THROW(be->extend(*r.cache, {7}, int64_t(1) << 31, rkv::LogitsFor::Last), rkv::InputError);
   EXPECT_THROW(be->download_layer(*r.cache, 3), rkv::InputError);
   EXPECT_THROW(be->prefill({}, {}), rkv::InputError);
   EXPECT_THROW(be->prefill({static_cast<int32_t>(model().config.vocab_size)}, {}), rkv::InputError);
+}
+
+// Issue 13's memory case: T = 1024, f = 0.2 over 30 layers -> B = 6144 entries held per KV head (summed over layers);
+// 16 decoded tokens add 16 x 30 (decode policy "none": nothing is evicted while decoding). Bytes follow the entries.
+TEST(CpuBackend, EntriesHeldAfterCompressionAndDecoding) {
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 2, 1, 8, 30);
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.vocab_size = 64;
+  c.context_length = 4096;
+  const rkv::Model m = rkv::synthetic_model(c, 9);
+  const auto be = rkv::make_backend("cpu", m);
+  const int64_t T = 1024, L = 30;
+  std::vector<int32_t> prompt(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 13) % 64);
+  const rkv::PrefillResult r = be->prefill(prompt, {});
+  const int64_t B = rkv::budget_total_from_fraction(0.2, T, L);
+  ASSERT_EQ(B, 6144);
+  const std::vector<int64_t> b = rkv::integerize_budgets(std::vector<double>(L, double(B) / L), B, T);
+  std::vector<float> scores(static_cast<size_t>(T));
+  for (int64_t j = 0; j < T; ++j) scores[static_cast<size_t>(j)] = float((j * 37) % 101);
+  for (int64_t l = 0; l < L; ++l)
+    be->compact_layer(*r.cache, l,
+                      rkv::select_positions(scores.data(), 1, T, b[static_cast<size_t>(l)], rkv::ProtectedSpec{4, 8}, l));
+  auto held = [&] {
+    int64_t n = 0;
+    for (int64_t l = 0; l < L; ++l) n += r.cache->length(l);
+    return n;
+  };
+  EXPECT_EQ(held(), 6144);
+  const size_t per_entry = 2 * 8 * sizeof(float) + sizeof(int32_t);  // k + v rows of d = 8, and the position
+  EXPECT_EQ(r.cache->bytes(), size_t(6144) * per_entry);
+  for (int64_t s = 0; s < 16; ++s) be->extend(*r.cache, {static_cast<int32_t>(s)}, T + s, rkv::LogitsFor::Last);
+  EXPECT_EQ(held(), 6144 + 16 * 30);
+  EXPECT_GE(r.cache->bytes(), size_t(6144 + 16 * 30) * per_entry);  // decode growth may reserve headroom
 }
 
 TEST(BackendFactory, ClearErrorsForBackendsThatCannotBeHad) {

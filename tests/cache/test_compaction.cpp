@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cache/compaction.hpp"
+#include "cache/selection.hpp"
 #include "core/errors.hpp"
 
 namespace {
@@ -114,6 +115,38 @@ TEST(CompactLayer, RejectsMismatchesAndLeavesTheLayerUnchanged) {
   EXPECT_THROW(rkv::compact_layer(l, selection(2, 6, {{0}, {6}})), rkv::InputError);      // position out of range
   EXPECT_EQ(l.k, orig.k);
   EXPECT_EQ(l.capacity, 6);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 13's worked case (SnapKV#31): T = 10, H_kv = 2, recent 2, b = 5; head 0 scores 10 - j, head 1 scores j. By
+// hand: head 0 keeps the recent 8, 9 and its top scores 0, 1, 2; head 1 keeps 8, 9 and 5, 6, 7. The entries carry
+// their original positions (here 100 + index: a prompt that started at position 100), ascending per head, and the
+// bytes count them (4 bytes per entry and head).
+TEST(CompactLayer, KeptEntriesKeepTheirPositionsAscendingPerHead) {
+  const int64_t Hkv = 2, T = 10, d = 2;
+  rkv::LayerKV l = make_layer(Hkv, T, d, T);
+  l.pos.assign(static_cast<size_t>(Hkv * T), 0);
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t j = 0; j < T; ++j) *l.pos_at(h, j) = static_cast<int32_t>(100 + j);
+  EXPECT_EQ(l.bytes(), size_t(2 * Hkv * T * d) * sizeof(float) + size_t(Hkv * T) * sizeof(int32_t));
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (int64_t j = 0; j < T; ++j) {
+    scores[static_cast<size_t>(j)] = float(10 - j);
+    scores[static_cast<size_t>(T + j)] = float(j);
+  }
+  const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, 5, rkv::ProtectedSpec{0, 2}, 0);
+  rkv::compact_layer(l, sel);
+  const std::vector<int32_t> want0 = {100, 101, 102, 108, 109}, want1 = {105, 106, 107, 108, 109};
+  EXPECT_EQ(std::vector<int32_t>(l.pos_at(0, 0), l.pos_at(0, 0) + 5), want0);
+  EXPECT_EQ(std::vector<int32_t>(l.pos_at(1, 0), l.pos_at(1, 0) + 5), want1);
+  EXPECT_EQ(l.k_at(1, 0)[0], float(1000 + 10 * 5));  // the key of index 5 came with position 105
+  EXPECT_EQ(l.bytes(), size_t(2 * Hkv * 5 * d) * sizeof(float) + size_t(Hkv * 5) * sizeof(int32_t));
+  // Growing for decode keeps them.
+  rkv::reserve_layer(l, 8);
+  EXPECT_EQ(*l.pos_at(1, 4), 109);
 }
 
 }  // namespace

@@ -37,6 +37,10 @@ void expect_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, doub
       }
   EXPECT_LE(rel_diff(gk, wk), tol) << what << " keys";
   EXPECT_LE(rel_diff(gv, wv), tol) << what << " values";
+  // Every entry carries its original position, the same on both backends.
+  ASSERT_TRUE(got.has_positions()) << what;
+  ASSERT_TRUE(want.has_positions()) << what;
+  EXPECT_EQ(got.pos, want.pos) << what << " positions";
 }
 
 class BackendConformance : public GpuTest {
@@ -155,10 +159,18 @@ TEST_F(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
       for (int64_t e = 0; e < full.head_dim; ++e)
         ASSERT_EQ(kept.k_at(h, r)[e], full.k_at(h, sel.head_positions(h)[r])[e]) << "head " << h << " row " << r;
   expect_layers_match(kept, cpu->download_layer(*ca, 0), 1e-4, "compacted layer 0");
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t r = 0; r < b_l; ++r) ASSERT_EQ(*kept.pos_at(h, r), sel.head_positions(h)[r]) << "head " << h;
   // Decoding continues at position T on the compacted caches, the same on both.
   const std::vector<float> la = cpu->extend(*ca, next, T, rkv::LogitsFor::All);
   const std::vector<float> lb = dev->extend(*cb, next, T, rkv::LogitsFor::All);
   EXPECT_LE(rel_diff(lb, la), 1e-4);
+  // The appended entries carry positions T, T + 1, ... after the kept ones (by hand), on both backends.
+  const rkv::LayerKV grown = dev->download_layer(*cb, 0);
+  ASSERT_EQ(grown.length, b_l + static_cast<int64_t>(next.size()));
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t i = 0; i < static_cast<int64_t>(next.size()); ++i) EXPECT_EQ(*grown.pos_at(h, b_l + i), T + i);
+  expect_layers_match(grown, cpu->download_layer(*ca, 0), 1e-4, "compacted layer 0 after decoding");
   // A selection for another T is refused.
   const rkv::Selection other = rkv::select_positions(scores.data(), Hkv, T - 1, 4, rkv::ProtectedSpec{}, 0);
   EXPECT_THROW(dev->compact_layer(*cb, 1 % model.config.n_layers, other), rkv::InputError);

@@ -192,7 +192,8 @@ TEST_F(ForwardTest, MemoryIsAccountedPerPhase) {
   rc::DeviceKVCache dc = rc::make_cache(dm, T);
   rc::prefill(dm, prompt, 0, dc, ws);
   const rc::PhaseMemory p = ctx->end_phase();
-  const size_t cache_bytes = static_cast<size_t>(2 * model.config.n_layers * 3 * T * 64 * 2);
+  // bf16 keys and values [3, T, 64] per layer, plus each entry's int32 position [3, T].
+  const size_t cache_bytes = static_cast<size_t>(model.config.n_layers * (2 * 3 * T * 64 * 2 + 3 * T * 4));
   EXPECT_EQ(dc.bytes(), cache_bytes);
   EXPECT_GE(p.peak_bytes, p.start_bytes + cache_bytes);
   EXPECT_GE(p.device_used_bytes, p.end_bytes);

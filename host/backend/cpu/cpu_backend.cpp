@@ -142,6 +142,11 @@ LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
     std::memcpy(out.k.data() + static_cast<size_t>(h) * row, src.k_at(h, 0), row * sizeof(float));
     std::memcpy(out.v.data() + static_cast<size_t>(h) * row, src.v_at(h, 0), row * sizeof(float));
   }
+  if (src.has_positions()) {
+    out.pos.resize(static_cast<size_t>(src.n_kv_heads * src.length));
+    for (int64_t h = 0; h < src.n_kv_heads && src.length > 0; ++h)
+      std::memcpy(out.pos.data() + h * src.length, src.pos_at(h, 0), static_cast<size_t>(src.length) * sizeof(int32_t));
+  }
   return out;
 }
 

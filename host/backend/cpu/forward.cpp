@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/blas.hpp"
@@ -35,7 +36,8 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   }
   if (kv.length < 0 || kv.length > kv.capacity ||
       kv.k.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) ||
-      kv.v.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim)) {
+      kv.v.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) ||
+      (kv.has_positions() && kv.pos.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity))) {
     throw InputError("layer " + std::to_string(layer) + ": inconsistent KV cache (length " + std::to_string(kv.length) +
                      ", capacity " + std::to_string(kv.capacity) + ")");
   }
@@ -47,9 +49,10 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   const int64_t need = kv.length + extra;
   if (need > kv.capacity) {
     const int64_t cap = std::max(need, kv.capacity + kv.capacity / 2);
-    if (kv.length == 0) {  // nothing to keep: allocate directly
+    if (kv.length == 0) {  // nothing to keep: allocate directly (a cache the forward starts also tracks positions)
       kv.k.assign(static_cast<size_t>(kv.n_kv_heads * cap * kv.head_dim), 0.0f);
       kv.v.assign(kv.k.size(), 0.0f);
+      kv.pos.assign(static_cast<size_t>(kv.n_kv_heads * cap), 0);
       kv.capacity = cap;
     } else {
       reserve_layer(kv, cap);
@@ -178,6 +181,10 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   const ModelConfig& c = model.config;
   if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
   if (n <= 0) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] < 0 || positions[i] > INT32_MAX)
+      throw InputError("layer " + std::to_string(layer) + ": token position " + std::to_string(positions[i]) +
+                       " is outside [0, 2^31) (the cache stores positions as int32)");
   prepare_cache(c, layer, kv, n);
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, G = c.group_size(), F = c.d_ff;
@@ -221,10 +228,11 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
       for (int64_t g = 0; g < Hkv; ++g) {
         std::memcpy(qg + ((g * n + i) * G) * d, qi + g * G * d, static_cast<size_t>(G * d) * sizeof(float));
       }
-      // Append key and value of row i at cache index len_before + i.
+      // Append key, value and position of row i at cache index len_before + i.
       for (int64_t g = 0; g < Hkv; ++g) {
         std::memcpy(kv.k_at(g, len_before + i), ki + g * d, static_cast<size_t>(d) * sizeof(float));
         std::memcpy(kv.v_at(g, len_before + i), vi + g * d, static_cast<size_t>(d) * sizeof(float));
+        if (kv.has_positions()) *kv.pos_at(g, len_before + i) = static_cast<int32_t>(positions[i]);
       }
     }
   });

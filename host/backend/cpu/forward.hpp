@@ -68,7 +68,8 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
 /// kv.length (growing kv's capacity when needed; kv must have n_kv_heads and head_dim of the model, or be empty with
 /// capacity 0 and n_kv_heads = 0, in which case it is initialised), then each new row i attends causally to cache
 /// entries [0, kv.length_before + i]. Cache entries may be any subset of earlier positions (a compacted cache): keys
-/// are stored already rotated, so their positions are never needed again.
+/// are stored already rotated; each entry's position is kept beside it (LayerKV::pos, when the cache tracks them).
+/// Positions must lie in [0, 2^31).
 /// Throws rkv::InputError for a cache of the wrong geometry, or when a sliding-window model would attend beyond its
 /// window (this backend computes full attention only).
 void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,

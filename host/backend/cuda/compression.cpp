@@ -95,6 +95,15 @@ CompactionReport compact_layer(Context& ctx, DeviceLayerKV& layer, const Selecti
                                       static_cast<int>(d), k.data(), ctx.stream()));
   RKV_CUDA_CHECK(kernels::gather_rows(layer.dtype, layer.v.data(), layer.capacity, dpos.as<int64_t>(), Hkv, b,
                                       static_cast<int>(d), v.data(), ctx.stream()));
+  if (layer.has_positions()) {  // positions travel with their rows: gathered on the host (H_kv * T int32)
+    const std::vector<int32_t> old_pos = download<int32_t>(ctx, layer.pos.data(),
+                                                           static_cast<size_t>(Hkv * layer.capacity));
+    std::vector<int32_t> kept(static_cast<size_t>(Hkv * b));
+    for (int64_t h = 0; h < Hkv; ++h)
+      for (int64_t i = 0; i < b; ++i)
+        kept[static_cast<size_t>(h * b + i)] = old_pos[static_cast<size_t>(h * layer.capacity + sel.head_positions(h)[i])];
+    layer.pos = upload(ctx, kept);
+  }
   layer.k = std::move(k);  // frees the old storage (cudaFree waits for the gathers)
   layer.v = std::move(v);
   layer.capacity = b;

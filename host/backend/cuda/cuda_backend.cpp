@@ -221,6 +221,13 @@ class CudaBackend final : public Backend {
         copy_on_device(*ctx_, c.k.as<char>() + h * head, l.k.as<char>() + h * stride, head);
         copy_on_device(*ctx_, c.v.as<char>() + h * head, l.v.as<char>() + h * stride, head);
       }
+      if (l.has_positions()) {
+        const size_t row = static_cast<size_t>(l.length) * sizeof(int32_t);
+        c.pos = DeviceBuffer(*ctx_, row * static_cast<size_t>(l.n_kv_heads));
+        for (int64_t h = 0; h < l.n_kv_heads && row > 0; ++h)
+          copy_on_device(*ctx_, c.pos.as<char>() + h * row,
+                         l.pos.as<char>() + static_cast<size_t>(h * l.capacity) * sizeof(int32_t), row);
+      }
       out.layers.push_back(std::move(c));
     }
     return std::make_unique<CudaCache>(std::move(out));

@@ -19,6 +19,7 @@ DeviceKVCache build_device_cache(Context& ctx, int64_t n_layers, int64_t n_kv_he
     const size_t bytes = static_cast<size_t>(n_kv_heads * capacity * head_dim) * l.elem_bytes();
     l.k = DeviceBuffer(ctx, bytes);
     l.v = DeviceBuffer(ctx, bytes);
+    l.pos = DeviceBuffer(ctx, static_cast<size_t>(n_kv_heads * capacity) * sizeof(int32_t));
   }
   return c;
 }
@@ -36,6 +37,15 @@ void reserve_layer(Context& ctx, DeviceLayerKV& layer, int64_t capacity) {
     RKV_CUDA_CHECK(cudaMemcpy2DAsync(v.data(), static_cast<size_t>(capacity) * row, layer.v.data(),
                                      static_cast<size_t>(layer.capacity) * row, width,
                                      static_cast<size_t>(layer.n_kv_heads), cudaMemcpyDeviceToDevice, ctx.stream()));
+  }
+  if (layer.has_positions()) {
+    DeviceBuffer pos(ctx, static_cast<size_t>(layer.n_kv_heads * capacity) * sizeof(int32_t));
+    if (layer.length > 0)
+      RKV_CUDA_CHECK(cudaMemcpy2DAsync(pos.data(), static_cast<size_t>(capacity) * sizeof(int32_t), layer.pos.data(),
+                                       static_cast<size_t>(layer.capacity) * sizeof(int32_t),
+                                       static_cast<size_t>(layer.length) * sizeof(int32_t),
+                                       static_cast<size_t>(layer.n_kv_heads), cudaMemcpyDeviceToDevice, ctx.stream()));
+    layer.pos = std::move(pos);
   }
   layer.k = std::move(k);  // the old buffers are freed here (cudaFree waits for the copies)
   layer.v = std::move(v);
@@ -66,6 +76,13 @@ LayerKV download_layer(Context& ctx, const DeviceLayerKV& layer) {
       }
     }
   }
+  if (layer.has_positions()) {
+    out.pos.resize(static_cast<size_t>(layer.n_kv_heads * layer.length));
+    for (int64_t h = 0; h < layer.n_kv_heads && layer.length > 0; ++h)
+      copy_to_host(ctx, out.pos.data() + h * layer.length,
+                   layer.pos.as<char>() + static_cast<size_t>(h * layer.capacity) * sizeof(int32_t),
+                   static_cast<size_t>(layer.length) * sizeof(int32_t));
+  }
   return out;
 }
 
@@ -94,6 +111,12 @@ DeviceLayerKV upload_layer(Context& ctx, const LayerKV& layer, DType dtype, int6
         copy_to_device(ctx, d, tmp.data(), count * 2);
       }
     }
+  }
+  if (layer.has_positions()) {
+    out.pos = DeviceBuffer(ctx, static_cast<size_t>(out.n_kv_heads * out.capacity) * sizeof(int32_t));
+    for (int64_t h = 0; h < layer.n_kv_heads && layer.length > 0; ++h)
+      copy_to_device(ctx, out.pos.as<char>() + static_cast<size_t>(h * out.capacity) * sizeof(int32_t),
+                     layer.pos_at(h, 0), static_cast<size_t>(layer.length) * sizeof(int32_t));
   }
   return out;
 }

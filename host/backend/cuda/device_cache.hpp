@@ -1,5 +1,5 @@
-// The KV cache on the device: per layer, keys (after RoPE) and values [H_kv, capacity, d] in the model's storage type,
-// exactly rkv::LayerKV's layout (cache/kv_cache.hpp). A layer is allocated at its own size; after compaction its
+// The KV cache on the device: per layer, keys (after RoPE) and values [H_kv, capacity, d] in the model's storage type
+// and each entry's original position int32 [H_kv, capacity], exactly rkv::LayerKV's layout (cache/kv_cache.hpp). A layer is allocated at its own size; after compaction its
 // storage is reallocated at [H_kv, b_l, d] (compression.hpp), so the memory is really freed.
 //
 // Thread rules: as the owning Context (context.hpp).
@@ -24,10 +24,12 @@ struct DeviceLayerKV {
   DType dtype = DType::F32;
   DeviceBuffer k;        ///< dtype [n_kv_heads, capacity, head_dim]
   DeviceBuffer v;        ///< dtype [n_kv_heads, capacity, head_dim]
+  DeviceBuffer pos;      ///< int32 [n_kv_heads, capacity]: each entry's original position (empty: not tracked)
 
   size_t elem_bytes() const { return kernels::dtype_size(dtype); }
-  /// Bytes held by keys and values.
-  size_t bytes() const { return k.bytes() + v.bytes(); }
+  bool has_positions() const { return !pos.empty(); }
+  /// Bytes held by keys, values and positions (what results report as kv_bytes).
+  size_t bytes() const { return k.bytes() + v.bytes() + pos.bytes(); }
 };
 
 struct DeviceKVCache {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "backend/cuda/gemm.hpp"
@@ -17,7 +18,8 @@ std::string str(int64_t v) { return std::to_string(v); }
 /// prepare_cache).
 void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64_t extra) {
   const ModelConfig& c = m.config();
-  if (kv.n_kv_heads == 0 && kv.capacity == 0 && kv.length == 0) {
+  const bool fresh = kv.n_kv_heads == 0 && kv.capacity == 0 && kv.length == 0;
+  if (fresh) {
     kv.n_kv_heads = c.n_kv_heads;
     kv.head_dim = c.head_dim;
     kv.dtype = m.dtype();
@@ -39,6 +41,8 @@ void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64
                      " entries exceeds it; sliding-window attention is not implemented");
   const int64_t need = kv.length + extra;
   if (need > kv.capacity) reserve_layer(m.context(), kv, std::max(need, kv.capacity + kv.capacity / 2));
+  if (fresh)  // a cache the forward starts also tracks positions
+    kv.pos = DeviceBuffer(m.context(), static_cast<size_t>(kv.n_kv_heads * kv.capacity) * sizeof(int32_t));
 }
 
 /// Uploads n int64 positions start, start + 1, ... into ws.positions.
@@ -119,6 +123,9 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
                                           model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
                                           static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
                                           first, s));
+  if (kv.has_positions())
+    RKV_CUDA_CHECK(kernels::store_positions(kv.pos.as<int32_t>(), kv.capacity, static_cast<int>(Hkv), first, positions,
+                                            n, s));
   kv.length = first + n;
   if (n == 1 && !stats) {
     const int splits = kernels::decode_attention_splits(kv.length, static_cast<int>(Hkv), ctx.sm_count());
@@ -241,6 +248,9 @@ std::vector<float> prefill(const DeviceModel& model, const std::vector<int32_t>&
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return {};
+  if (start_pos < 0 || start_pos > INT32_MAX - n)
+    throw InputError("prefill: positions " + str(start_pos) + " .. " + str(start_pos + n - 1) +
+                     " are outside [0, 2^31) (the cache stores positions as int32)");
   if (chunk <= 0) chunk = n;
   DeviceLayerHooks hooks;
   if (!stats.empty()) {

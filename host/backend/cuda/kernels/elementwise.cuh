@@ -106,6 +106,25 @@ cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, voi
   return cudaGetLastError();
 }
 
+__global__ void __launch_bounds__(kRowThreads) store_positions_kernel(int32_t* pos, int64_t capacity, int64_t first,
+                                                                      const int64_t* positions, int64_t n,
+                                                                      int64_t count) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t h = idx / n, i = idx % n;
+    pos[h * capacity + first + i] = static_cast<int32_t>(positions[i]);
+  }
+}
+
+cudaError_t store_positions(int32_t* pos, int64_t capacity, int n_kv_heads, int64_t first, const int64_t* positions,
+                            int64_t n, cudaStream_t stream) {
+  const int64_t count = n * n_kv_heads;
+  if (count <= 0) return cudaSuccess;
+  auto k = store_positions_kernel;
+  RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, pos, capacity, first, positions, n, count);
+  return cudaGetLastError();
+}
+
 cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
   auto k = add_kernel;

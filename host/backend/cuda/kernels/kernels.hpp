@@ -56,6 +56,11 @@ cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, voi
 /// x[i] += y[i] for `count` float32 values.
 cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream);
 
+/// pos[h * capacity + first + i] = positions[i] (int64 -> int32) for every KV head h < n_kv_heads and i < n: the
+/// original positions of n entries appended at cache index `first` (pos: int32 [n_kv_heads, capacity]).
+cudaError_t store_positions(int32_t* pos, int64_t capacity, int n_kv_heads, int64_t first, const int64_t* positions,
+                            int64_t n, cudaStream_t stream);
+
 /// Attention geometry shared by the attention kernels.
 struct AttentionShape {
   int n_heads = 0;     ///< H
