@@ -242,11 +242,7 @@ class CudaBackend final : public Backend {
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);
-    const DeviceLayerKV& l = c.kv.layers[static_cast<size_t>(layer)];
-    const int64_t shape[3] = {l.n_kv_heads, l.length, l.head_dim};
-    const int64_t strides[3] = {l.capacity * l.head_dim, l.head_dim, 1};
-    return TensorView(values ? l.v.data() : l.k.data(), DLDevice{kDLCUDA, ctx_->device()}, dl_dtype(l.dtype), 3,
-                      shape, strides);
+    return RKV_CUDA_NS::layer_view(*ctx_, c.kv.layers[static_cast<size_t>(layer)], values);
   }
 
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {

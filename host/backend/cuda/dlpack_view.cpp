@@ -6,25 +6,6 @@
 
 namespace rkv::RKV_CUDA_NS {
 
-DeviceTensorView::DeviceTensorView(void* data, int device, DLDataType dtype, int32_t ndim, const int64_t* shape,
-                                   const int64_t* strides) {
-  t_.data = data;
-  t_.device = DLDevice{kDLCUDA, device};
-  t_.ndim = ndim;
-  t_.dtype = dtype;
-  t_.byte_offset = 0;
-  for (int32_t i = 0; i < ndim && i < 3; ++i) {
-    shape_[i] = shape[i];
-    strides_[i] = strides[i];
-  }
-}
-
-DLTensor* DeviceTensorView::dl() {
-  t_.shape = shape_;
-  t_.strides = strides_;
-  return &t_;
-}
-
 DLDataType dl_dtype(DType t) {
   return t == DType::F32 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1};
 }
@@ -32,8 +13,8 @@ DLDataType dl_dtype(DType t) {
 DeviceTensorView layer_view(const Context& ctx, const DeviceLayerKV& layer, bool values) {
   const int64_t shape[3] = {layer.n_kv_heads, layer.length, layer.head_dim};
   const int64_t strides[3] = {layer.capacity * layer.head_dim, layer.head_dim, 1};
-  return DeviceTensorView(values ? layer.v.data() : layer.k.data(), ctx.device(), dl_dtype(layer.dtype), 3, shape,
-                          strides);
+  return DeviceTensorView(values ? layer.v.data() : layer.k.data(), DLDevice{kDLCUDA, ctx.device()},
+                          dl_dtype(layer.dtype), 3, shape, strides);
 }
 
 DeviceTensorView stats_view(const Context& ctx, const StatsCapture& stats, int64_t layer, bool cumulative) {
@@ -44,8 +25,8 @@ DeviceTensorView stats_view(const Context& ctx, const StatsCapture& stats, int64
                      " attention captured for layer " + std::to_string(layer));
   const int64_t shape[2] = {stats.n_heads, stats.prefix_tokens};
   const int64_t strides[2] = {stats.prefix_tokens, 1};
-  return DeviceTensorView(bufs[static_cast<size_t>(layer)].data(), ctx.device(), DLDataType{kDLFloat, 32, 1}, 2,
-                          shape, strides);
+  return DeviceTensorView(bufs[static_cast<size_t>(layer)].data(), DLDevice{kDLCUDA, ctx.device()},
+                          DLDataType{kDLFloat, 32, 1}, 2, shape, strides);
 }
 
 }  // namespace rkv::RKV_CUDA_NS

@@ -6,24 +6,14 @@
 
 #include <cstdint>
 
+#include "backend/backend.hpp"
 #include "backend/cuda/device_cache.hpp"
 #include "backend/cuda/forward.hpp"
 
 namespace rkv::RKV_CUDA_NS {
 
-/// A DLTensor with its own shape and stride storage. Copyable; dl() refreshes the internal pointers.
-class DeviceTensorView {
- public:
-  DeviceTensorView(void* data, int device, DLDataType dtype, int32_t ndim, const int64_t* shape,
-                   const int64_t* strides);
-  /// The tensor (kDLCUDA on the context's device); pointers into this object, so keep it alive while in use.
-  DLTensor* dl();
-
- private:
-  DLTensor t_{};
-  int64_t shape_[3] = {0, 0, 0};
-  int64_t strides_[3] = {0, 0, 0};
-};
+/// A DLTensor with its own shape and stride storage (backend/backend.hpp's TensorView; kDLCUDA here).
+using DeviceTensorView = rkv::TensorView;
 
 /// DLPack type of a storage type: float32 or bfloat16.
 DLDataType dl_dtype(DType t);
