@@ -68,8 +68,8 @@ typedef struct rkv_model_options {
                             without CUDA, is RKV_ERROR_UNSUPPORTED with the reason ("model.backend = cuda: no CUDA
                             device ...") on ctx, before the model file is read */
   int32_t threads;    /**< CPU threads, 0 = all cores; process-wide (sets the shared CPU thread pool) */
-  const char* dtype;  /**< compute dtype: "f32" (NULL means "f32"; every backend) or "bf16" (cuda only; on cpu it is
-                           RKV_ERROR_UNSUPPORTED) */
+  const char* dtype;  /**< compute dtype: "f32" (NULL means "f32"; every backend) or "bf16" (cuda only); bf16 on
+                           cpu, or an unknown name, is RKV_ERROR_UNSUPPORTED with the reason on ctx */
 } rkv_model_options;
 
 /** struct_size of the first rkv_model_options layout (path, backend, threads). */

@@ -50,8 +50,12 @@ class BackendCache {
   /// Entries per KV head held by `layer` (every KV head of a layer holds the same count). rkv::InputError for a layer
   /// outside [0, L).
   virtual int64_t length(int64_t layer) const = 0;
-  /// Bytes of key and value storage really held, over every layer (what results report as kv_bytes).
+  /// Bytes of storage really held over every layer: keys, values and positions, including capacity reserved for
+  /// growth (what results report as kv_bytes after compression, where storage is exactly sized).
   virtual size_t bytes() const = 0;
+  /// Bytes of the entries in use: sum over layers of length x H_kv x (key + value rows + position), without reserved
+  /// capacity (what results report as kv_bytes_end, so that it does not depend on the growth policy).
+  virtual size_t bytes_in_use() const = 0;
 };
 
 /// A borrowed DLPack view with its own shape and stride storage (dl() points the tensor at them, so a copied view

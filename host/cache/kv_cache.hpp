@@ -32,6 +32,12 @@ struct LayerKV {
   bool has_positions() const { return !pos.empty(); }
   /// Bytes held by this layer's storage: keys, values and positions (what results report as kv_bytes).
   size_t bytes() const { return (k.capacity() + v.capacity()) * sizeof(float) + pos.capacity() * sizeof(int32_t); }
+  /// Bytes of the entries in use: length x H_kv x (key and value rows + position), without capacity reserved for
+  /// growth (equal to bytes() when the storage is exactly sized, as after prefill and compaction).
+  size_t bytes_in_use() const {
+    return static_cast<size_t>(length * n_kv_heads) *
+           (2 * static_cast<size_t>(head_dim) * sizeof(float) + (has_positions() ? sizeof(int32_t) : 0));
+  }
 };
 
 /// A whole model's cache: one LayerKV per layer.
@@ -40,6 +46,11 @@ struct KVCache {
   size_t bytes() const {
     size_t b = 0;
     for (const auto& l : layers) b += l.bytes();
+    return b;
+  }
+  size_t bytes_in_use() const {
+    size_t b = 0;
+    for (const auto& l : layers) b += l.bytes_in_use();
     return b;
   }
 };

@@ -35,6 +35,7 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
                                 float temperature) {
   if (temperature > 0.0f) throw rkv::cli::UsageError("--compress decodes greedily; drop --temperature");
   const rkv::CompressedGeneration g = rkv::generate_compressed(backend, tok, ids, config_path, profile_path, max_new);
+  std::cerr << "[" << backend.description() << "]\n";
   std::cerr << "[compressed " << g.prompt_tokens << " prompt positions with " << g.scorer << " + " << g.allocator
             << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
             << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
@@ -63,9 +64,10 @@ int run_generate(const std::vector<std::string>& args) {
       "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
       "device is present); a backend that cannot be had is an error before the model is read.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
-      "[budget]: the run config schema) and decoding continues greedily on the compacted cache; the per-layer\n"
-      "budgets and the KV bytes kept are printed to stderr. An allocator that uses a sensitivity profile (ripplekv)\n"
-      "reads it from --profile FILE (a profile.json from `ripplekv profile` or a run).\n\noptions");
+      "[budget]: the run config schema; its other sections are ignored, the backend is --backend's) and decoding\n"
+      "continues greedily on the compacted cache; the per-layer budgets and the KV bytes kept are printed to stderr.\n"
+      "An allocator that uses a sensitivity profile (ripplekv) reads it from --profile FILE (a profile.json from\n"
+      "`ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
       "prompt", po::value(&prompt), "prompt text")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(

@@ -112,7 +112,8 @@ int run_validate(const std::vector<std::string>& args) {
 const char* kMergeUsage =
     "usage: ripplekv merge DIR... --out OUT\n\n"
     "Combines the output folders of the shards of one sweep (`ripplekv run --shard I/N`) into OUT: results.jsonl,\n"
-    "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n";
+    "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n"
+    "Cells computed on different backends or compute dtypes are refused (one report, one backend).\n";
 
 int run_merge(const std::vector<std::string>& args) {
   po::options_description opts("options");

@@ -42,6 +42,7 @@ template <class Plan>
 void apply_backend_options(const boost::program_options::variables_map& vm, Plan& plan) {
   if (vm.count("backend")) plan.backend = vm["backend"].template as<std::string>();
   if (vm.count("dtype")) plan.dtype = vm["dtype"].template as<std::string>();
+  if (vm.count("backend") || vm.count("dtype")) plan.backend_from_command_line = true;
 }
 
 }  // namespace rkv::cli

@@ -417,9 +417,6 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   plan.dtype = get_string(c, *m, "dtype", "model.dtype", "f32");
   if (plan.dtype != "f32" && plan.dtype != "bf16")
     throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
-  if (plan.dtype == "bf16" && plan.backend == "cpu")
-    throw InputError(where(c, *m->get("dtype"), "model.dtype") +
-                     " = \"bf16\" needs model.backend = \"cuda\" (the cpu backend computes in f32)");
   plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0);
 
   // [data]

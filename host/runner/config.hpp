@@ -100,6 +100,7 @@ struct RunPlan {
   std::string model_path;
   std::string backend = "cpu";  ///< model.backend: "cpu" | "cuda" | "auto" (backend/backend.hpp make_backend)
   std::string dtype = "f32";    ///< model.dtype: the backend's compute dtype, "f32" | "bf16" (cuda only)
+  bool backend_from_command_line = false;  ///< --backend or --dtype replaced model.backend / model.dtype
   int64_t threads = 0;
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers

@@ -15,7 +15,9 @@ void check_plan_backend(const RunPlan& plan, const BackendOptions& options) {
   try {
     check_backend_available(plan.backend, options);
   } catch (const InputError& e) {
-    throw InputError(plan.config_path + ": " + e.what());
+    // Name where the setting came from: the command line, or the config file's [model] section.
+    throw InputError((plan.backend_from_command_line ? std::string("--backend/--dtype") : plan.config_path + " [model]") +
+                     ": " + e.what());
   }
 }
 

@@ -12,8 +12,8 @@ namespace rkv {
 /// BackendOptions of `plan`: its dtype, and `threads_override` CPU threads when > 0, else model.threads.
 BackendOptions plan_backend_options(const RunPlan& plan, int64_t threads_override = 0);
 
-/// check_backend_available() for the plan's backend and `options`; the rkv::InputError names the config file first
-/// ("<config>: model.backend = cuda: no CUDA device (...)").
+/// check_backend_available() for the plan's backend and `options`; the rkv::InputError says where the setting came
+/// from first ("<config> [model]: model.backend = cuda: no CUDA device (...)", or "--backend/--dtype: ...").
 void check_plan_backend(const RunPlan& plan, const BackendOptions& options);
 
 }  // namespace rkv

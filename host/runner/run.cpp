@@ -362,7 +362,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
     ex.full_values = score_example(*backend, tok, ex, *full, &ex.full_decode_tps);
-    ex.full_kv_bytes_end = full->bytes();
+    ex.full_kv_bytes_end = full->bytes_in_use();
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
@@ -416,7 +416,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
           r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second);
-          r.kv_bytes_end = comp.cache->bytes();
+          r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));
       }

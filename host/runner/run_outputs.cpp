@@ -99,7 +99,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         cd.meta = std::move(j);
         (void)cd.meta.at("cell_id").get<std::string>();
         (void)cd.meta.at("base_sha256").get<std::string>();
-        (void)cd.meta.at("backend").get<std::string>();
+        (void)backend_of(cd.meta);  // backend and compute_dtype must be strings
         (void)group_of(cd.meta);
       } catch (const std::exception& e) {
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";

@@ -45,7 +45,14 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   r.budgets = j.at("budgets").get<std::vector<int64_t>>();
   r.kv_bytes = j.at("kv_bytes").get<size_t>();
   r.kv_bytes_full = j.at("kv_bytes_full").get<size_t>();
-  r.kv_bytes_end = j.value("kv_bytes_end", r.kv_bytes);  // cells written before the field existed
+  // Cells written before the field existed have none: their caches ended as they were compressed.
+  if (!j.contains("kv_bytes_end")) {
+    r.kv_bytes_end = r.kv_bytes;
+  } else if (j.at("kv_bytes_end").is_number_unsigned()) {
+    r.kv_bytes_end = j.at("kv_bytes_end").get<size_t>();
+  } else {
+    throw InputError("kv_bytes_end is not a non-negative integer");
+  }
   r.compress_seconds = j.at("compress_seconds").get<double>();
   r.decode_tokens_per_second = j.at("decode_tokens_per_second").get<double>();
   r.warnings = j.at("warnings").get<std::vector<std::string>>();

@@ -27,7 +27,7 @@ struct ExampleOutcomeRecord {
   int64_t budget_total = 0;                   ///< B
   std::vector<int64_t> budgets;               ///< per model layer (T for a layer kept whole)
   size_t kv_bytes = 0, kv_bytes_full = 0;   ///< cache bytes held after compression (keys, values, positions)
-  size_t kv_bytes_end = 0;                   ///< ... and at the end of the task (continuation or decoded tokens added)
+  size_t kv_bytes_end = 0;  ///< bytes of the entries held at the end of the task (BackendCache::bytes_in_use)
   double compress_seconds = 0;
   double decode_tokens_per_second = 0;        ///< 0 when the task does not decode
   std::vector<std::string> warnings;

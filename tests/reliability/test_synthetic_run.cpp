@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sys/wait.h>
@@ -287,10 +288,22 @@ TEST_F(SyntheticRun, ResumeAndMergeRefuseToMixBackends) {
   } catch (const rkv::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("merge runs of one backend and dtype"), std::string::npos) << e.what();
   }
-  // A cell file without its backend is corrupt: reported and recomputed, never an internal error.
-  j.erase("backend");
-  std::ofstream(cell, std::ios::trunc) << j.dump();
+  // A cell file without its backend, with a compute_dtype that is not a string, or with a kv_bytes_end that is not a
+  // non-negative integer is corrupt: recomputed by --resume, skipped by merge, never an internal error.
+  auto damaged = [&](const std::function<void(nlohmann::json&)>& damage) {
+    nlohmann::json d = nlohmann::json::parse(rkv::read_file(cell.string()));
+    damage(d);
+    std::ofstream(cell, std::ios::trunc) << d.dump();
+  };
+  damaged([](nlohmann::json& d) { d.erase("backend"); });
   EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1);
+  damaged([](nlohmann::json& d) { d["compute_dtype"] = 5; });
+  EXPECT_NO_THROW(rkv::merge_outputs({out.string()}, (dir / "merged").string(), true));
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1);
+  for (const nlohmann::json bad : {nlohmann::json(-5), nlohmann::json(1.5e30), nlohmann::json("x")}) {
+    damaged([&](nlohmann::json& d) { d["examples"][0]["kv_bytes_end"] = bad; });
+    EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1) << bad.dump();
+  }
 }
 
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {

@@ -8,6 +8,7 @@
 #include "common/assets.hpp"
 #include "core/errors.hpp"
 #include "runner/config.hpp"
+#include "runner/plan_backend.hpp"
 
 namespace {
 
@@ -221,8 +222,24 @@ TEST_F(Config, BackendAndComputeDtype) {
   const std::string bad_dtype = error(with_model_keys(base(), "dtype = \"fp16\"\n"));
   EXPECT_NE(bad_dtype.find("model.dtype"), std::string::npos) << bad_dtype;
   EXPECT_NE(bad_dtype.find("cfg.toml"), std::string::npos) << bad_dtype;
-  const std::string bf16_cpu = error(with_model_keys(base(), "dtype = \"bf16\"\n"));
-  EXPECT_NE(bf16_cpu.find("needs model.backend = \"cuda\""), std::string::npos) << bf16_cpu;
+  // bf16 with the cpu backend parses (--backend cuda may still replace the backend); running it is refused by the
+  // backend check, which names the config's [model] section.
+  const rkv::RunPlan bf16_cpu = load(with_model_keys(base(), "dtype = \"bf16\"\n"));
+  try {
+    rkv::check_plan_backend(bf16_cpu, rkv::plan_backend_options(bf16_cpu));
+    FAIL() << "bf16 on the cpu backend accepted";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cfg.toml [model]: model.dtype = bf16: the cpu backend computes in f32 only"), std::string::npos) << m;
+  }
+  rkv::RunPlan overridden = bf16_cpu;
+  overridden.backend_from_command_line = true;
+  try {
+    rkv::check_plan_backend(overridden, rkv::plan_backend_options(overridden));
+    FAIL() << "bf16 on the cpu backend accepted";
+  } catch (const rkv::InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--backend/--dtype: ", 0), 0u) << e.what();
+  }
   const std::string tpu = error(with_model_keys(base(), "backend = \"tpu\"\n"));
   EXPECT_NE(tpu.find("model.backend"), std::string::npos) << tpu;
 }

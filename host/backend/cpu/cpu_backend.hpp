@@ -24,6 +24,7 @@ class CpuCache final : public BackendCache {
   int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
   int64_t length(int64_t layer) const override;
   size_t bytes() const override { return kv.bytes(); }
+  size_t bytes_in_use() const override { return kv.bytes_in_use(); }
   KVCache kv;
 };
 

@@ -32,6 +32,7 @@ class CudaCache final : public BackendCache {
     return kv.layers[static_cast<size_t>(layer)].length;
   }
   size_t bytes() const override { return kv.bytes(); }
+  size_t bytes_in_use() const override { return kv.bytes_in_use(); }
   void check(int64_t layer) const {
     if (layer < 0 || layer >= n_layers())
       throw InputError("cache layer " + str(layer) + " outside [0, " + str(n_layers()) + ")");

@@ -30,6 +30,11 @@ struct DeviceLayerKV {
   bool has_positions() const { return !pos.empty(); }
   /// Bytes held by keys, values and positions (what results report as kv_bytes).
   size_t bytes() const { return k.bytes() + v.bytes() + pos.bytes(); }
+  /// Bytes of the entries in use, without capacity reserved for growth (rkv::LayerKV::bytes_in_use).
+  size_t bytes_in_use() const {
+    return static_cast<size_t>(length * n_kv_heads) *
+           (2 * static_cast<size_t>(head_dim) * elem_bytes() + (has_positions() ? sizeof(int32_t) : 0));
+  }
 };
 
 struct DeviceKVCache {
@@ -37,6 +42,11 @@ struct DeviceKVCache {
   size_t bytes() const {
     size_t b = 0;
     for (const auto& l : layers) b += l.bytes();
+    return b;
+  }
+  size_t bytes_in_use() const {
+    size_t b = 0;
+    for (const auto& l : layers) b += l.bytes_in_use();
     return b;
   }
 };
