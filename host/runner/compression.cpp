@@ -123,13 +123,22 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
 }
 
 std::vector<float> continuation_logits(Backend& backend, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                       BackendCache& cache) {
+                                       BackendCache& cache, const DecodeEviction* evict) {
   if (tokens.empty()) return {};
-  return backend.extend(cache, tokens, start_pos, LogitsFor::All);
+  if (!evict || !evict->active()) return backend.extend(cache, tokens, start_pos, LogitsFor::All);
+  std::vector<float> logits;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::vector<float> row =
+        backend.extend(cache, {tokens[i]}, start_pos + static_cast<int64_t>(i), LogitsFor::Last);
+    logits.insert(logits.end(), row.begin(), row.end());
+    evict->apply(backend, cache);
+  }
+  return logits;
 }
 
 GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_logits, int64_t start_pos,
-                           BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids) {
+                           BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids,
+                           const DecodeEviction* evict) {
   GreedyResult r;
   const int64_t V = backend.model().config.vocab_size;
   int32_t next = argmax(first_logits.data(), V);
@@ -140,6 +149,7 @@ GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_log
     r.tokens.push_back(next);
     if (i + 1 == max_new_tokens) break;
     const std::vector<float> logits = backend.extend(cache, {next}, start_pos + i, LogitsFor::Last);
+    if (evict) evict->apply(backend, cache);
     ++decoded;
     next = argmax(logits.data(), V);
   }

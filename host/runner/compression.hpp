@@ -21,6 +21,7 @@
 #include "cache/attention_stats.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/scorer_call.hpp"
+#include "runner/decode_policy.hpp"
 
 namespace rkv {
 
@@ -84,9 +85,10 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
                                  ScoreMemo& memo);
 
 /// Teacher-forced continuation on a cache: feeds `tokens` at positions start_pos.. (appending to `cache`) and
-/// returns the logits after each of them, float32 [n, V].
+/// returns the logits after each of them, float32 [n, V]. With an active `evict` (decode_policy.hpp) the tokens go
+/// one at a time, each followed by the eviction.
 std::vector<float> continuation_logits(Backend& backend, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                       BackendCache& cache);
+                                       BackendCache& cache, const DecodeEviction* evict = nullptr);
 
 /// Greedy decoding on a cache that holds a prompt of `start_pos` positions: the first token is argmax of
 /// `first_logits` (the prompt's last logits); stops after `max_new_tokens` or at an id in `stop_ids`.
@@ -95,7 +97,9 @@ struct GreedyResult {
   std::vector<int32_t> tokens;
   double tokens_per_second = 0;
 };
+/// With `evict`, the eviction follows every decoded token.
 GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_logits, int64_t start_pos,
-                           BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids);
+                           BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids,
+                           const DecodeEviction* evict = nullptr);
 
 }  // namespace rkv

@@ -442,8 +442,19 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
 
   // [compression], [tasks], [output]
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
-    check_keys(c, *cp, "compression", {"query_aware"});
+    check_keys(c, *cp, "compression", {"query_aware", "decode"});
     plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
+    if (const toml::table* dp = sub_table(c, *cp, "decode", "compression.decode")) {
+      check_keys(c, *dp, "compression.decode", {"policy", "sinks"});
+      plan.decode_policy = get_string(c, *dp, "policy", "compression.decode.policy", "none");
+      if (plan.decode_policy != "none" && plan.decode_policy != "rolling")
+        throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
+                         " must be \"none\" or \"rolling\" (got \"" + plan.decode_policy + "\")");
+      plan.decode_sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0);
+      if (plan.decode_sinks > 1000000)
+        throw InputError(where(c, *dp->get("sinks"), "compression.decode.sinks") + " must be <= 1000000 (got " +
+                         std::to_string(plan.decode_sinks) + ")");
+    }
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
     check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});

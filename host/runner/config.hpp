@@ -11,7 +11,7 @@
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
 //   [budget]      fraction = f in (0, 1]  |  tokens = N (average per-layer budget); layers = [] (A; empty: all)
-//   [compression] query_aware = false
+//   [compression] query_aware = false; [compression.decode] policy = "none"|"rolling", sinks = 4
 //   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
@@ -105,6 +105,8 @@ struct RunPlan {
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
   bool query_aware = false;
+  std::string decode_policy = "none";  ///< [compression.decode] policy: "none" | "rolling" (runner/decode_policy.hpp)
+  int64_t decode_sinks = 4;            ///< [compression.decode] sinks: leading entries "rolling" never evicts
   std::vector<std::string> tasks = {"lm_fidelity"};
   int64_t continuation_tokens = 64;
   NeedleConfig needle;

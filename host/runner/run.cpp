@@ -131,31 +131,40 @@ struct Example {
 
 /// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
 GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache,
-                    const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop) {
+                    const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
+                    const DecodeEviction* evict) {
   const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop);
-  const std::vector<float> last = backend.extend(cache, question, T, LogitsFor::Last);
-  const int64_t n = static_cast<int64_t>(question.size());
-  return greedy_decode(backend, last, T + n, cache, max_new, stop);
+  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, evict);
+  const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(question.size());
+  std::vector<float> last;
+  if (evict && evict->active()) {  // token by token, evicting after each
+    const std::vector<float> logits = continuation_logits(backend, question, T, cache, evict);
+    last.assign(logits.end() - V, logits.end());
+  } else {
+    last = backend.extend(cache, question, T, LogitsFor::Last);
+  }
+  return greedy_decode(backend, last, T + n, cache, max_new, stop, evict);
 }
 
-/// Scores one example on `cache` (the full cache or a compressed copy; consumed).
+/// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy `evict`
+/// (null: every appended token is kept).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
-                                            BackendCache& cache, double* decode_tps) {
+                                            BackendCache& cache, double* decode_tps,
+                                            const DecodeEviction* evict = nullptr) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
-    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference);
+    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, evict);
     v["kl"] = f.kl;
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
-    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids());
+    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), evict);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
-        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids);
+        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, evict);
     const std::string pred = longbench_prediction(tok, r.tokens);
     v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
     *decode_tps = r.tokens_per_second;
@@ -415,7 +424,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
-          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second);
+          const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets);
+          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, &evict);
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));

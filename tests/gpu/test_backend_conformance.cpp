@@ -12,6 +12,8 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
+#include "runner/compression.hpp"
+#include "runner/decode_policy.hpp"
 #include "gpu_test.hpp"
 
 using namespace rkv_gpu_test;
@@ -174,6 +176,50 @@ TEST_F(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
   // A selection for another T is refused.
   const rkv::Selection other = rkv::select_positions(scores.data(), Hkv, T - 1, 4, rkv::ProtectedSpec{}, 0);
   EXPECT_THROW(dev->compact_layer(*cb, 1 % model.config.n_layers, other), rkv::InputError);
+}
+
+// Decode policy "rolling" (runner/decode_policy.hpp) on both backends: after compressing every layer to b = 10 entries,
+// each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
+// end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the
+// 8 most recent tokens, T + 7 .. T + 14 (by hand). Logits agree across backends.
+TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  const int64_t b = 10;
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 37) % 101);
+  const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, b, rkv::ProtectedSpec{2, 2}, 0);
+  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), b));
+  std::vector<std::vector<float>> logits;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, sel);
+    std::vector<float> all;
+    for (int64_t s = 0; s < 15; ++s) {
+      const std::vector<float> row =
+          rkv::continuation_logits(*be, {static_cast<int32_t>(s + 1)}, T + s, *r.cache, &rolling);
+      all.insert(all.end(), row.begin(), row.end());
+      for (int64_t l = 0; l < L; ++l) ASSERT_LE(r.cache->length(l), b) << be->kind() << " step " << s << " layer " << l;
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      const rkv::LayerKV kv = be->download_layer(*r.cache, l);
+      ASSERT_EQ(kv.length, b);
+      for (int64_t h = 0; h < Hkv; ++h) {
+        std::vector<int32_t> want = {static_cast<int32_t>(sel.head_positions(h)[0]),
+                                     static_cast<int32_t>(sel.head_positions(h)[1])};
+        for (int64_t p = T + 7; p <= T + 14; ++p) want.push_back(static_cast<int32_t>(p));
+        EXPECT_EQ(std::vector<int32_t>(kv.pos_at(h, 0), kv.pos_at(h, 0) + b), want) << be->kind() << " head " << h;
+      }
+    }
+    logits.push_back(all);
+  }
+  EXPECT_LE(rel_diff(logits[1], logits[0]), 1e-4);
+  // "none" keeps every token.
+  const rkv::PrefillResult r = cpu->prefill(prompt, {});
+  for (int64_t l = 0; l < L; ++l) cpu->compact_layer(*r.cache, l, sel);
+  const rkv::DecodeEviction none("none", 2, std::vector<int64_t>(static_cast<size_t>(L), b));
+  rkv::continuation_logits(*cpu, next, T, *r.cache, &none);
+  EXPECT_EQ(r.cache->length(0), b + static_cast<int64_t>(next.size()));
+  EXPECT_THROW(rkv::DecodeEviction("h2o", 2, {b}), rkv::InputError);
 }
 
 TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {

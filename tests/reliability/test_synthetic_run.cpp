@@ -306,6 +306,31 @@ TEST_F(SyntheticRun, ResumeAndMergeRefuseToMixBackends) {
   }
 }
 
+// [compression.decode] policy = "rolling": the 8 continuation tokens of lm_fidelity are evicted as they arrive, so a
+// compressed cell ends holding exactly what compression kept (kv_bytes_end == kv_bytes); with "none" the cache grows
+// by 8 entries per layer and KV head. The full-cache cell never evicts.
+TEST_F(SyntheticRun, RollingDecodeKeepsTheCacheAtItsBudget) {
+  for (const std::string policy : {"none", "rolling"}) {
+    const fs::path out = dir / ("out-" + policy);
+    rkv::RunOptions o;
+    o.out_dir = out.string();
+    o.quiet = true;
+    const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                       "[compression.decode]\npolicy = \"" + policy + "\"\nsinks = 2\n"));
+    ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+    for (const auto& e : fs::directory_iterator(out / "cells")) {
+      const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+      for (const auto& ex : j.at("examples")) {
+        const size_t kept = ex.at("kv_bytes").get<size_t>(), end = ex.at("kv_bytes_end").get<size_t>();
+        if (j.at("full_cache").get<bool>() || policy == "none")
+          EXPECT_GT(end, kept) << policy << " " << j.at("label");
+        else
+          EXPECT_EQ(end, kept) << policy << " " << j.at("label");
+      }
+    }
+  }
+}
+
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();

@@ -168,6 +168,19 @@ TEST_F(Config, AllocatorThatNeedsAProfileNeedsASignal) {
   EXPECT_NE(error(t).find("needs a sensitivity profile: add a [signal] section"), std::string::npos) << error(t);
 }
 
+TEST_F(Config, DecodePolicy) {
+  EXPECT_EQ(load(base()).decode_policy, "none");
+  const rkv::RunPlan p = load(base("[compression.decode]\npolicy = \"rolling\"\nsinks = 2\n"));
+  EXPECT_EQ(p.decode_policy, "rolling");
+  EXPECT_EQ(p.decode_sinks, 2);
+  const std::string bad = error(base("[compression.decode]\npolicy = \"h2o\"\n"));
+  EXPECT_NE(bad.find("compression.decode.policy"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("cfg.toml"), std::string::npos) << bad;
+  EXPECT_NE(error(base("[compression.decode]\nsinks = -1\n")).find("compression.decode.sinks"), std::string::npos);
+  EXPECT_NE(error(base("[compression.decode]\nsinks = 2000000\n")).find("<= 1000000"), std::string::npos);
+  EXPECT_NE(error(base("[compression.decode]\nwindow = 3\n")).find("compression.decode.window"), std::string::npos);
+}
+
 }  // namespace
 
 TEST_F(Config, BudgetLayersIsASetOfNonNegativeIndices) {

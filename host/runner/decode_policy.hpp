@@ -1,0 +1,44 @@
+// Compression while decoding ([compression.decode] of a run config): what happens to a compressed cache as tokens are
+// appended after the prompt (the continuation of lm_fidelity, a needle question and its answer, LongBench answers).
+//
+//   none     the cache grows by one entry per layer and KV head per token (every entry is kept);
+//   rolling  StreamingLLM as published (Xiao et al. 2024, "Efficient Streaming Language Models with Attention Sinks"):
+//            layer l holds at most its budget b_l entries: the first `sinks` entries it holds (the attention sinks)
+//            and the most recent b_l - sinks; after every appended token the oldest other entry is evicted.
+//
+// Example: b_l = 6, sinks = 2, a layer that kept positions [0, 1, 7, 8, 9, 11] of a prompt of T = 12; after the tokens
+// at positions 12 and 13 it holds [0, 1, 9, 11, 12, 13].
+//
+// Eviction is a compaction (Backend::compact_layer, through the cache's positions), so it runs on every backend and
+// the cache never exceeds its budget between tokens.
+//
+// Thread rules: as the backend's.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace rkv {
+
+class DecodeEviction {
+ public:
+  /// `policy` "none" or "rolling", `sinks` >= 0, `budgets` the entries each model layer may hold (b_l, or T for a
+  /// layer left whole). Throws rkv::InputError for another policy or negative numbers.
+  DecodeEviction(const std::string& policy, int64_t sinks, std::vector<int64_t> budgets);
+
+  /// True when tokens must be fed one at a time with apply() after each ("rolling").
+  bool active() const { return rolling_; }
+
+  /// Evicts down to the budgets (a no-op for "none" or a layer within its budget). rkv::InputError when the cache has
+  /// another number of layers than there are budgets.
+  void apply(Backend& backend, BackendCache& cache) const;
+
+ private:
+  bool rolling_ = false;
+  int64_t sinks_ = 0;
+  std::vector<int64_t> budgets_;
+};
+
+}  // namespace rkv
