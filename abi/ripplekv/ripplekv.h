@@ -112,7 +112,8 @@ typedef struct rkv_generate_options {
                                        sensitivity profile (ripplekv); NULL otherwise */
   char** out_compression_json;    /**< NULL, or receives (caller frees with rkv_string_free) a JSON object
                                        {"scorer", "allocator", "prompt_tokens", "budget_total", "budgets" (one per
-                                       model layer, positions), "kv_bytes_full", "kv_bytes_kept", "warnings"};
+                                       model layer, positions), "kv_bytes_full", "kv_bytes_kept", "kv_bytes_end"
+                                       (after decoding), "warnings"};
                                        set only when compression_config is given and the call succeeds */
 } rkv_generate_options;
 

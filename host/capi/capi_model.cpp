@@ -139,6 +139,7 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
       j["budgets"] = g.budgets;
       j["kv_bytes_full"] = g.bytes_full;
       j["kv_bytes_kept"] = g.bytes_kept;
+      j["kv_bytes_end"] = g.bytes_end;
       j["warnings"] = g.warnings;
       info = j.dump();
     }

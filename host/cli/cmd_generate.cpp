@@ -44,7 +44,7 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
   for (const auto& w : g.warnings) std::cerr << "warning: " << w << "\n";
   std::cout << tok.decode(g.tokens, false) << std::endl;
   std::cerr << "[" << g.tokens.size() << " generated on the compressed cache, decode " << g.decode_tokens_per_second
-            << " tok/s]\n";
+            << " tok/s; KV bytes at the end " << g.bytes_end << "]\n";
   return 0;
 }
 
@@ -64,8 +64,9 @@ int run_generate(const std::vector<std::string>& args) {
       "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
       "device is present); a backend that cannot be had is an error before the model is read.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
-      "[budget]: the run config schema; its other sections are ignored, the backend is --backend's) and decoding\n"
-      "continues greedily on the compacted cache; the per-layer budgets and the KV bytes kept are printed to stderr.\n"
+      "[budget]: the run config schema; [compression.decode] sets the decode policy (rolling keeps every layer at its\n"
+      "budget while decoding); other sections are ignored, the backend is --backend's) and decoding continues\n"
+      "greedily on the compacted cache; the per-layer budgets and the KV bytes kept and at the end go to stderr.\n"
       "An allocator that uses a sensitivity profile (ripplekv) reads it from --profile FILE (a profile.json from\n"
       "`ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(

@@ -7,6 +7,7 @@
 #include "core/errors.hpp"
 #include "runner/compression.hpp"
 #include "runner/config.hpp"
+#include "runner/decode_policy.hpp"
 #include "runner/profile_file.hpp"
 
 namespace rkv {
@@ -76,9 +77,10 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   ScoreMemo memo;
   CompressedPrompt comp = compress_prompt(backend, prompt, scorer, layers, alloc.budgets, memo);
 
-  // Greedy decode on the compacted cache.
+  // Greedy decode on the compacted cache, under the config's decode policy.
+  const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets);
   const GreedyResult r =
-      greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids());
+      greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids(), &evict);
 
   CompressedGeneration g;
   g.tokens = r.tokens;
@@ -92,6 +94,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.warnings = alloc.warnings;
   g.warnings.insert(g.warnings.end(), comp.warnings.begin(), comp.warnings.end());
   g.decode_tokens_per_second = r.tokens_per_second;
+  g.bytes_end = comp.cache->bytes_in_use();
   return g;
 }
 

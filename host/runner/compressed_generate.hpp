@@ -22,13 +22,15 @@ struct CompressedGeneration {
   std::vector<int64_t> budgets;       ///< per model layer: b_l (T for a layer left whole)
   size_t bytes_full = 0;              ///< KV cache bytes of the prompt before compression
   size_t bytes_kept = 0;              ///< after compression
+  size_t bytes_end = 0;               ///< bytes of the entries held after decoding (BackendCache::bytes_in_use)
   std::vector<std::string> warnings;  ///< allocator, scorer and selection warnings
   double decode_tokens_per_second = 0;
 };
 
 /// Prefills `prompt_ids` (T >= 1) on `backend`, compresses the cache as the compression config at
-/// `config_path` says ([scorer], [allocator], [budget] of the run schema; see load_compression_config), then decodes
-/// greedily on the compacted cache for at most `max_new_tokens` (>= 0) tokens, stopping at an end-of-generation id
+/// `config_path` says ([scorer], [allocator], [budget] of the run schema, and [compression.decode]; see
+/// load_compression_config), then decodes greedily on the compacted cache under its decode policy for at most
+/// `max_new_tokens` (>= 0) tokens, stopping at an end-of-generation id
 /// of `tok`. An allocator that declares RKV_FLAG_NEEDS_PROFILE reads the sensitivity profile s[L] from
 /// `profile_path` (a profile.json of `ripplekv profile` or a run; one value per model layer).
 /// Errors (rkv::InputError): a bad config (file, key and line named), budget.layers outside the model, a needed

@@ -391,6 +391,21 @@ std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget
   return layers;
 }
 
+/// [compression.decode] inside the [compression] table `cp`: policy ("none" | "rolling") and sinks (0 .. 1e6).
+void parse_decode_section(const Ctx& c, const toml::table& cp, std::string& policy, int64_t& sinks) {
+  const toml::table* dp = sub_table(c, cp, "decode", "compression.decode");
+  if (!dp) return;
+  check_keys(c, *dp, "compression.decode", {"policy", "sinks"});
+  policy = get_string(c, *dp, "policy", "compression.decode.policy", "none");
+  if (policy != "none" && policy != "rolling")
+    throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
+                     " must be \"none\" or \"rolling\" (got \"" + policy + "\")");
+  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0);
+  if (sinks > 1000000)
+    throw InputError(where(c, *dp->get("sinks"), "compression.decode.sinks") + " must be <= 1000000 (got " +
+                     std::to_string(sinks) + ")");
+}
+
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   RunPlan plan;
   plan.config_text = text;
@@ -444,17 +459,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
     check_keys(c, *cp, "compression", {"query_aware", "decode"});
     plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
-    if (const toml::table* dp = sub_table(c, *cp, "decode", "compression.decode")) {
-      check_keys(c, *dp, "compression.decode", {"policy", "sinks"});
-      plan.decode_policy = get_string(c, *dp, "policy", "compression.decode.policy", "none");
-      if (plan.decode_policy != "none" && plan.decode_policy != "rolling")
-        throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
-                         " must be \"none\" or \"rolling\" (got \"" + plan.decode_policy + "\")");
-      plan.decode_sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0);
-      if (plan.decode_sinks > 1000000)
-        throw InputError(where(c, *dp->get("sinks"), "compression.decode.sinks") + " must be <= 1000000 (got " +
-                         std::to_string(plan.decode_sinks) + ")");
-    }
+    parse_decode_section(c, *cp, plan.decode_policy, plan.decode_sinks);
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
     check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});
@@ -636,6 +641,8 @@ CompressionConfig load_compression_config(const std::string& path) {
   out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
   out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b);
+  if (const toml::table* cp = sub_table(c, root, "compression", "compression"))
+    parse_decode_section(c, *cp, out.decode_policy, out.decode_sinks);
   return out;
 }
 

@@ -132,6 +132,8 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
 struct CompressionConfig {
   CellConfig cell;
   std::vector<int64_t> compressible_layers;  ///< empty: all
+  std::string decode_policy = "none";        ///< [compression.decode] policy (runner/decode_policy.hpp)
+  int64_t decode_sinks = 4;                  ///< [compression.decode] sinks
   std::shared_ptr<PluginRegistry> registry;
 };
 CompressionConfig load_compression_config(const std::string& path);

@@ -22,11 +22,31 @@ class GenerateCompress(unittest.TestCase):
             print("skipping: missing asset %s; run scripts/fetch-assets" % MODEL)
             sys.exit(77)
 
-    def config(self, allocator):
+    def config(self, allocator, extra=""):
         f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
         f.write('[scorer]\nplugin = "streamingllm"\n[allocator]\nplugin = "%s"\n[budget]\nfraction = 0.25\n' % allocator)
+        f.write(extra)
         f.close()
         return f.name
+
+    def test_rolling_decode_keeps_the_cache_at_its_budget(self):
+        """[compression.decode] policy = "rolling": after 12 decoded tokens the cache holds exactly what compression
+        kept (KV bytes at the end == kept); with "none" it grows by 11 entries per layer and KV head (12 tokens, the
+        last one is never fed back): 11 x 30 x 3 x (2 x 64 x 4 + 4) bytes more (by hand)."""
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 6
+        ends = {}
+        for policy in ("none", "rolling"):
+            cfg = self.config("uniform", '[compression.decode]\npolicy = "%s"\nsinks = 4\n' % policy)
+            p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", prompt, "--max-new-tokens", "12",
+                                "--threads", "2", "--compress", cfg], capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            kept = int(re.search(r"KV bytes (\d+) of", p.stderr).group(1))
+            generated = int(re.search(r"\[(\d+) generated on the compressed cache", p.stderr).group(1))
+            end = int(re.search(r"KV bytes at the end (\d+)", p.stderr).group(1))
+            self.assertEqual(generated, 12, p.stderr)
+            ends[policy] = (kept, end)
+        self.assertEqual(ends["rolling"][1], ends["rolling"][0])
+        self.assertEqual(ends["none"][1] - ends["none"][0], 11 * 30 * 3 * (2 * 64 * 4 + 4))
 
     def test_budgets_and_bytes(self):
         prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 6
