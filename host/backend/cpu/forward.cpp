@@ -134,9 +134,10 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
     const size_t per_slot = static_cast<size_t>(max_scores + std::min(n, kQueryBlock) * G * d);
     float* scratch = grow(ws.scores, per_slot * static_cast<size_t>(slots));
     // Each slot sums its blocks' statistics into its own partials; they are added in slot order below.
-    std::vector<std::vector<AttentionStatsAccumulator>> partial(static_cast<size_t>(slots));
-    std::vector<std::vector<AttentionStatsAccumulator*>> partial_ptrs(static_cast<size_t>(slots));
-    for (int64_t slot = 0; slot < slots; ++slot) {
+    // (Built only when statistics are asked for: decode steps take this path too and allocate nothing extra.)
+    std::vector<std::vector<AttentionStatsAccumulator>> partial(stats.empty() ? 0 : static_cast<size_t>(slots));
+    std::vector<std::vector<AttentionStatsAccumulator*>> partial_ptrs(partial.size());
+    for (int64_t slot = 0; slot < static_cast<int64_t>(partial.size()); ++slot) {
       auto& p = partial[static_cast<size_t>(slot)];
       for (const AttentionStatsAccumulator* acc : stats) p.push_back(acc->zero_copy());
       for (auto& a : p) partial_ptrs[static_cast<size_t>(slot)].push_back(&a);
@@ -147,12 +148,12 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
         float* S = scratch + per_slot * static_cast<size_t>(slot);
         for (int64_t t = slot; t < tasks; t += slots) {
           attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, S, S + max_scores, out,
-                          false, nullptr, partial_ptrs[static_cast<size_t>(slot)]);
+                          false, nullptr, stats.empty() ? kNoStats : partial_ptrs[static_cast<size_t>(slot)]);
         }
       }
     });
-    for (int64_t slot = 0; slot < slots; ++slot)
-      for (size_t k = 0; k < stats.size(); ++k) stats[k]->add(partial[static_cast<size_t>(slot)][k]);
+    for (size_t slot = 0; slot < partial.size(); ++slot)
+      for (size_t k = 0; k < stats.size(); ++k) stats[k]->add(partial[slot][k]);
     return;
   }
   float* S = grow(ws.scores, static_cast<size_t>(max_scores));
