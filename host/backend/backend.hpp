@@ -40,20 +40,24 @@
 namespace rkv {
 
 /// A KV cache held by a backend, in the backend's memory (host memory for cpu, device memory for cuda). Per layer and
-/// KV head: keys after RoPE at their original positions and values, `length(l)` entries, physically compact
-/// (DESIGN.md "The cache"). Created, copied and changed only through the Backend that made it.
+/// KV head: keys after RoPE at their original positions, values and positions, `head_length(l, h)` entries,
+/// physically compact (uniform [H_kv, length, d] or ragged per head; DESIGN.md "The cache"). Created, copied and
+/// changed only through the Backend that made it.
 class BackendCache {
  public:
   virtual ~BackendCache() = default;
   /// L.
   virtual int64_t n_layers() const = 0;
-  /// Entries per KV head held by `layer` (every KV head of a layer holds the same count). rkv::InputError for a layer
-  /// outside [0, L).
+  /// Entries held by the longest KV head of `layer` (every head, unless per-head budgets compacted the layer).
+  /// rkv::InputError for a layer outside [0, L).
   virtual int64_t length(int64_t layer) const = 0;
+  /// Entries held by KV head `head` of `layer`. rkv::InputError for a layer outside [0, L) or a head outside
+  /// [0, H_kv).
+  virtual int64_t head_length(int64_t layer, int64_t head) const = 0;
   /// Bytes of storage really held over every layer: keys, values and positions, including capacity reserved for
   /// growth (what results report as kv_bytes after compression, where storage is exactly sized).
   virtual size_t bytes() const = 0;
-  /// Bytes of the entries in use: sum over layers of length x H_kv x (key + value rows + position), without reserved
+  /// Bytes of the entries in use: sum over layers and KV heads of head_length x (key + value row + position), without reserved
   /// capacity (what results report as kv_bytes_end, so that it does not depend on the growth policy).
   virtual size_t bytes_in_use() const = 0;
 };
@@ -163,19 +167,23 @@ class Backend {
   /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
   virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;
 
-  /// A host float32 copy of layer `layer`: [H_kv, length, d] keys and values, capacity = length (what a CPU-only
-  /// scorer plugin is handed). rkv::InputError for a bad layer.
+  /// A host float32 copy of layer `layer` in the same layout (uniform: [H_kv, length, d] keys and values, capacity =
+  /// length; per head: the same head lengths, each region exactly its length), with positions. What a CPU-only scorer
+  /// plugin is handed. rkv::InputError for a bad layer.
   virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
 
   /// A view of layer `layer`'s keys (values = false) or values on the backend's own device, no copy: [H_kv, length,
   /// d] in the cache's dtype (float32, or bfloat16 in a cuda bf16 cache) with strides (capacity * d, d, 1); device
   /// kDLCPU for cpu, kDLCUDA for cuda (for plugins that declare CUDA support; others get download_layer()).
-  /// Borrowed: valid until the cache is extended, compacted or destroyed. rkv::InputError for a bad layer.
+  /// Borrowed: valid until the cache is extended, compacted or destroyed. rkv::InputError for a bad layer, or a layer
+  /// in the per-head layout (its heads hold different counts: no [H_kv, length, d] view exists).
   virtual TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) = 0;
 
-  /// Keeps, per KV head, the entries of `sel` (cache/selection.hpp: ascending positions, the same count per head) and
-  /// reallocates the layer at exactly that size, so the bytes are really freed. An untouched selection is a no-op.
-  /// rkv::InputError when the layer does not hold the selection's T entries or the head count differs.
+  /// Keeps, per KV head, the entries of `sel` (cache/selection.hpp: ascending cache indices, the same count per head
+  /// or per-head counts) and reallocates the layer at exactly that size, so the bytes are really freed; the result
+  /// is uniform when every head keeps the same count, per head otherwise (rkv::compact_layer). An untouched
+  /// selection is a no-op. rkv::InputError when the layer does not hold the selection's T entries, the head count
+  /// differs or an index is out of range.
   virtual void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) = 0;
 
   /// A profiler for prefixes of `prefix_tokens` and windows of `window_tokens`, never perturbing the positions

@@ -1,12 +1,16 @@
 // The per-layer KV cache: keys (after RoPE, at their original positions), values, and the original position of every
 // entry, stored per KV head (DESIGN.md "The cache").
 //
-// Layout of one layer: k and v are float32 [n_kv_heads, capacity, head_dim], pos is int32 [n_kv_heads, capacity],
-// row-major; entries 0..length-1 of every head are valid and their positions ascend. After compression each layer has
-// its own length b_l (all KV heads of a layer keep the same count, different positions per head) and its storage is
-// reallocated at that size (DESIGN.md "Budget semantics"); positions travel with their keys and values through
-// compaction and decode appends. A LayerKV built by hand without positions (pos empty) is allowed: operations then
-// leave pos empty.
+// Two layouts of one layer, both one buffer per tensor, row-major, float32 rows of head_dim:
+//  - uniform (every head holds `length` entries): k and v are [n_kv_heads, capacity, head_dim], pos is
+//    [n_kv_heads, capacity]; head h's rows start at h * capacity. This is the layout after prefill and after a
+//    compaction that keeps the same count in every head.
+//  - per head (AdaKV-style budgets: head h holds its own head_lengths[h] entries): head h's rows are
+//    [head_begin[h], head_begin[h + 1]) of k, v and pos, so the storage is ragged and physically compact (after
+//    compaction exactly sum_h b_{l,h} rows; no padding, no sentinel keys). `length` is then the largest head length.
+// In both, entries 0..head_length(h)-1 of head h are valid and their positions ascend; positions travel with their
+// keys and values through compaction and decode appends. A LayerKV built by hand without positions (pos empty) is
+// allowed: operations then leave pos empty.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,25 +21,44 @@ namespace rkv {
 struct LayerKV {
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t capacity = 0;  ///< positions allocated per head
-  int64_t length = 0;    ///< positions in use per head (<= capacity)
-  std::vector<float> k;  ///< [n_kv_heads, capacity, head_dim]
-  std::vector<float> v;  ///< [n_kv_heads, capacity, head_dim]
-  std::vector<int32_t> pos;  ///< [n_kv_heads, capacity] original token position of each entry; empty: not tracked
+  int64_t capacity = 0;  ///< uniform layout: rows allocated per head (unused by the per-head layout)
+  int64_t length = 0;    ///< uniform layout: entries in use per head (<= capacity); per head: max_h head_lengths[h]
+  std::vector<float> k;  ///< uniform: [n_kv_heads, capacity, head_dim]; per head: [head_begin.back(), head_dim]
+  std::vector<float> v;  ///< as k
+  std::vector<int32_t> pos;  ///< original token position of each entry, rows as k; empty: not tracked
+  std::vector<int64_t> head_lengths;  ///< per-head layout: [n_kv_heads] entries in use; empty: uniform layout
+  std::vector<int64_t> head_begin;    ///< per-head layout: [n_kv_heads + 1] first row of each head's region
 
-  float* k_at(int64_t head, int64_t pos) { return k.data() + (head * capacity + pos) * head_dim; }
-  float* v_at(int64_t head, int64_t pos) { return v.data() + (head * capacity + pos) * head_dim; }
-  const float* k_at(int64_t head, int64_t pos) const { return k.data() + (head * capacity + pos) * head_dim; }
-  const float* v_at(int64_t head, int64_t pos) const { return v.data() + (head * capacity + pos) * head_dim; }
-  int32_t* pos_at(int64_t head, int64_t i) { return pos.data() + head * capacity + i; }
-  const int32_t* pos_at(int64_t head, int64_t i) const { return pos.data() + head * capacity + i; }
+  bool per_head() const { return !head_lengths.empty(); }
+  /// Entries held by KV head h.
+  int64_t head_length(int64_t h) const { return per_head() ? head_lengths[static_cast<size_t>(h)] : length; }
+  /// Row of k/v/pos where head h's entries start.
+  int64_t head_row(int64_t h) const { return per_head() ? head_begin[static_cast<size_t>(h)] : h * capacity; }
+  /// Rows reserved for head h (entries in use plus room to append).
+  int64_t head_capacity(int64_t h) const {
+    return per_head() ? head_begin[static_cast<size_t>(h) + 1] - head_begin[static_cast<size_t>(h)] : capacity;
+  }
+  /// Entries held over all KV heads: sum_h head_length(h).
+  int64_t entries() const {
+    if (!per_head()) return length * n_kv_heads;
+    int64_t n = 0;
+    for (int64_t l : head_lengths) n += l;
+    return n;
+  }
+
+  float* k_at(int64_t head, int64_t i) { return k.data() + (head_row(head) + i) * head_dim; }
+  float* v_at(int64_t head, int64_t i) { return v.data() + (head_row(head) + i) * head_dim; }
+  const float* k_at(int64_t head, int64_t i) const { return k.data() + (head_row(head) + i) * head_dim; }
+  const float* v_at(int64_t head, int64_t i) const { return v.data() + (head_row(head) + i) * head_dim; }
+  int32_t* pos_at(int64_t head, int64_t i) { return pos.data() + head_row(head) + i; }
+  const int32_t* pos_at(int64_t head, int64_t i) const { return pos.data() + head_row(head) + i; }
   bool has_positions() const { return !pos.empty(); }
   /// Bytes held by this layer's storage: keys, values and positions (what results report as kv_bytes).
   size_t bytes() const { return (k.capacity() + v.capacity()) * sizeof(float) + pos.capacity() * sizeof(int32_t); }
-  /// Bytes of the entries in use: length x H_kv x (key and value rows + position), without capacity reserved for
+  /// Bytes of the entries in use: sum_h head_length(h) x (key and value rows + position), without room reserved for
   /// growth (equal to bytes() when the storage is exactly sized, as after prefill and compaction).
   size_t bytes_in_use() const {
-    return static_cast<size_t>(length * n_kv_heads) *
+    return static_cast<size_t>(entries()) *
            (2 * static_cast<size_t>(head_dim) * sizeof(float) + (has_positions() ? sizeof(int32_t) : 0));
   }
 };
@@ -58,7 +81,17 @@ struct KVCache {
 /// Allocate an empty cache: every layer [n_kv_heads, capacity, head_dim] with positions, length 0.
 KVCache build_kv_cache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t capacity);
 
-/// Grow one layer's capacity to at least `capacity` positions, keeping its contents (used by decode).
+/// Grow one uniform layer's capacity to at least `capacity` positions per head, keeping its contents.
+/// A per-head layer grows so that every head has room for (capacity - length) more entries.
 void reserve_layer(LayerKV& layer, int64_t capacity);
+
+/// Makes sure every KV head of `layer` can take `extra` more entries (decode appends one entry to every head per
+/// token), growing by at least half the current length to amortise the copies. Keeps the layout (uniform or per
+/// head) and every entry.
+void reserve_extra(LayerKV& layer, int64_t extra);
+
+/// Checks the layout invariants (sizes of k, v, pos and of the per-head vectors; lengths within capacities;
+/// length = max head length). Throws rkv::InputError naming `layer_index` when they do not hold.
+void check_layer_layout(const LayerKV& layer, int64_t layer_index);
 
 }  // namespace rkv

@@ -84,4 +84,35 @@ Selection select_positions(const float* scores, int64_t n_kv_heads, int64_t T, i
   return sel;
 }
 
+Selection select_positions_per_head(const float* scores, int64_t n_kv_heads, int64_t T,
+                                    const std::vector<int64_t>& head_budgets, const ProtectedSpec& spec,
+                                    int64_t layer) {
+  const std::string where = "layer " + str(layer);
+  if (static_cast<int64_t>(head_budgets.size()) != n_kv_heads)
+    throw InputError(where + ": " + str(static_cast<int64_t>(head_budgets.size())) + " head budgets for " +
+                     str(n_kv_heads) + " KV heads");
+  const bool same = std::all_of(head_budgets.begin(), head_budgets.end(),
+                                [&](int64_t b) { return std::min(b, T) == std::min(head_budgets[0], T); });
+  if (same) return select_positions(scores, n_kv_heads, T, head_budgets.empty() ? 0 : head_budgets[0], spec, layer);
+  // Heads differ: select each head on its own (one-head selections over its score row) and concatenate.
+  Selection sel;
+  sel.layer = layer;
+  sel.n_kv_heads = n_kv_heads;
+  sel.prefix_tokens = T;
+  for (int64_t h = 0; h < n_kv_heads; ++h) {
+    const int64_t b = head_budgets[static_cast<size_t>(h)];
+    const Selection one = select_positions(scores ? scores + h * T : nullptr, 1, T, b, spec, layer);
+    for (const std::string& w : one.warnings) sel.warnings.push_back(w + " (KV head " + str(h) + ")");
+    sel.budget += b;
+    sel.kept = std::max(sel.kept, one.kept);
+    sel.head_kept.push_back(one.kept);
+    if (one.untouched) {
+      for (int64_t p = 0; p < T; ++p) sel.positions.push_back(p);
+    } else {
+      sel.positions.insert(sel.positions.end(), one.positions.begin(), one.positions.end());
+    }
+  }
+  return sel;
+}
+
 }  // namespace rkv

@@ -2,9 +2,12 @@
 // the formulas (Hugging Face LlamaModel): full [T, T] causal attention per query head with the KV head repeated,
 // rotate_half RoPE with angles pos * theta^(-2i/d) computed here, RMSNorm, SwiGLU, tied/untied LM head.
 // `keep` (optional) lists, for the LAST query only, which earlier positions it may attend to (a compacted cache).
+// `allowed` (optional) is the general mask: allowed(layer, kv_head, query t, key j) says whether query t may attend to
+// key j < t of that layer and KV head (a cache compacted per layer and head; the query always sees itself).
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/model.hpp"
@@ -18,7 +21,8 @@ struct NaiveOutput {
 };
 
 inline NaiveOutput naive_forward(const rkv::Model& m, const std::vector<int32_t>& tokens, int64_t probe_layer = 0,
-                                 const std::vector<int64_t>* keep = nullptr) {
+                                 const std::vector<int64_t>* keep = nullptr,
+                                 const std::function<bool(int64_t, int64_t, int64_t, int64_t)>& allowed_mask = {}) {
   const auto& c = m.config;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads,
                 d = c.head_dim, F = c.d_ff, V = c.vocab_size, G = H / Hkv;
@@ -82,6 +86,7 @@ inline NaiveOutput naive_forward(const rkv::Model& m, const std::vector<int32_t>
             allowed = false;
             for (int64_t kk : *keep) allowed |= kk == j;
           }
+          if (allowed_mask && j < t) allowed = allowed && allowed_mask(l, g, t, j);
           if (!allowed) continue;
           double dot = 0;
           for (int64_t i = 0; i < d; ++i) dot += q[(t * H + hh) * d + i] * k[(j * Hkv + g) * d + i];

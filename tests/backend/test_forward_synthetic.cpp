@@ -2,9 +2,12 @@
 // (naive_forward.hpp) and against itself (prefill vs token-by-token decode, chunked prefill, hooks, compacted cache).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "backend/cpu/blas.hpp"
+#include "cache/compaction.hpp"
+#include "cache/selection.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
@@ -192,6 +195,67 @@ TEST(ForwardSynthetic, DecodeOnACompactedCacheAttendsOnlyToKeptEntries) {
   const auto lg = rkv::cpu::decode_step(m, tokens[T - 1], T - 1, small, ws);
   EXPECT_LT(rkv_test::max_rel_err(lg, std::vector<double>(ref.logits.end() - V, ref.logits.end()), 1, V), 1e-5);
   EXPECT_EQ(small.layers[0].length, static_cast<int64_t>(keep.size()) + 1);
+}
+
+// Issue 13: per-head budgets. After a prefill of T tokens every (layer, KV head) keeps its own subset of the prompt
+// (different counts per head: the ragged per-head layout); 8 greedy steps then decode at positions T, T + 1, ...
+// Each step's logits must equal the naive model in which exactly the evicted (layer, head, position) entries are
+// masked out for the decoded queries, within 1e-4. Decoding the same cache as if it started at position b (the kept
+// count; transformers#35350) must not.
+TEST(ForwardSynthetic, DecodeOnAPerHeadCompactedCacheEqualsMaskedFullAttention) {
+  rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
+  const rkv::Model m = rkv::synthetic_model(c, 21);
+  const int64_t T = 24, V = c.vocab_size, steps = 8;
+  const auto prompt = random_tokens(T, V, 22);
+  rkv::cpu::Workspace ws;
+  rkv::KVCache cache = rkv::cpu::make_cache(m, T);
+  std::vector<float> logits = rkv::cpu::prefill(m, prompt, 0, cache, ws, LogitsFor::Last);
+  // kept[l][g]: the prompt positions head g of layer l keeps (seeded scores, budgets 5..13 differing per head).
+  std::vector<std::vector<std::vector<char>>> kept(static_cast<size_t>(c.n_layers));
+  rkv::SyntheticRng rng(23);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    std::vector<float> scores(static_cast<size_t>(c.n_kv_heads * T));
+    for (auto& s : scores) s = rng.next();
+    const std::vector<int64_t> budgets = {5 + 3 * l, 13 - 2 * l};
+    const rkv::Selection sel =
+        rkv::select_positions_per_head(scores.data(), c.n_kv_heads, T, budgets, rkv::ProtectedSpec{1, 2}, l);
+    ASSERT_TRUE(sel.per_head());
+    kept[static_cast<size_t>(l)].assign(static_cast<size_t>(c.n_kv_heads), std::vector<char>(static_cast<size_t>(T), 0));
+    for (int64_t g = 0; g < c.n_kv_heads; ++g)
+      for (int64_t i = 0; i < sel.head_kept_count(g); ++i)
+        kept[static_cast<size_t>(l)][static_cast<size_t>(g)][static_cast<size_t>(sel.head_positions(g)[i])] = 1;
+    rkv::compact_layer(cache.layers[static_cast<size_t>(l)], sel);
+    ASSERT_EQ(cache.layers[static_cast<size_t>(l)].head_length(0), budgets[0]);
+    ASSERT_EQ(cache.layers[static_cast<size_t>(l)].head_length(1), budgets[1]);
+  }
+  const auto allowed = [&](int64_t l, int64_t g, int64_t t, int64_t j) {
+    return t < T || j >= T || kept[static_cast<size_t>(l)][static_cast<size_t>(g)][static_cast<size_t>(j)] != 0;
+  };
+  rkv::KVCache shifted = cache;  // the same cache decoded from the wrong position
+  const int64_t b = cache.layers[0].head_length(0);
+  std::vector<int32_t> tokens = prompt;
+  double worst = 0, worst_shifted = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    tokens.push_back(next);
+    logits = rkv::cpu::decode_step(m, next, T + s, cache, ws);  // the first decode position is T
+    const auto wrong = rkv::cpu::decode_step(m, next, b + s, shifted, ws);
+    const auto ref = rkv_test::naive_forward(m, tokens, 0, nullptr, allowed);
+    const std::vector<double> last(ref.logits.end() - V, ref.logits.end());
+    worst = std::max(worst, rkv_test::max_rel_err(logits, last, 1, V));
+    worst_shifted = std::max(worst_shifted, rkv_test::max_rel_err(wrong, last, 1, V));
+  }
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_GT(worst_shifted, 1e-3);
+  for (int64_t l = 0; l < c.n_layers; ++l) {  // every head grew by exactly the decoded tokens, at positions T..
+    const rkv::LayerKV& kv = cache.layers[static_cast<size_t>(l)];
+    EXPECT_EQ(kv.head_length(0), 5 + 3 * l + steps);
+    EXPECT_EQ(kv.head_length(1), 13 - 2 * l + steps);
+    for (int64_t g = 0; g < c.n_kv_heads; ++g)
+      for (int64_t s = 0; s < steps; ++s)
+        EXPECT_EQ(*kv.pos_at(g, kv.head_length(g) - steps + s), T + s);
+  }
 }
 
 TEST(Blas, UsesVectorKernelsWhenTheCpuHasThem) {

@@ -150,3 +150,90 @@ TEST(CompactLayer, KeptEntriesKeepTheirPositionsAscendingPerHead) {
 }
 
 }  // namespace
+
+namespace {
+
+// Per-head budgets (rkv.allocator/2): head 0 keeps 3, head 1 keeps 6 of T = 10 with recent 2, head 0 scoring 10 - j
+// and head 1 scoring j. By hand: head 0 keeps the recent 8, 9 and its top score 0 -> [0, 8, 9]; head 1 keeps 8, 9
+// and its top four 7, 6, 5, 4 -> [4, 5, 6, 7, 8, 9]. The layer becomes ragged: 3 + 6 rows, no padding, and the bytes
+// are exactly (3 + 6) x (2 d floats + one int32 position).
+TEST(CompactLayer, PerHeadBudgetsGiveARaggedLayerWithoutPadding) {
+  const int64_t Hkv = 2, T = 10, d = 2;
+  rkv::LayerKV l = make_layer(Hkv, T, d, T);
+  l.pos.assign(static_cast<size_t>(Hkv * T), 0);
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t j = 0; j < T; ++j) *l.pos_at(h, j) = static_cast<int32_t>(j);
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (int64_t j = 0; j < T; ++j) {
+    scores[static_cast<size_t>(j)] = float(10 - j);
+    scores[static_cast<size_t>(T + j)] = float(j);
+  }
+  const rkv::Selection sel = rkv::select_positions_per_head(scores.data(), Hkv, T, {3, 6}, rkv::ProtectedSpec{0, 2}, 0);
+  ASSERT_TRUE(sel.per_head());
+  EXPECT_EQ(sel.budget, 9);
+  const std::vector<int64_t> want0 = {0, 8, 9}, want1 = {4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(std::vector<int64_t>(sel.head_positions(0), sel.head_positions(0) + 3), want0);
+  EXPECT_EQ(std::vector<int64_t>(sel.head_positions(1), sel.head_positions(1) + 6), want1);
+  const rkv::CompactionReport rep = rkv::compact_layer(l, sel);
+  ASSERT_TRUE(l.per_head());
+  EXPECT_EQ(l.head_length(0), 3);
+  EXPECT_EQ(l.head_length(1), 6);
+  EXPECT_EQ(l.length, 6);
+  EXPECT_EQ(rep.length_after, 6);
+  EXPECT_EQ(std::vector<int32_t>(l.pos_at(0, 0), l.pos_at(0, 0) + 3), std::vector<int32_t>({0, 8, 9}));
+  EXPECT_EQ(std::vector<int32_t>(l.pos_at(1, 0), l.pos_at(1, 0) + 6), std::vector<int32_t>({4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(l.k_at(0, 1)[1], float(10 * 8 + 1));         // head 0's second entry is position 8
+  EXPECT_EQ(l.v_at(1, 0)[0], -float(1000 + 10 * 4 + 0));  // head 1's first entry is position 4
+  const size_t want_bytes = size_t(3 + 6) * (2 * d * sizeof(float) + sizeof(int32_t));
+  EXPECT_EQ(l.bytes(), want_bytes);
+  EXPECT_EQ(l.bytes_in_use(), want_bytes);
+  EXPECT_EQ(rep.bytes_after, want_bytes);
+  // Growing for decode gives every head room for the same count and keeps every entry where it was.
+  rkv::reserve_extra(l, 4);
+  EXPECT_GE(l.head_capacity(0), 3 + 4);
+  EXPECT_GE(l.head_capacity(1), 6 + 4);
+  EXPECT_EQ(l.head_length(0), 3);
+  EXPECT_EQ(*l.pos_at(1, 5), 9);
+  EXPECT_EQ(l.k_at(1, 5)[0], float(1000 + 90));
+  EXPECT_EQ(l.bytes_in_use(), want_bytes);  // the room reserved is not in use
+}
+
+TEST(CompactLayer, EqualPerHeadBudgetsStayUniform) {
+  const int64_t Hkv = 2, T = 10, d = 2;
+  rkv::LayerKV l = make_layer(Hkv, T, d, T);
+  std::vector<float> scores(static_cast<size_t>(Hkv * T), 1.0f);
+  const rkv::Selection sel = rkv::select_positions_per_head(scores.data(), Hkv, T, {4, 4}, rkv::ProtectedSpec{}, 0);
+  EXPECT_FALSE(sel.per_head());
+  rkv::compact_layer(l, sel);
+  EXPECT_FALSE(l.per_head());
+  EXPECT_EQ(l.length, 4);
+  EXPECT_EQ(l.capacity, 4);
+  // A head budget of T or more keeps that head whole while the other is compacted.
+  rkv::LayerKV m = make_layer(Hkv, T, d, T);
+  const rkv::Selection whole = rkv::select_positions_per_head(scores.data(), Hkv, T, {2, 50}, rkv::ProtectedSpec{}, 0);
+  ASSERT_TRUE(whole.per_head());
+  EXPECT_EQ(whole.head_kept_count(1), T);
+  rkv::compact_layer(m, whole);
+  EXPECT_EQ(m.head_length(0), 2);
+  EXPECT_EQ(m.head_length(1), T);
+  EXPECT_EQ(m.k_at(1, 7)[0], float(1000 + 70));
+}
+
+TEST(CompactLayer, PerHeadSelectionsAreCheckedAgainstEachHead) {
+  const int64_t Hkv = 2, T = 6, d = 2;
+  rkv::LayerKV l = make_layer(Hkv, T, d, T);
+  rkv::Selection s = selection(Hkv, T, {{0, 1}, {2, 3, 4}});
+  s.head_kept = {2, 3};
+  s.positions = {0, 1, 2, 3, 9};  // 9 is outside [0, T)
+  EXPECT_THROW(rkv::compact_layer(l, s), rkv::InputError);
+  s.positions = {1, 0, 2, 3, 4};  // not ascending
+  EXPECT_THROW(rkv::compact_layer(l, s), rkv::InputError);
+  s.positions = {0, 1, 2, 3};  // one short of 2 + 3
+  EXPECT_THROW(rkv::compact_layer(l, s), rkv::InputError);
+  EXPECT_EQ(l.length, T);  // unchanged by the failures
+  EXPECT_FALSE(l.per_head());
+  EXPECT_THROW(rkv::select_positions_per_head(nullptr, Hkv, T, {2}, rkv::ProtectedSpec{}, 0), rkv::InputError);
+  EXPECT_THROW(rkv::select_positions_per_head(nullptr, Hkv, T, {2, 0}, rkv::ProtectedSpec{}, 0), rkv::InputError);
+}
+
+}  // namespace

@@ -38,6 +38,14 @@ int64_t CpuCache::length(int64_t layer) const {
   return kv.layers[static_cast<size_t>(layer)].length;
 }
 
+int64_t CpuCache::head_length(int64_t layer, int64_t head) const {
+  check_layer(kv, layer);
+  const LayerKV& l = kv.layers[static_cast<size_t>(layer)];
+  if (head < 0 || head >= l.n_kv_heads)
+    throw InputError("layer " + str(layer) + ": KV head " + str(head) + " outside [0, " + str(l.n_kv_heads) + ")");
+  return l.head_length(head);
+}
+
 KVCache& host_cache(BackendCache& cache) {
   auto* c = dynamic_cast<CpuCache*>(&cache);
   if (!c) throw InputError("cpu backend: the cache was made by another backend");
@@ -134,18 +142,25 @@ LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
   LayerKV out;
   out.n_kv_heads = src.n_kv_heads;
   out.head_dim = src.head_dim;
-  out.capacity = out.length = src.length;
-  const size_t row = static_cast<size_t>(src.length * src.head_dim);
-  out.k.resize(static_cast<size_t>(src.n_kv_heads) * row);
-  out.v.resize(out.k.size());
-  for (int64_t h = 0; h < src.n_kv_heads && row > 0; ++h) {
-    std::memcpy(out.k.data() + static_cast<size_t>(h) * row, src.k_at(h, 0), row * sizeof(float));
-    std::memcpy(out.v.data() + static_cast<size_t>(h) * row, src.v_at(h, 0), row * sizeof(float));
+  out.length = src.length;
+  if (src.per_head()) {  // the same head lengths, each region exactly its length
+    out.head_lengths = src.head_lengths;
+    out.head_begin.assign(static_cast<size_t>(src.n_kv_heads) + 1, 0);
+    for (int64_t h = 0; h < src.n_kv_heads; ++h)
+      out.head_begin[static_cast<size_t>(h) + 1] = out.head_begin[static_cast<size_t>(h)] + src.head_length(h);
+  } else {
+    out.capacity = src.length;
   }
-  if (src.has_positions()) {
-    out.pos.resize(static_cast<size_t>(src.n_kv_heads * src.length));
-    for (int64_t h = 0; h < src.n_kv_heads && src.length > 0; ++h)
-      std::memcpy(out.pos.data() + h * src.length, src.pos_at(h, 0), static_cast<size_t>(src.length) * sizeof(int32_t));
+  const int64_t rows = out.entries(), d = src.head_dim;
+  out.k.resize(static_cast<size_t>(rows * d));
+  out.v.resize(out.k.size());
+  if (src.has_positions()) out.pos.resize(static_cast<size_t>(rows));
+  for (int64_t h = 0; h < src.n_kv_heads; ++h) {
+    const int64_t n = src.head_length(h);
+    if (n == 0) continue;
+    std::memcpy(out.k_at(h, 0), src.k_at(h, 0), static_cast<size_t>(n * d) * sizeof(float));
+    std::memcpy(out.v_at(h, 0), src.v_at(h, 0), static_cast<size_t>(n * d) * sizeof(float));
+    if (src.has_positions()) std::memcpy(out.pos_at(h, 0), src.pos_at(h, 0), static_cast<size_t>(n) * sizeof(int32_t));
   }
   return out;
 }
@@ -154,6 +169,8 @@ TensorView CpuBackend::layer_view(const BackendCache& cache, int64_t layer, bool
   const KVCache& kv = host_cache(cache);
   check_layer(kv, layer);
   const LayerKV& l = kv.layers[static_cast<size_t>(layer)];
+  if (l.per_head())
+    throw InputError("layer " + str(layer) + " holds per-head lengths (per-head budgets); it has no [H_kv, T, d] view");
   const int64_t shape[3] = {l.n_kv_heads, l.length, l.head_dim};
   const int64_t strides[3] = {l.capacity * l.head_dim, l.head_dim, 1};
   void* data = const_cast<float*>(values ? l.v.data() : l.k.data());

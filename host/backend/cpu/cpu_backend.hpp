@@ -23,6 +23,7 @@ class CpuCache final : public BackendCache {
   explicit CpuCache(KVCache c) : kv(std::move(c)) {}
   int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
   int64_t length(int64_t layer) const override;
+  int64_t head_length(int64_t layer, int64_t head) const override;
   size_t bytes() const override { return kv.bytes(); }
   size_t bytes_in_use() const override { return kv.bytes_in_use(); }
   KVCache kv;

@@ -34,44 +34,36 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
                      " KV heads of dimension " + std::to_string(kv.head_dim) + ", the model needs " +
                      std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(c.head_dim));
   }
-  if (kv.length < 0 || kv.length > kv.capacity ||
-      kv.k.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) ||
-      kv.v.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) ||
-      (kv.has_positions() && kv.pos.size() < static_cast<size_t>(kv.n_kv_heads * kv.capacity))) {
-    throw InputError("layer " + std::to_string(layer) + ": inconsistent KV cache (length " + std::to_string(kv.length) +
-                     ", capacity " + std::to_string(kv.capacity) + ")");
-  }
+  check_layer_layout(kv, layer);
   if (c.sliding_window > 0 && kv.length + extra > c.sliding_window) {
     throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
                      ") and this context of " + std::to_string(kv.length + extra) +
                      " entries exceeds it; this backend computes full attention only (no sliding window)");
   }
-  const int64_t need = kv.length + extra;
-  if (need > kv.capacity) {
-    const int64_t cap = std::max(need, kv.capacity + kv.capacity / 2);
-    if (kv.length == 0) {  // nothing to keep: allocate directly (a cache the forward starts also tracks positions)
-      kv.k.assign(static_cast<size_t>(kv.n_kv_heads * cap * kv.head_dim), 0.0f);
-      kv.v.assign(kv.k.size(), 0.0f);
-      kv.pos.assign(static_cast<size_t>(kv.n_kv_heads * cap), 0);
-      kv.capacity = cap;
-    } else {
-      reserve_layer(kv, cap);
-    }
+  if (kv.length == 0 && !kv.per_head() && kv.length + extra > kv.capacity) {
+    // Nothing to keep: allocate directly (a cache the forward starts also tracks positions).
+    kv.k.assign(static_cast<size_t>(kv.n_kv_heads * extra * kv.head_dim), 0.0f);
+    kv.v.assign(kv.k.size(), 0.0f);
+    kv.pos.assign(static_cast<size_t>(kv.n_kv_heads * extra), 0);
+    kv.capacity = extra;
+    return;
   }
+  reserve_extra(kv, extra);
 }
 
-/// One attention block: query rows [i0, i1) of KV head g against cache entries [0, len_before + i1).
+/// One attention block: query rows [i0, i1) of KV head g against the head's cache entries [0, len_before + i1),
+/// len_before = (entries head g held before the n new ones).
 /// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d].
 /// When `row_parallel`, softmax rows are spread over the pool (the sgemm calls use OpenBLAS's threads).
 void attention_block(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, int64_t g, int64_t i0,
                      float* S, float* O, float* out, bool row_parallel, const LayerHooks* hooks,
                      const std::vector<AttentionStatsAccumulator*>& stats) {
   const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
-  const int64_t len_before = kv.length - n;
+  const int64_t len_before = kv.head_length(g) - n;
   const int64_t i1 = std::min(n, i0 + kQueryBlock);
   const int64_t M = (i1 - i0) * G;    // rows: (query i, head j) -> (i - i0) * G + j
   const int64_t N = len_before + i1;  // keys visible to the last query of the block
-  const float* K = kv.k_at(g, 0);     // [capacity, d], rows 0..kv.length valid
+  const float* K = kv.k_at(g, 0);     // [head capacity, d], rows 0..head_length(g) valid
   const float* V = kv.v_at(g, 0);
   const float* Q = qg + (g * n + i0) * G * d;
   gemm_nt(M, N, d, 1.0f / std::sqrt(static_cast<float>(d)), Q, d, K, d, 0.0f, S, N);
@@ -114,7 +106,7 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
 }
 
 /// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
-/// n new entries already appended (len_before = kv.length - n). out: [n, H*d].
+/// n new entries already appended to every head (head g attends to its own head_length(g) entries). out: [n, H*d].
 ///
 /// Without a probability hook and with several threads, the blocks (KV head x query block) are spread over the pool,
 /// each thread running its blocks' sgemm calls single-threaded (one synchronisation per layer instead of three per
@@ -212,7 +204,6 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   const float* cs = ws.rope_cos.data();
   const float* sn = ws.rope_sin.data();
   float* qg = grow(ws.qg, static_cast<size_t>(n * H * d));
-  const int64_t len_before = kv.length;
   parallel_for(n, 16, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
       float* qi = q + i * H * d;
@@ -229,15 +220,17 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
       for (int64_t g = 0; g < Hkv; ++g) {
         std::memcpy(qg + ((g * n + i) * G) * d, qi + g * G * d, static_cast<size_t>(G * d) * sizeof(float));
       }
-      // Append key, value and position of row i at cache index len_before + i.
+      // Append key, value and position of row i at cache index head_length(g) + i of every KV head g.
       for (int64_t g = 0; g < Hkv; ++g) {
-        std::memcpy(kv.k_at(g, len_before + i), ki + g * d, static_cast<size_t>(d) * sizeof(float));
-        std::memcpy(kv.v_at(g, len_before + i), vi + g * d, static_cast<size_t>(d) * sizeof(float));
-        if (kv.has_positions()) *kv.pos_at(g, len_before + i) = static_cast<int32_t>(positions[i]);
+        const int64_t at = kv.head_length(g) + i;
+        std::memcpy(kv.k_at(g, at), ki + g * d, static_cast<size_t>(d) * sizeof(float));
+        std::memcpy(kv.v_at(g, at), vi + g * d, static_cast<size_t>(d) * sizeof(float));
+        if (kv.has_positions()) *kv.pos_at(g, at) = static_cast<int32_t>(positions[i]);
       }
     }
   });
-  kv.length = len_before + n;
+  kv.length += n;
+  for (int64_t& len : kv.head_lengths) len += n;
   if (hooks && hooks->on_queries) {
     std::vector<float> qh(static_cast<size_t>(H * n * d));
     for (int64_t hh = 0; hh < H; ++hh) {

@@ -69,6 +69,9 @@ CompactionReport compact_layer(Context& ctx, DeviceLayerKV& layer, const Selecti
   rep.layer = sel.layer;
   rep.length_before = layer.length;
   rep.bytes_before = layer.bytes();
+  if (sel.per_head())
+    throw InputError(where + ": per-head budgets (different counts per KV head) are not implemented on the cuda "
+                     "backend yet; run them with model.backend = \"cpu\"");
   if (layer.length != sel.prefix_tokens)
     throw InputError(where + ": cache holds " + str(layer.length) + " positions but the selection is over T = " +
                      str(sel.prefix_tokens));

@@ -31,6 +31,13 @@ class CudaCache final : public BackendCache {
     check(layer);
     return kv.layers[static_cast<size_t>(layer)].length;
   }
+  int64_t head_length(int64_t layer, int64_t head) const override {
+    check(layer);
+    const DeviceLayerKV& l = kv.layers[static_cast<size_t>(layer)];
+    if (head < 0 || head >= l.n_kv_heads)
+      throw InputError("layer " + str(layer) + ": KV head " + str(head) + " outside [0, " + str(l.n_kv_heads) + ")");
+    return l.length;
+  }
   size_t bytes() const override { return kv.bytes(); }
   size_t bytes_in_use() const override { return kv.bytes_in_use(); }
   void check(int64_t layer) const {
