@@ -36,10 +36,11 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 0
+#define RKV_ABI_VERSION_MINOR 1
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
+#define RKV_INTERFACE_ALLOCATOR_V2 "rkv.allocator/2" /**< per-head budgets b[l, h] (ABI minor 1) */
 #define RKV_INTERFACE_SCORER_V1 "rkv.scorer/1"
 #define RKV_INTERFACE_SIGNAL_V1 "rkv.signal/1"
 /** Host service ids (rkv_host.get_service). */
@@ -154,6 +155,7 @@ typedef int32_t rkv_plugin_kind;
 /** Descriptor flags. */
 #define RKV_FLAG_NEEDS_PROFILE ((uint64_t)1) /**< allocator: uses the sensitivity profile (others get none) */
 #define RKV_FLAG_SUPPORTS_CUDA ((uint64_t)2) /**< accepts CUDA DLTensors and the host's stream */
+#define RKV_FLAG_NEEDS_SCORES ((uint64_t)4)  /**< allocator/2: uses the scorer's scores (others get none) */
 
 /**
  * What a plugin is, readable without creating an instance. Static data owned by the library.
@@ -245,6 +247,52 @@ typedef struct rkv_allocator_v1 {
   rkv_status (*allocate)(rkv_plugin_instance* self, const rkv_allocation_request* request, DLTensor* budgets_out,
                          const rkv_diagnostics* diag);
 } rkv_allocator_v1;
+
+/* ---- rkv.allocator/2 (ABI minor 1) --------------------------------------------------------------------------- */
+
+/**
+ * What a per-head allocator is asked (DESIGN.md "Per-head budgets"). Borrowed for the call.
+ * Budgets are in cache entries: b[l, h] entries kept by KV head h of layer l. The total is H_kv x B, the entries a
+ * uniform split of the run's budget B (rkv.allocator/1) holds, so a per-head run keeps the same bytes.
+ * profile: float64 [n_layers] on the CPU, as in rkv.allocator/1 (NULL unless RKV_FLAG_NEEDS_PROFILE).
+ * scores: float32 [n_layers, n_kv_heads, prefix_tokens] on the CPU, the run scorer's scores (larger = keep), or NULL
+ *   unless the plugin sets RKV_FLAG_NEEDS_SCORES. Finite.
+ * protected_mask: uint8 [prefix_tokens] on the CPU, 1 at the positions every head keeps whatever the scores say
+ *   (the scorer's sinks and recent window), or NULL when there is no scorer.
+ * layer_budgets: int64 [n_layers] on the CPU, or NULL. When set, the layer budgets come from an rkv.allocator/1
+ *   plugin (composition: `[allocator] heads = "<id>"`), and row l of the output must sum to n_kv_heads x
+ *   layer_budgets[l]; when NULL, the plugin splits the whole total over layers and heads.
+ * budget_total: H_kv x B, entries summed over every (layer, KV head) of A.
+ * prefix_tokens: T. n_layers: |A|. n_kv_heads: H_kv.
+ * protected_count: positions the scorer protects per head (the ones of protected_mask), or -1 with no scorer.
+ */
+typedef struct rkv_head_allocation_request {
+  uint32_t struct_size;
+  const DLTensor* profile;
+  const DLTensor* scores;
+  const DLTensor* protected_mask;
+  const DLTensor* layer_budgets;
+  int64_t budget_total;
+  int64_t prefix_tokens;
+  int64_t n_layers;
+  int64_t n_kv_heads;
+  int64_t protected_count;
+} rkv_head_allocation_request;
+
+/**
+ * Allocator vtable "rkv.allocator/2", served beside (or instead of) "rkv.allocator/1".
+ * allocate_heads(): fills `budgets_out`, a host-owned float64 [n_layers, n_kv_heads] CPU tensor (row-major), with
+ *   finite non-negative reals summing to budget_total within 1e-6 x budget_total (and, with layer_budgets, each row
+ *   to n_kv_heads x layer_budgets[l] within 1e-6 of it). The host validates them (anything else is rejected naming
+ *   the plugin id) and integerizes each layer's row to exactly its sum, every head in [min(protected_count, b_l), T]
+ *   (at least 1): water-filling, then largest remainder, as for layers. Warnings go to `diag` at RKV_DIAG_WARNING.
+ *   Thread rule: never called concurrently on one instance.
+ */
+typedef struct rkv_allocator_v2 {
+  uint32_t struct_size;
+  rkv_status (*allocate_heads)(rkv_plugin_instance* self, const rkv_head_allocation_request* request,
+                               DLTensor* budgets_out, const rkv_diagnostics* diag);
+} rkv_allocator_v2;
 
 /* ---- rkv.scorer/1 --------------------------------------------------------------------------------------------- */
 

@@ -39,9 +39,9 @@ int64_t budget_total_from_tokens(int64_t tokens, int64_t T, int64_t n_layers) {
 
 namespace {
 
-double clamped_sum(const std::vector<double>& x, double lambda, double T) {
+double clamped_sum(const std::vector<double>& x, double lambda, double lo, double T) {
   double s = 0;
-  for (double v : x) s += std::clamp(lambda * v, 1.0, T);
+  for (double v : x) s += std::clamp(lambda * v, lo, T);
   return s;
 }
 
@@ -55,36 +55,45 @@ std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B,
                      std::to_string(n) + ": every layer keeps at least one position; raise the budget");
   if (B > n * T)
     throw InputError("global budget B = " + std::to_string(B) + " exceeds |A| * T = " + std::to_string(n * T));
+  return integerize_between(x, B, 1, T);
+}
+
+std::vector<int64_t> integerize_between(const std::vector<double>& x, int64_t B, int64_t lo, int64_t T) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  if (n < 1) throw InputError("integerize: nothing to allocate");
+  if (lo < 1 || lo > T || B < n * lo || B > n * T)
+    throw InputError("integerize: a total of " + std::to_string(B) + " over " + std::to_string(n) +
+                     " parts cannot give each between " + std::to_string(lo) + " and " + std::to_string(T));
   for (double v : x)
     if (!std::isfinite(v) || v < 0) throw InputError("budgets must be finite and non-negative");
 
-  // 1. Water-filling: sum_l clamp(lambda * x_l, 1, T) is continuous and non-decreasing in lambda.
-  const double Td = static_cast<double>(T), Bd = static_cast<double>(B);
+  // 1. Water-filling: sum_l clamp(lambda * x_l, lo, T) is continuous and non-decreasing in lambda.
+  const double Td = static_cast<double>(T), Bd = static_cast<double>(B), lod = static_cast<double>(lo);
   std::vector<double> y(x.size());
   const double xmax = *std::max_element(x.begin(), x.end());
-  if (xmax <= 0.0 || B == n * T || B == n) {
-    std::fill(y.begin(), y.end(), B == n * T ? Td : (B == n ? 1.0 : Bd / static_cast<double>(n)));
+  if (xmax <= 0.0 || B == n * T || B == n * lo) {
+    std::fill(y.begin(), y.end(), B == n * T ? Td : (B == n * lo ? lod : Bd / static_cast<double>(n)));
   } else {
-    // With lambda -> infinity every x_l > 0 reaches T and every x_l = 0 stays at 1. When even that is short of B,
-    // the remainder goes evenly to the zero layers (the limit of giving every layer an infinitesimal share).
+    // With lambda -> infinity every x_l > 0 reaches T and every x_l = 0 stays at lo. When even that is short of B,
+    // the remainder goes evenly to the zero parts (the limit of giving every part an infinitesimal share).
     const int64_t n_zero = std::count(x.begin(), x.end(), 0.0);
-    const double reachable = static_cast<double>(n - n_zero) * Td + static_cast<double>(n_zero);
+    const double reachable = static_cast<double>(n - n_zero) * Td + static_cast<double>(n_zero) * lod;
     if (reachable < Bd) {
       const double rest = (Bd - static_cast<double>(n - n_zero) * Td) / static_cast<double>(n_zero);
-      for (size_t l = 0; l < x.size(); ++l) y[l] = x[l] > 0.0 ? Td : std::clamp(rest, 1.0, Td);
+      for (size_t l = 0; l < x.size(); ++l) y[l] = x[l] > 0.0 ? Td : std::clamp(rest, lod, Td);
     } else {
-      double lo = 0.0, hi = 1.0;
-      while (clamped_sum(x, hi, Td) < Bd) hi *= 2.0;
+      double a = 0.0, hi = 1.0;
+      while (clamped_sum(x, hi, lod, Td) < Bd) hi *= 2.0;
       for (int it = 0; it < 200; ++it) {
-        const double mid = 0.5 * (lo + hi);
-        if (mid <= lo || mid >= hi) break;
-        (clamped_sum(x, mid, Td) < Bd ? lo : hi) = mid;
+        const double mid = 0.5 * (a + hi);
+        if (mid <= a || mid >= hi) break;
+        (clamped_sum(x, mid, lod, Td) < Bd ? a : hi) = mid;
       }
-      for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], 1.0, Td);
+      for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], lod, Td);
     }
   }
 
-  // 2. Largest remainder: floors, then +1 to the largest fractional parts (ties: lower layer index).
+  // 2. Largest remainder: floors, then +1 to the largest fractional parts (ties: lower index).
   std::vector<int64_t> b(x.size());
   for (size_t l = 0; l < y.size(); ++l) b[l] = static_cast<int64_t>(std::floor(y[l]));
   int64_t remaining = B - std::accumulate(b.begin(), b.end(), int64_t{0});
@@ -92,7 +101,7 @@ std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B,
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t c) { return (y[a] - std::floor(y[a])) > (y[c] - std::floor(y[c])); });
-  // `remaining` is tiny (at most |A|) up to rounding of lambda; loop until the sum is exact.
+  // `remaining` is tiny (at most n) up to rounding of lambda; loop until the sum is exact.
   while (remaining > 0) {
     bool gave = false;
     for (size_t k = 0; k < order.size() && remaining > 0; ++k)
@@ -102,7 +111,7 @@ std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B,
   while (remaining < 0) {
     bool took = false;
     for (size_t k = order.size(); k-- > 0 && remaining < 0;)
-      if (b[order[k]] > 1) --b[order[k]], ++remaining, took = true;
+      if (b[order[k]] > lo) --b[order[k]], ++remaining, took = true;
     if (!took) break;
   }
   return b;

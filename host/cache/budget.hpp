@@ -25,4 +25,9 @@ int64_t budget_total_from_tokens(int64_t tokens, int64_t prefix_tokens, int64_t 
 /// Throws rkv::InputError when B < |A| (every compressible layer keeps at least one position) or B > |A| * T.
 std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t budget_total, int64_t prefix_tokens);
 
+/// The same two steps with a lower bound `lo` instead of 1: integers b [n] with sum exactly `total` and
+/// lo <= b_i <= T (integerize_budgets is lo = 1; per-head budgets use lo = the protected count). Throws
+/// rkv::InputError when x is empty, has a non-finite or negative value, or n lo <= total <= n T does not hold.
+std::vector<int64_t> integerize_between(const std::vector<double>& x, int64_t total, int64_t lo, int64_t T);
+
 }  // namespace rkv

@@ -71,6 +71,11 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
     return cases;
   }
   const PluginInstance& inst = instances.front();
+  if (serves_head_budgets(inst)) {
+    const std::vector<ConformanceCase> heads = check_head_allocator(info, params);
+    cases.insert(cases.end(), heads.begin(), heads.end());
+    if (!serves_layer_budgets(inst)) return cases;  // a per-head allocator only: the rkv.allocator/1 rules do not apply
+  }
 
   RuleTally call("allocate_call"), finite("finite"), non_negative("non_negative"), sums("sums_to_B"),
       integer("integer_budgets"), deterministic("deterministic");

@@ -1,5 +1,6 @@
 #include "plugin/allocator_call.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -100,6 +101,149 @@ Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& 
     throw InputError(os.str());
   }
   out.budgets = integerize_budgets(out.raw, B, T);
+  return out;
+}
+
+bool serves_layer_budgets(const PluginInstance& inst) {
+  return inst.serves(RKV_INTERFACE_ALLOCATOR_V1);
+}
+
+bool serves_head_budgets(const PluginInstance& inst) {
+  return inst.serves(RKV_INTERFACE_ALLOCATOR_V2);
+}
+
+namespace {
+
+DLTensor cpu_tensor(void* data, DLDataType dtype, int32_t ndim, int64_t* shape) {
+  DLTensor t{};
+  t.data = data;
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = ndim;
+  t.dtype = dtype;
+  t.shape = shape;
+  return t;
+}
+
+}  // namespace
+
+HeadAllocation run_head_allocator(const PluginInstance& inst, const HeadAllocationInputs& in) {
+  const std::string who = "allocator '" + inst.id() + "'";
+  const int64_t L = in.n_layers, H = in.n_kv_heads, T = in.prefix_tokens, B = in.budget_total;
+  if (L < 1 || H < 1 || T < 1) throw InputError(who + ": per-head allocation needs |A|, H_kv and T >= 1");
+  if (B < L || B > L * T)
+    throw InputError(who + ": budget B = " + std::to_string(B) + " must lie in [|A|, |A| T] = [" + std::to_string(L) +
+                     ", " + std::to_string(L * T) + "]");
+  if (!inst.serves(RKV_INTERFACE_ALLOCATOR_V2))
+    throw InputError(who + " does not serve " RKV_INTERFACE_ALLOCATOR_V2 " (per-head budgets)");
+  const auto* vt = static_cast<const rkv_allocator_v2*>(inst.interface(RKV_INTERFACE_ALLOCATOR_V2));
+  if (!RKV_HAS_FIELD(vt, rkv_allocator_v2, allocate_heads) || !vt->allocate_heads)
+    throw InputError(who + ": vtable lacks allocate_heads");
+  const uint64_t flags = inst.info().descriptor->flags;
+
+  rkv_head_allocation_request req{};
+  req.struct_size = sizeof req;
+  std::vector<double> prof;
+  int64_t prof_shape[1] = {L};
+  DLTensor prof_t{};
+  if (flags & RKV_FLAG_NEEDS_PROFILE) {
+    if (in.profile.empty()) throw InputError(who + " needs a sensitivity profile (give --profile or --sensitivity)");
+    validate_profile(in.profile, L, who);
+    prof = in.profile;
+    prof_t = cpu_tensor(prof.data(), DLDataType{kDLFloat, 64, 1}, 1, prof_shape);
+    req.profile = &prof_t;
+  }
+  std::vector<float> scores;
+  int64_t scores_shape[3] = {L, H, T};
+  DLTensor scores_t{};
+  if (flags & RKV_FLAG_NEEDS_SCORES) {
+    if (!in.scores) throw InputError(who + " needs the scorer's scores (it runs only inside a run with a scorer)");
+    if (static_cast<int64_t>(in.scores->size()) != L * H * T)
+      throw InputError(who + ": scores hold " + std::to_string(in.scores->size()) + " values, expected |A| H_kv T");
+    for (size_t i = 0; i < in.scores->size(); ++i)
+      if (!std::isfinite((*in.scores)[i]))
+        throw InputError(who + ": score of layer rank " + std::to_string(static_cast<int64_t>(i) / (H * T)) +
+                         ", KV head " + std::to_string(static_cast<int64_t>(i) / T % H) + ", position " +
+                         std::to_string(static_cast<int64_t>(i) % T) + " is not finite");
+    scores = *in.scores;  // its own copy: the plugin never sees host storage it could keep
+    scores_t = cpu_tensor(scores.data(), DLDataType{kDLFloat, 32, 1}, 3, scores_shape);
+    req.scores = &scores_t;
+  }
+  std::vector<uint8_t> mask = in.protected_mask;
+  int64_t mask_shape[1] = {T};
+  DLTensor mask_t{};
+  if (!mask.empty()) {
+    if (static_cast<int64_t>(mask.size()) != T) throw InputError(who + ": protected mask of the wrong length");
+    mask_t = cpu_tensor(mask.data(), DLDataType{kDLUInt, 8, 1}, 1, mask_shape);
+    req.protected_mask = &mask_t;
+  }
+  std::vector<int64_t> layer_b;
+  int64_t layer_shape[1] = {L};
+  DLTensor layer_t{};
+  if (in.layer_budgets) {
+    layer_b = *in.layer_budgets;
+    if (static_cast<int64_t>(layer_b.size()) != L) throw InputError(who + ": layer budgets of the wrong length");
+    layer_t = cpu_tensor(layer_b.data(), DLDataType{kDLInt, 64, 1}, 1, layer_shape);
+    req.layer_budgets = &layer_t;
+  }
+  req.budget_total = H * B;
+  req.prefix_tokens = T;
+  req.n_layers = L;
+  req.n_kv_heads = H;
+  req.protected_count = in.protected_count;
+
+  HeadAllocation out;
+  out.raw = std::vector<double>(static_cast<size_t>(L * H), std::nan(""));
+  int64_t out_shape[2] = {L, H};
+  DLTensor out_t = cpu_tensor(out.raw.data(), DLDataType{kDLFloat, 64, 1}, 2, out_shape);
+  DiagnosticLog log;
+  const rkv_status s = vt->allocate_heads(inst.raw(), &req, &out_t, log.abi());
+  if (s == RKV_ERROR_CANCELLED) throw Cancelled();
+  if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
+  for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
+
+  // Validate: finite, non-negative, sums.
+  std::vector<double> row_sum(static_cast<size_t>(L), 0.0);
+  for (int64_t i = 0; i < L * H; ++i) {
+    const double v = out.raw[static_cast<size_t>(i)];
+    if (!std::isfinite(v) || v < 0)
+      throw InputError(who + " returned budget " + std::to_string(v) + " for layer rank " + std::to_string(i / H) +
+                       ", KV head " + std::to_string(i % H) + " (must be finite and >= 0)");
+    row_sum[static_cast<size_t>(i / H)] += v;
+  }
+  double total = 0;
+  for (double r : row_sum) total += r;
+  const double want = static_cast<double>(H * B);
+  if (std::fabs(total - want) > 1e-6 * want) {
+    std::ostringstream os;
+    os.precision(12);
+    os << who << " returned per-head budgets summing to " << total << ", not H_kv B = " << H * B
+       << " (tolerance 1e-6 relative)";
+    throw InputError(os.str());
+  }
+  if (in.layer_budgets) {
+    out.layer_budgets = layer_b;
+    for (int64_t l = 0; l < L; ++l) {
+      const double w = static_cast<double>(H * layer_b[static_cast<size_t>(l)]);
+      if (std::fabs(row_sum[static_cast<size_t>(l)] - w) > 1e-6 * std::max(1.0, w)) {
+        std::ostringstream os;
+        os.precision(12);
+        os << who << ": layer rank " << l << "'s heads sum to " << row_sum[static_cast<size_t>(l)] << ", not H_kv b_l = "
+           << H * layer_b[static_cast<size_t>(l)];
+        throw InputError(os.str());
+      }
+    }
+  } else {
+    std::vector<double> per_head(row_sum);
+    for (double& r : per_head) r /= static_cast<double>(H);
+    out.layer_budgets = integerize_budgets(per_head, B, T);
+  }
+  // Integerize each layer's heads to exactly H_kv b_l, every head in [max(1, min(protected, b_l)), T].
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t b = std::min(out.layer_budgets[static_cast<size_t>(l)], T);
+    const int64_t lo = std::max<int64_t>(1, std::min(in.protected_count, b));
+    std::vector<double> row(out.raw.begin() + l * H, out.raw.begin() + (l + 1) * H);
+    out.budgets.push_back(integerize_between(row, H * b, lo, T));
+  }
   return out;
 }
 

@@ -92,4 +92,6 @@ const void* PluginInstance::interface(const char* interface_id) const {
   return vt;
 }
 
+bool PluginInstance::serves(const char* interface_id) const { return inst_->get_interface(inst_, interface_id) != nullptr; }
+
 }  // namespace rkv

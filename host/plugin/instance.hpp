@@ -73,6 +73,8 @@ class PluginInstance {
   std::string id() const { return info_.id(); }
   /// The vtable for `interface_id`; throws rkv::InputError naming the plugin when it is not served.
   const void* interface(const char* interface_id) const;
+  /// True when the plugin serves `interface_id` (its get_interface returns a table).
+  bool serves(const char* interface_id) const;
   rkv_plugin_instance* raw() const { return inst_; }
 
  private:

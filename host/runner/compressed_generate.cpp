@@ -2,6 +2,7 @@
 #include "runner/compressed_generate.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "cache/budget.hpp"
 #include "core/errors.hpp"
@@ -60,6 +61,9 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   HostServices host;
   const PluginInstance scorer_inst = PluginInstance::create(*cc.scorer->info, cc.scorer->params, host);
   const PluginInstance alloc_inst = PluginInstance::create(*cc.allocator->info, cc.allocator->params, host);
+  std::optional<PluginInstance> heads_inst;
+  if (cc.allocator->heads)
+    heads_inst.emplace(PluginInstance::create(*cc.allocator->heads->info, cc.allocator->heads->params, host));
   ScorerUse scorer;
   scorer.instance = &scorer_inst;
   scorer.requirements = query_scorer_requirements(
@@ -73,12 +77,14 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   // Allocation -> per-layer scoring, top-k and compaction.
   const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
                                        : budget_total_from_tokens(*cc.budget_tokens, T, A);
-  const Allocation alloc = run_allocator(alloc_inst, profile, B, T, A, scorer.requirements.protected_count(T));
   ScoreMemo memo;
-  CompressedPrompt comp = compress_prompt(backend, prompt, scorer, layers, alloc.budgets, memo);
+  const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
+                                          heads_inst ? &*heads_inst : nullptr, layers, profile, B);
+  CompressedPrompt comp =
+      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads);
 
   // Greedy decode on the compacted cache, under the config's decode policy.
-  const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets);
+  const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets, comp.head_budgets);
   const GreedyResult r =
       greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids(), &evict);
 

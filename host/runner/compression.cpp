@@ -94,25 +94,84 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
 }
 
+CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, ScoreMemo& memo,
+                          const PluginInstance& layer_alloc, const PluginInstance* head_alloc,
+                          const std::vector<int64_t>& layers, const std::vector<double>& profile, int64_t B) {
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), A = static_cast<int64_t>(layers.size());
+  const int64_t protected_count = scorer.requirements.protected_count(T);
+  CellBudgets out;
+  const PluginInstance* per_head = head_alloc;
+  if (serves_layer_budgets(layer_alloc)) {
+    const Allocation a = run_allocator(layer_alloc, profile, B, T, A, protected_count);
+    out.layers = a.budgets;
+    out.warnings = a.warnings;
+  } else if (serves_head_budgets(layer_alloc) && !head_alloc) {
+    per_head = &layer_alloc;  // a per-head allocator alone splits B over layers and heads
+  } else {
+    throw InputError("allocator '" + layer_alloc.id() + "' does not serve " RKV_INTERFACE_ALLOCATOR_V1 +
+                     std::string(serves_head_budgets(layer_alloc) ? " (it is a per-head allocator: give it as "
+                                                                    "allocator.heads after a layer allocator, or alone)"
+                                                                  : ""));
+  }
+  if (!per_head) return out;
+  if (!serves_head_budgets(*per_head))
+    throw InputError("allocator.heads: '" + per_head->id() + "' does not serve " RKV_INTERFACE_ALLOCATOR_V2 +
+                     " (per-head budgets)");
+  const int64_t H = backend.model().config.n_kv_heads;
+  HeadAllocationInputs in;
+  if (per_head->info().descriptor->flags & RKV_FLAG_NEEDS_PROFILE) in.profile = profile;
+  std::vector<float> scores;
+  if (per_head->info().descriptor->flags & RKV_FLAG_NEEDS_SCORES) {
+    scores.reserve(static_cast<size_t>(A * H * T));
+    for (int64_t l : layers) {
+      const ScoreResult& r = memo.scores(backend, prompt, scorer, l);
+      scores.insert(scores.end(), r.scores.begin(), r.scores.end());
+      for (const auto& w : r.warnings) out.warnings.push_back(w);
+    }
+    in.scores = &scores;
+  }
+  in.protected_mask.assign(static_cast<size_t>(T), 0);
+  for (int64_t p : protected_positions(T, scorer.requirements.protected_spec())) in.protected_mask[static_cast<size_t>(p)] = 1;
+  in.layer_budgets = out.layers.empty() ? nullptr : &out.layers;
+  in.budget_total = B;
+  in.prefix_tokens = T;
+  in.n_layers = A;
+  in.n_kv_heads = H;
+  in.protected_count = protected_count;
+  HeadAllocation h = run_head_allocator(*per_head, in);
+  out.layers = h.layer_budgets;
+  out.heads = std::move(h.budgets);
+  out.warnings.insert(out.warnings.end(), h.warnings.begin(), h.warnings.end());
+  return out;
+}
+
 CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
-                                 ScoreMemo& memo) {
-  if (layers.size() != budgets.size())
+                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets) {
+  if (layers.size() != budgets.size() || (head_budgets && head_budgets->size() != layers.size()))
     throw InputError("compress_prompt: " + std::to_string(layers.size()) + " layers but " +
                      std::to_string(budgets.size()) + " budgets");
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), Hkv = backend.model().config.n_kv_heads;
   CompressedPrompt out;
   out.cache = backend.clone(*prompt.cache);  // a copy: the prefill is shared by every cell
   out.bytes_full = prompt.cache->bytes();
   out.budgets.assign(static_cast<size_t>(prompt.cache->n_layers()), T);
+  if (head_budgets) out.head_budgets.resize(static_cast<size_t>(prompt.cache->n_layers()));
   for (size_t a = 0; a < layers.size(); ++a) {
     const int64_t l = layers[a], b = budgets[a];
     out.budgets[static_cast<size_t>(l)] = std::min(b, T);
-    if (b >= T) continue;
+    const std::vector<int64_t>* heads = head_budgets ? &(*head_budgets)[a] : nullptr;
+    if (heads) {
+      for (int64_t hb : *heads) out.head_budgets[static_cast<size_t>(l)].push_back(std::min(hb, T));
+      if (std::all_of(heads->begin(), heads->end(), [&](int64_t hb) { return hb >= T; })) continue;
+    } else if (b >= T) {
+      continue;
+    }
     const ScoreResult& scores = memo.scores(backend, prompt, scorer, l);
-    const Selection sel = select_positions(scores.scores.data(), backend.model().config.n_kv_heads, T, b,
-                                           scorer.requirements.protected_spec(), l);
+    const Selection sel =
+        heads ? select_positions_per_head(scores.scores.data(), Hkv, T, *heads, scorer.requirements.protected_spec(), l)
+              : select_positions(scores.scores.data(), Hkv, T, b, scorer.requirements.protected_spec(), l);
     backend.compact_layer(*out.cache, l, sel);
     for (const auto& w : scores.warnings) out.warnings.push_back(w);
     for (const auto& w : sel.warnings) out.warnings.push_back(w);

@@ -68,10 +68,27 @@ class ScoreMemo {
   std::map<std::pair<std::string, int64_t>, ScoreResult> scores_;
 };
 
+/// The budgets of one cell over the compressible layers A: b_l per layer and, with a per-head allocator, b[l, h].
+struct CellBudgets {
+  std::vector<int64_t> layers;              ///< [|A|] b_l, summing to B
+  std::vector<std::vector<int64_t>> heads;  ///< [|A|][H_kv] entries per head (row l sums to H_kv b_l); empty: none
+  std::vector<std::string> warnings;        ///< the allocators' warnings
+};
+
+/// Runs a cell's allocators (DESIGN.md "Per-head budgets"): `layer_alloc` serves rkv.allocator/1 (b_l), optionally
+/// followed by `head_alloc` (rkv.allocator/2 with those b_l as layer budgets); or `layer_alloc` serves only
+/// rkv.allocator/2 and splits B over layers and heads itself. A per-head allocator that sets RKV_FLAG_NEEDS_SCORES is
+/// given `scorer`'s scores of every layer of A (memoized in `memo`) and the protected mask. `profile` is over A.
+/// Throws rkv::InputError naming the plugin when it serves neither interface, as the allocator calls do.
+CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, ScoreMemo& memo,
+                          const PluginInstance& layer_alloc, const PluginInstance* head_alloc,
+                          const std::vector<int64_t>& layers, const std::vector<double>& profile, int64_t budget_total);
+
 /// The cache of one cell after compression.
 struct CompressedPrompt {
-  std::unique_ptr<BackendCache> cache;  ///< compacted per layer to [H_kv, b_l, d] (layers not in A untouched)
+  std::unique_ptr<BackendCache> cache;  ///< compacted per layer to [H_kv, b_l, d] or per head (layers not in A whole)
   std::vector<int64_t> budgets;         ///< per model layer: b_l, or T for a layer left whole
+  std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer: b[l, h] (empty rows: the layer's b_l)
   size_t bytes_full = 0;                ///< cache bytes before compression (T positions every layer)
   size_t bytes_kept = 0;                ///< cache bytes after
   std::vector<std::string> warnings;    ///< scorer and selection warnings (e.g. b_l below the protected count)
@@ -79,10 +96,11 @@ struct CompressedPrompt {
 };
 
 /// Copies `prompt`'s full cache and compresses every layer of `layers` (model layer indices, the set A) to
-/// `budgets` (one per entry of `layers`; b_l >= T leaves the layer whole) with `scorer`.
+/// `budgets` (one per entry of `layers`; b_l >= T leaves the layer whole) with `scorer`. With `head_budgets`
+/// ([|A|][H_kv], from allocate_cell) each KV head keeps its own count (select_positions_per_head).
 CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
-                                 ScoreMemo& memo);
+                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr);
 
 /// Teacher-forced continuation on a cache: feeds `tokens` at positions start_pos.. (appending to `cache`) and
 /// returns the logits after each of them, float32 [n, V]. With an active `evict` (decode_policy.hpp) the tokens go

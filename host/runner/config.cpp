@@ -221,10 +221,26 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
     throw InputError(where(c, *pn, kind_name + ".plugin") + ": " + e.what());
   }
   choice.id = choice.info->id();
+  // [allocator] heads = "<id>" | "none": the per-head allocator (rkv.allocator/2) composed after the layer allocator.
+  std::optional<PluginChoice> heads;
+  if (const toml::node* hn = kind == RKV_KIND_ALLOCATOR ? t->get("heads") : nullptr) {
+    if (!hn->is_string()) throw InputError(where(c, *hn, kind_name + ".heads") + " must be a string");
+    const std::string hid = hn->as_string()->get();
+    if (hid != "none") {
+      heads.emplace();
+      try {
+        heads->info = &reg.resolve(hid, kind);
+      } catch (const InputError& e) {
+        throw InputError(where(c, *hn, kind_name + ".heads") + ": " + e.what());
+      }
+      heads->id = heads->info->id();
+      heads->params = ParamSet::validate(*heads->info->descriptor, {});
+    }
+  }
   // Every other key must be a param table named after a plugin of this kind (validated against that plugin).
   for (const auto& [k, v] : *t) {
     const std::string key(k.str());
-    if (key == "plugin") continue;
+    if (key == "plugin" || (key == "heads" && kind == RKV_KIND_ALLOCATOR)) continue;
     const std::string full = kind_name + "." + key;
     if (!v.is_table())
       throw InputError(where(c, v, full) + " is not a known key in [" + kind_name +
@@ -244,9 +260,11 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
     }
     const ParamSet set = ParamSet::validate(*owner->descriptor, user);  // errors name plugin, key and line
     if (owner == choice.info) choice.params = set;
+    if (heads && owner == heads->info) heads->params = set;
   }
   if (!t->get(short_id(choice.id)) && !t->get(choice.id))
     choice.params = ParamSet::validate(*choice.info->descriptor, {});
+  if (heads) choice.heads = std::make_shared<PluginChoice>(*heads);
   return choice;
 }
 
@@ -322,6 +340,7 @@ void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::stri
   const rkv_plugin_kind kind =
       parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
   if (parts.size() == 2) {
+    if (parts[1] == "heads" && kind == RKV_KIND_ALLOCATOR) return;
     if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
     return;
   }
@@ -353,6 +372,7 @@ std::string cell_label(const CellConfig& cell) {
   std::ostringstream os;
   os << short_id(cell.allocator->id);
   if (cell.uses_profile) os << "(" << short_id(cell.signal->id) << ")";
+  if (cell.allocator->heads) os << "/" << short_id(cell.allocator->heads->id);
   os << " + " << short_id(cell.scorer->id);
   if (cell.budget_fraction) os << " @ f=" << *cell.budget_fraction;
   else os << " @ " << *cell.budget_tokens << " tok";
@@ -369,6 +389,10 @@ std::string effective_key(const CellConfig& cell) {
   plugin(cell.uses_profile ? cell.signal : std::nullopt);
   plugin(cell.scorer);
   plugin(cell.allocator);
+  if (cell.allocator && cell.allocator->heads) {
+    os << "heads=";
+    plugin(std::optional<PluginChoice>(*cell.allocator->heads));
+  }
   if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;
   else os << "tokens=" << *cell.budget_tokens;
   return os.str();

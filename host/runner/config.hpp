@@ -49,6 +49,9 @@ struct PluginChoice {
   std::string id;
   const PluginInfo* info = nullptr;
   ParamSet params;
+  /// [allocator] heads = "<id>": the per-head allocator (rkv.allocator/2) that splits each layer's budget over its
+  /// KV heads after this (layer) allocator; null when absent or "none" (and for other kinds).
+  std::shared_ptr<PluginChoice> heads;
 };
 
 struct NeedleConfig {

@@ -7,14 +7,26 @@
 
 namespace rkv {
 
-DecodeEviction::DecodeEviction(const std::string& policy, int64_t sinks, std::vector<int64_t> budgets)
-    : sinks_(sinks), budgets_(std::move(budgets)) {
+DecodeEviction::DecodeEviction(const std::string& policy, int64_t sinks, std::vector<int64_t> budgets,
+                               std::vector<std::vector<int64_t>> head_budgets)
+    : sinks_(sinks), budgets_(std::move(budgets)), head_budgets_(std::move(head_budgets)) {
   if (policy != "none" && policy != "rolling")
     throw InputError("compression.decode.policy must be \"none\" or \"rolling\" (got \"" + policy + "\")");
   if (sinks < 0) throw InputError("compression.decode.sinks must be >= 0 (got " + std::to_string(sinks) + ")");
   for (int64_t b : budgets_)
     if (b < 1) throw InputError("decode eviction: a layer budget of " + std::to_string(b) + " entries (must be >= 1)");
+  if (!head_budgets_.empty() && head_budgets_.size() != budgets_.size())
+    throw InputError("decode eviction: per-head budgets for " + std::to_string(head_budgets_.size()) + " layers, " +
+                     std::to_string(budgets_.size()) + " layer budgets");
+  for (const auto& row : head_budgets_)
+    for (int64_t b : row)
+      if (b < 1) throw InputError("decode eviction: a head budget of " + std::to_string(b) + " entries (must be >= 1)");
   rolling_ = policy == "rolling";
+}
+
+int64_t DecodeEviction::head_budget(int64_t layer, int64_t head) const {
+  const auto l = static_cast<size_t>(layer);
+  return head_budgets_.empty() || head_budgets_[l].empty() ? budgets_[l] : head_budgets_[l][static_cast<size_t>(head)];
 }
 
 void DecodeEviction::apply(Backend& backend, BackendCache& cache) const {
@@ -24,13 +36,30 @@ void DecodeEviction::apply(Backend& backend, BackendCache& cache) const {
                      std::to_string(budgets_.size()) + " budgets were given");
   const int64_t Hkv = backend.model().config.n_kv_heads;
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
-    const int64_t held = cache.length(l), b = budgets_[static_cast<size_t>(l)];
-    if (held <= b) continue;
-    // Sinks and the most recent entries are exactly b protected entries: the selection keeps them and nothing else,
-    // so the scores do not matter.
-    const int64_t sinks = std::min(sinks_, b);
-    const std::vector<float> scores(static_cast<size_t>(Hkv * held), 0.0f);
-    backend.compact_layer(cache, l, select_positions(scores.data(), Hkv, held, b, ProtectedSpec{sinks, b - sinks}, l));
+    // Head h keeps its first min(sinks, b_h) entries and its most recent b_h - sinks; a head within its budget keeps
+    // everything. The selection is over the layer's longest head (T = length); each head's indices lie below its own
+    // length (compact_layer's per-head rule).
+    bool over = false;
+    for (int64_t h = 0; h < Hkv; ++h) over = over || cache.head_length(l, h) > head_budget(l, h);
+    if (!over) continue;
+    Selection sel;
+    sel.layer = l;
+    sel.n_kv_heads = Hkv;
+    sel.prefix_tokens = cache.length(l);
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const int64_t held = cache.head_length(l, h), b = std::min(head_budget(l, h), held);
+      const int64_t sinks = std::min(sinks_, b);
+      for (int64_t i = 0; i < sinks; ++i) sel.positions.push_back(i);
+      for (int64_t i = held - (b - sinks); i < held; ++i) sel.positions.push_back(i);
+      sel.head_kept.push_back(b);
+      sel.budget += b;
+      sel.kept = std::max(sel.kept, b);
+    }
+    if (std::all_of(sel.head_kept.begin(), sel.head_kept.end(), [&](int64_t k) { return k == sel.kept; })) {
+      sel.head_kept.clear();  // the same count in every head: a uniform selection (every backend compacts those)
+      sel.budget = sel.kept;
+    }
+    backend.compact_layer(cache, l, sel);
   }
 }
 

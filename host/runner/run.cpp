@@ -412,11 +412,14 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
             const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));
             for (int64_t l : layers_A) profile_A.push_back(p.s[static_cast<size_t>(l)]);
           }
-          const Allocation alloc = run_allocator(instances.get(*cc.allocator), profile_A, B, T, A,
-                                                 scorer.requirements.protected_count(T));
-          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.budgets, ex.memo);
+          const CellBudgets alloc =
+              allocate_cell(*backend, ex.prompt, scorer, ex.memo, instances.get(*cc.allocator),
+                            cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
+          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.layers, ex.memo,
+                                                  alloc.heads.empty() ? nullptr : &alloc.heads);
           r.budget_total = B;
           r.budgets = comp.budgets;
+          r.head_budgets = comp.head_budgets;
           r.kv_bytes = comp.bytes_kept;
           r.compress_seconds = comp.seconds;
           r.warnings = alloc.warnings;
@@ -424,7 +427,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
-          const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets);
+          const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets, comp.head_budgets);
           r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, &evict);
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }

@@ -55,6 +55,7 @@ std::string group_of(const nlohmann::json& m) {
   if (m.at("full_cache").get<bool>()) return "full cache";
   std::string g = short_id(m.at("allocator"));
   if (!m.at("signal").is_null()) g += "(" + short_id(m.at("signal")) + ")";
+  if (m.contains("heads") && !m.at("heads").is_null()) g += "/" + short_id(m.at("heads"));
   return g + " + " + short_id(m.at("scorer"));
 }
 
@@ -364,14 +365,17 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
     }
     md << "\n";
 
-    // Paired comparisons against uniform at the same budget and scorer.
+    // Paired comparisons against uniform (same count in every layer and head) at the same budget and scorer.
     std::ostringstream pc;
+    const auto is_uniform = [](const nlohmann::json& m) {
+      return short_id(m.at("allocator")) == "uniform" && (!m.contains("heads") || m.at("heads").is_null());
+    };
     for (const auto& c : cells) {
       const auto& m = c.meta;
-      if (m.at("full_cache").get<bool>() || short_id(m.at("allocator")) == "uniform") continue;
+      if (m.at("full_cache").get<bool>() || is_uniform(m)) continue;
       const CellData* base = nullptr;
       for (const auto& u : cells)
-        if (!u.meta.at("full_cache").get<bool>() && short_id(u.meta.at("allocator")) == "uniform" &&
+        if (!u.meta.at("full_cache").get<bool>() && is_uniform(u.meta) &&
             u.meta.at("scorer") == m.at("scorer") && u.meta.at("budget_fraction") == m.at("budget_fraction") &&
             u.meta.at("budget_tokens") == m.at("budget_tokens"))
           base = &u;

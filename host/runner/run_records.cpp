@@ -25,6 +25,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["T"] = prefix_tokens;
   j["B"] = budget_total;
   j["budgets"] = budgets;
+  if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
   j["kv_bytes"] = kv_bytes;
   j["kv_bytes_full"] = kv_bytes_full;
   j["kv_bytes_end"] = kv_bytes_end;
@@ -43,6 +44,7 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   r.prefix_tokens = j.at("T").get<int64_t>();
   r.budget_total = j.at("B").get<int64_t>();
   r.budgets = j.at("budgets").get<std::vector<int64_t>>();
+  if (j.contains("head_budgets")) r.head_budgets = j.at("head_budgets").get<std::vector<std::vector<int64_t>>>();
   r.kv_bytes = j.at("kv_bytes").get<size_t>();
   r.kv_bytes_full = j.at("kv_bytes_full").get<size_t>();
   // Cells written before the field existed have none: their caches ended as they were compressed.
@@ -177,6 +179,8 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["signal"] = plugin_json(cc.signal, !cc.full_cache && cc.uses_profile);
   j["scorer"] = plugin_json(cc.scorer, !cc.full_cache);
   j["allocator"] = plugin_json(cc.allocator, !cc.full_cache);
+  if (!cc.full_cache && cc.allocator && cc.allocator->heads)
+    j["heads"] = plugin_json(std::optional<PluginChoice>(*cc.allocator->heads), true);
   j["budget_fraction"] = cc.budget_fraction ? nlohmann::json(*cc.budget_fraction) : nlohmann::json(nullptr);
   j["budget_tokens"] = cc.budget_tokens ? nlohmann::json(*cc.budget_tokens) : nlohmann::json(nullptr);
   j["model_path"] = plan.model_path;

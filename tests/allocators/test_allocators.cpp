@@ -163,3 +163,88 @@ TEST_F(Allocators, ValuesAboveTAreCappedNotRejected) {
 }
 
 }  // namespace
+
+namespace {
+
+using HV = std::vector<std::vector<int64_t>>;
+
+// AdaKV (rkv.allocator/2) on a hand-made score table: one layer, H_kv = 2, T = 6, b_l = 3 (6 entries in all).
+//   head 0 scores 9, 8, 7, 1, 0.5, 0.2;  head 1 scores 0.9, 0.1, 0.3, 0.2, 0.4, 0.6.
+class AdaKV : public Allocators {
+ protected:
+  std::vector<float> scores = {9, 8, 7, 1, 0.5f, 0.2f, 0.9f, 0.1f, 0.3f, 0.2f, 0.4f, 0.6f};
+  rkv::HeadAllocation heads(double alpha, std::vector<uint8_t> mask, int64_t protected_count, int64_t B,
+                            const std::vector<int64_t>* layer_budgets = nullptr, int64_t layers = 1) {
+    const auto& info = reg.resolve("adakv", RKV_KIND_ALLOCATOR);
+    const auto set = rkv::ParamSet::validate(*info.descriptor, {f("alpha_safeguard", alpha)});
+    rkv::PluginInstance inst = rkv::PluginInstance::create(info, set, host);
+    rkv::HeadAllocationInputs in;
+    std::vector<float> s;
+    for (int64_t l = 0; l < layers; ++l) s.insert(s.end(), scores.begin(), scores.end());
+    in.scores = &s;
+    in.protected_mask = std::move(mask);
+    in.layer_budgets = layer_budgets;
+    in.budget_total = B;
+    in.prefix_tokens = 6;
+    in.n_layers = layers;
+    in.n_kv_heads = 2;
+    in.protected_count = protected_count;
+    return rkv::run_head_allocator(inst, in);
+  }
+};
+
+TEST_F(AdaKV, GlobalTopKAcrossHeadsWithTheSafeguard) {
+  // alpha 0.34: n_safe = floor(0.34 * 3) = 1; each head first keeps its best (9 | 0.9); the other 2 x (3 - 1) = 4
+  // entries are the best of the rest over both heads: 8, 7, 1 (head 0) and 0.6 (head 1) -> [1 + 3, 1 + 1] = [4, 2].
+  EXPECT_EQ(heads(0.34, {}, -1, 3).budgets, (HV{{4, 2}}));
+  // alpha 1: every head keeps b_l by its own ranking -> [3, 3] (uniform).
+  EXPECT_EQ(heads(1.0, {}, -1, 3).budgets, (HV{{3, 3}}));
+  // A protected position (the most recent, 5) counts in each head's safeguard even where it scores low: f = 1 (0.2 |
+  // 0.6), then the best 4 of the rest are 9, 8, 7, 1, all in head 0 -> [5, 1]; each head still holds position 5.
+  EXPECT_EQ(heads(0.0, {0, 0, 0, 0, 0, 1}, 1, 3).budgets, (HV{{5, 1}}));
+}
+
+TEST_F(AdaKV, ComposesWithLayerBudgetsAndSumsExactly) {
+  // Two identical layers with b_l = 1 and 5 from a layer allocator: rows sum to 2 and 10 entries exactly.
+  // Layer 0 (alpha 0.2 -> n_safe 0): the global top 2 are 9 and 8 -> [2, 0], raised by the host's floor of one
+  // entry per head -> [1, 1]. Layer 1: n_safe = 1 (9 | 0.9); the best 8 of the rest: 8, 7, 1, 0.6, 0.5, 0.4, 0.3,
+  // 0.2 (head 0's 0.2 ties head 1's 0.2: the lower head wins) -> head 0 gets 1 + 5 (8, 7, 1, 0.5, 0.2), head 1 gets
+  // 1 + 3 (0.6, 0.4, 0.3) -> [6, 4].
+  const std::vector<int64_t> layer_budgets = {1, 5};
+  const rkv::HeadAllocation h = heads(0.2, {}, -1, 6, &layer_budgets, 2);
+  EXPECT_EQ(h.layer_budgets, layer_budgets);
+  EXPECT_EQ(h.raw, (std::vector<double>{2, 0, 6, 4}));
+  EXPECT_EQ(h.budgets, (HV{{1, 1}, {6, 4}}));
+}
+
+TEST_F(AdaKV, AloneSplitsTheBudgetEvenlyOverLayers) {
+  // No layer allocator: B = 7 over 2 layers -> b_l = 4, 3 (the remainder to the lower layer), then per head.
+  const rkv::HeadAllocation h = heads(0.0, {}, -1, 7, nullptr, 2);
+  EXPECT_EQ(h.layer_budgets, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(h.budgets[0][0] + h.budgets[0][1], 8);
+  EXPECT_EQ(h.budgets[1][0] + h.budgets[1][1], 6);
+}
+
+TEST_F(AdaKV, HostRejectsAPerHeadAllocatorWithoutScoresOrWithBadOutput) {
+  const auto& info = reg.resolve("adakv", RKV_KIND_ALLOCATOR);
+  rkv::PluginInstance inst = rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {}), host);
+  rkv::HeadAllocationInputs in;
+  in.budget_total = 3;
+  in.prefix_tokens = 6;
+  in.n_layers = 1;
+  in.n_kv_heads = 2;
+  EXPECT_NE(error([&] { rkv::run_head_allocator(inst, in); }).find("needs the scorer's scores"), std::string::npos);
+  std::vector<float> bad = scores;
+  bad[3] = std::nanf("");
+  in.scores = &bad;
+  EXPECT_NE(error([&] { rkv::run_head_allocator(inst, in); }).find("KV head 0, position 3 is not finite"),
+            std::string::npos);
+  // A layer allocator is not a per-head one, and the other way round.
+  const auto& uni = reg.resolve("uniform", RKV_KIND_ALLOCATOR);
+  rkv::PluginInstance u = rkv::PluginInstance::create(uni, rkv::ParamSet::validate(*uni.descriptor, {}), host);
+  EXPECT_NE(error([&] { rkv::run_head_allocator(u, in); }).find("does not serve rkv.allocator/2"), std::string::npos);
+  EXPECT_TRUE(rkv::serves_head_budgets(inst));
+  EXPECT_FALSE(rkv::serves_layer_budgets(inst));
+}
+
+}  // namespace

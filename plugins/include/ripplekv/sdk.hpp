@@ -316,6 +316,27 @@ class Allocator : public Plugin {
   virtual void allocate(const AllocationRequest& request, double* budgets, Diagnostics& diag) = 0;
 };
 
+/// rkv_head_allocation_request in C++ terms (rkv.allocator/2). Budgets are in entries: b[l, h] kept by KV head h of
+/// layer l; budget_total = H_kv x B.
+struct HeadAllocationRequest {
+  const double* profile = nullptr;        ///< [n_layers] unless the descriptor did not set RKV_FLAG_NEEDS_PROFILE
+  const float* scores = nullptr;          ///< [n_layers, n_kv_heads, prefix_tokens] when RKV_FLAG_NEEDS_SCORES
+  const uint8_t* protected_mask = nullptr;///< [prefix_tokens], 1 = kept by every head; nullptr with no scorer
+  const int64_t* layer_budgets = nullptr; ///< [n_layers]: row l must sum to n_kv_heads x b_l; nullptr: split it all
+  int64_t budget_total = 0;               ///< H_kv x B
+  int64_t prefix_tokens = 0;              ///< T
+  int64_t n_layers = 0;                   ///< |A|
+  int64_t n_kv_heads = 0;                 ///< H_kv
+  int64_t protected_count = -1;           ///< per head; -1 with no scorer
+};
+
+/// Base class of per-head allocators ("rkv.allocator/2"). allocate_heads() writes n_layers x n_kv_heads finite
+/// non-negative reals (row-major) summing to budget_total (each row to n_kv_heads x layer_budgets[l] when given).
+class HeadAllocator : public Plugin {
+ public:
+  virtual void allocate_heads(const HeadAllocationRequest& request, double* budgets, Diagnostics& diag) = 0;
+};
+
 /// Base class of scorers ("rkv.scorer/1").
 class Scorer : public Plugin {
  public:
@@ -387,6 +408,7 @@ struct Instance {
   rkv_plugin_instance abi;
   std::unique_ptr<Plugin> plugin;
   rkv_allocator_v1 allocator_vtable;
+  rkv_allocator_v2 head_allocator_vtable;
   rkv_scorer_v1 scorer_vtable;
   rkv_signal_v1 signal_vtable;
 };
@@ -409,6 +431,40 @@ inline rkv_status allocator_allocate(rkv_plugin_instance* self, const rkv_alloca
     req.n_layers = r->n_layers;
     req.protected_count = r->protected_count;
     static_cast<Allocator*>(plugin_of(self))->allocate(req, tensor_data<double>(out), d);
+  });
+}
+
+inline rkv_status head_allocator_allocate(rkv_plugin_instance* self, const rkv_head_allocation_request* r,
+                                          DLTensor* out, const rkv_diagnostics* diag) {
+  return guarded(diag, [&](Diagnostics& d) {
+    if (!r || !RKV_HAS_FIELD(r, rkv_head_allocation_request, protected_count))
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "head allocation request missing or too old");
+    if (r->n_layers < 1 || r->n_kv_heads < 1 || r->prefix_tokens < 1)
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "head allocation request: n_layers, n_kv_heads and T must be >= 1");
+    require_tensor(out, "budgets", kDLFloat, 64, {r->n_layers, r->n_kv_heads});
+    HeadAllocationRequest req;
+    if (r->profile) {
+      require_tensor(r->profile, "profile", kDLFloat, 64, {r->n_layers});
+      req.profile = tensor_data<const double>(r->profile);
+    }
+    if (r->scores) {
+      require_tensor(r->scores, "scores", kDLFloat, 32, {r->n_layers, r->n_kv_heads, r->prefix_tokens});
+      req.scores = tensor_data<const float>(r->scores);
+    }
+    if (r->protected_mask) {
+      require_tensor(r->protected_mask, "protected_mask", kDLUInt, 8, {r->prefix_tokens});
+      req.protected_mask = tensor_data<const uint8_t>(r->protected_mask);
+    }
+    if (r->layer_budgets) {
+      require_tensor(r->layer_budgets, "layer_budgets", kDLInt, 64, {r->n_layers});
+      req.layer_budgets = tensor_data<const int64_t>(r->layer_budgets);
+    }
+    req.budget_total = r->budget_total;
+    req.prefix_tokens = r->prefix_tokens;
+    req.n_layers = r->n_layers;
+    req.n_kv_heads = r->n_kv_heads;
+    req.protected_count = r->protected_count;
+    static_cast<HeadAllocator*>(plugin_of(self))->allocate_heads(req, tensor_data<double>(out), d);
   });
 }
 
@@ -450,6 +506,8 @@ inline const void* instance_get_interface(const rkv_plugin_instance* self, const
   auto* inst = static_cast<Instance*>(self->plugin_data);
   Plugin* p = inst->plugin.get();
   if (std::strcmp(id, RKV_INTERFACE_ALLOCATOR_V1) == 0 && dynamic_cast<Allocator*>(p)) return &inst->allocator_vtable;
+  if (std::strcmp(id, RKV_INTERFACE_ALLOCATOR_V2) == 0 && dynamic_cast<HeadAllocator*>(p))
+    return &inst->head_allocator_vtable;
   if (std::strcmp(id, RKV_INTERFACE_SCORER_V1) == 0 && dynamic_cast<Scorer*>(p)) return &inst->scorer_vtable;
   if (std::strcmp(id, RKV_INTERFACE_SIGNAL_V1) == 0 && dynamic_cast<Signal*>(p)) return &inst->signal_vtable;
   return nullptr;
@@ -478,6 +536,7 @@ inline rkv_status library_create(const char* plugin_id, const rkv_host* host, co
       inst->abi.get_interface = &instance_get_interface;
       inst->abi.destroy = &instance_destroy;
       inst->allocator_vtable = rkv_allocator_v1{sizeof(rkv_allocator_v1), &allocator_allocate};
+      inst->head_allocator_vtable = rkv_allocator_v2{sizeof(rkv_allocator_v2), &head_allocator_allocate};
       inst->scorer_vtable = rkv_scorer_v1{sizeof(rkv_scorer_v1), &scorer_requirements, &scorer_score};
       inst->signal_vtable = rkv_signal_v1{sizeof(rkv_signal_v1), &signal_profile};
       *out = &inst.release()->abi;
