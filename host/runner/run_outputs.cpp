@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/subprocess.hpp"
 #include "eval/stats.hpp"
 #include "runner/run.hpp"
 #include "runner/run_records.hpp"
@@ -168,12 +169,16 @@ Summary summarize(const CellData& c, const std::string& task, const std::string&
   return s;
 }
 
+/// Writes `script` to dir/plots.gp and runs gnuplot on it in `dir` (fork + exec with an argument vector: no shell
+/// ever sees the folder's name). A failure is a note in the report, never an error.
 void run_gnuplot(const fs::path& dir, const std::string& script, std::vector<std::string>& notes) {
   write_file_atomically((dir / "plots.gp").string(), script);
-  const std::string cmd = "cd '" + dir.string() + "' && gnuplot plots.gp > gnuplot.log 2>&1";
-  if (std::system(cmd.c_str()) != 0)
+  if (run_program({"gnuplot", "plots.gp"}, dir.string(), "gnuplot.log") != 0)
     notes.push_back("plots were not drawn: gnuplot failed or is missing (see " + (dir / "gnuplot.log").string() + ")");
 }
+
+/// A label inside a gnuplot single-quoted string.
+std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
 
 }  // namespace
 
@@ -321,7 +326,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n"
                                           : "set terminal svg size 900,560 noenhanced\n")
-           << "set output 'profile." << term << "'\nset title 'sensitivity profile (" << p.at("signal").get<std::string>()
+           << "set output 'profile." << term << "'\nset title 'sensitivity profile (" << gq(p.at("signal").get<std::string>())
            << ") with 95% CI'\nset xlabel 'layer'\nset ylabel 's'\n"
            << "plot 'profile.dat' using 1:2:3:4 with yerrorlines title 's'\n";
       }
@@ -416,17 +421,17 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         for (const auto& p : pts) dat << p[0] << " " << p[1] << " " << p[2] << " " << p[3] << "\n";
         const std::string file = base + "_" + std::to_string(k) + ".dat";
         write_file_atomically((plots / file).string(), dat.str());
-        plot_cmd << (k ? ", " : "") << "'" << file << "' using 1:3:4 with filledcurves fs transparent solid 0.15 lc "
-                 << (k + 1) << " notitle, '" << file << "' using 1:2 with linespoints lc " << (k + 1) << " title '"
-                 << group << "'";
+        plot_cmd << (k ? ", " : "") << "'" << gq(file) << "' using 1:3:4 with filledcurves fs transparent solid 0.15 lc "
+                 << (k + 1) << " notitle, '" << gq(file) << "' using 1:2 with linespoints lc " << (k + 1) << " title '"
+                 << gq(group) << "'";
         ++k;
       }
       if (full_line.count(metric)) plot_cmd << ", " << full_line[metric] << " with lines dt 2 lc rgb 'black' title 'full cache'";
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n"
                                           : "set terminal svg size 900,560 noenhanced\n")
-           << "set output '" << base << "." << term << "'\nset title '" << task << ": " << metric
-           << " vs budget (95% CI bands)'\nset xlabel 'budget'\nset ylabel '" << metric << "'\nplot " << plot_cmd.str()
+           << "set output '" << gq(base) << "." << term << "'\nset title '" << gq(task) << ": " << gq(metric)
+           << " vs budget (95% CI bands)'\nset xlabel 'budget'\nset ylabel '" << gq(metric) << "'\nplot " << plot_cmd.str()
            << "\n";
       }
       md << "![" << base << "](plots/" << base << ".png)\n\n";
@@ -450,7 +455,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (size_t l = 0; l < mean_b.size(); ++l) dat << l << " " << mean_b[l] / static_cast<double>(n) << "\n";
       const std::string file = "budgets_" + task + "_" + std::to_string(k) + ".dat";
       write_file_atomically((plots / file).string(), dat.str());
-      bplot << (k ? ", " : "") << "'" << file << "' using 1:2 with lines title '" << c.meta.at("label").get<std::string>()
+      bplot << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with lines title '" << c.meta.at("label").get<std::string>()
             << "'";
       ++k;
     }
@@ -458,7 +463,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 1100,620 noenhanced\n"
                                           : "set terminal svg size 1100,620 noenhanced\n")
-           << "set output 'budgets_" << task << "." << term << "'\nset title '" << task
+           << "set output 'budgets_" << gq(task) << "." << term << "'\nset title '" << gq(task)
            << ": budget per layer (mean over examples)'\nset xlabel 'layer'\nset ylabel 'positions kept b_l'\nplot "
            << bplot.str() << "\n";
       }

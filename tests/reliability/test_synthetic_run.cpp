@@ -22,6 +22,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/subprocess.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
 #include "runner/run_records.hpp"
@@ -408,6 +409,75 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
   std::tie(rc, err) = cli(gen + (dir / "pneg.json").string(), dir);
   EXPECT_EQ(rc, 0) << err;
+}
+
+/// Runs the CLI with an argument vector (no shell) in the folder `cwd`; returns its exit status and output.
+std::pair<int, std::string> cli_argv(const std::vector<std::string>& args, const fs::path& cwd) {
+  std::vector<std::string> argv = {std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const fs::path log = cwd / "cli.log";
+  const int rc = rkv::run_program(argv, cwd.string(), log.string());
+  return {rc, rkv::read_file(log.string())};
+}
+
+// Issue 19, fault 1: gnuplot was started with std::system("cd '<dir>' && gnuplot ..."), so an output folder named
+// "x'; touch PWNED; echo '" (from --out, or from [output] dir in someone else's TOML) ran `touch PWNED`, and an
+// ordinary folder named O'Brien lost every plot. Now no folder name reaches a shell, and the plots are drawn.
+TEST_F(SyntheticRun, ShellInjectionThroughTheOutputFolderRunsNothingAndKeepsThePlots) {
+  const bool have_gnuplot = rkv::program_exists("gnuplot");
+  if (!have_gnuplot) std::cerr << "note: gnuplot is not installed: the plot assertions are skipped\n";
+  const std::string base_cfg = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"depth\"\n");
+  std::ofstream(dir / "cfg.toml") << base_cfg;
+  const std::string hostile = "x'; touch PWNED; echo '";
+  const std::string hostile_toml = "y'; touch PWNED_TOML; echo '";
+  std::ofstream(dir / "cfg_out.toml") << base_cfg << "dir = \"" << hostile_toml << "\"\n";  // inside [output]
+  struct Case {
+    std::vector<std::string> args;
+    fs::path out;
+    std::vector<std::string> plots;
+    fs::path report;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "cfg.toml", "--out", hostile, "--quiet"}, dir / hostile, {"lm_fidelity_kl.png", "budgets_lm_fidelity.svg"},
+       dir / hostile / "report.md"},
+      {{"run", "cfg_out.toml", "--quiet"}, dir / hostile_toml, {"lm_fidelity_kl.png"}, dir / hostile_toml / "report.md"},
+      {{"run", "cfg.toml", "--out", "O'Brien", "--quiet"}, dir / "O'Brien", {"lm_fidelity_kl.png", "lm_fidelity_kl.svg"},
+       dir / "O'Brien" / "report.md"},
+      {{"analyze", "cfg.toml", "--out", "z'; touch PWNED_ANALYZE; echo '", "--fractions", "0.5"},
+       dir / "z'; touch PWNED_ANALYZE; echo '", {"analysis_damage.png"}, dir / "z'; touch PWNED_ANALYZE; echo '" / "analysis.md"},
+      {{"analyze", "cfg.toml", "--out", "O'Brien-analysis", "--fractions", "0.5"}, dir / "O'Brien-analysis",
+       {"analysis_damage.png", "analysis_damage.svg"}, dir / "O'Brien-analysis" / "analysis.md"},
+  };
+  for (const Case& c : cases) {
+    const auto [rc, log] = cli_argv(c.args, dir);
+    ASSERT_EQ(rc, 0) << c.args[0] << " " << c.out << ": " << log;
+    ASSERT_TRUE(fs::is_regular_file(c.report)) << c.out;
+    const std::string report = rkv::read_file(c.report.string());
+    for (const char* sentinel : {"PWNED", "PWNED_TOML", "PWNED_ANALYZE"}) {
+      EXPECT_FALSE(fs::exists(dir / sentinel)) << "a shell ran `touch " << sentinel << "` for " << c.out;
+      EXPECT_FALSE(fs::exists(fs::current_path() / sentinel)) << "a shell ran `touch " << sentinel << "`";
+    }
+    if (!have_gnuplot) continue;
+    for (const auto& p : c.plots) {
+      const fs::path f = c.out / "plots" / p;
+      EXPECT_TRUE(fs::is_regular_file(f) && fs::file_size(f) > 0) << "plot not drawn: " << f << "\n" << report;
+    }
+    EXPECT_EQ(report.find("not drawn"), std::string::npos) << report;
+  }
+}
+
+// Labels and names inside the gnuplot script (a swept value, a hand-edited cell file's label) cannot end their
+// quoted string: ' is doubled and a newline (which would start a new gnuplot command) becomes a space.
+TEST_F(SyntheticRun, GnuplotLabelsCannotEndTheirQuoteOrStartACommand) {
+  const std::string label = "a'b\nsystem('touch PWNED_GP')\r#";
+  EXPECT_EQ(rkv::gnuplot_single_quoted(label), "a''b system(''touch PWNED_GP'') #");
+  if (!rkv::program_exists("gnuplot")) GTEST_SKIP() << "gnuplot is not installed";
+  std::ofstream(dir / "t.gp") << "set terminal svg\nset output 't.svg'\nplot x title '"
+                              << rkv::gnuplot_single_quoted(label) << "'\n";
+  EXPECT_EQ(rkv::run_program({"gnuplot", "t.gp"}, dir.string(), "t.log"), 0) << rkv::read_file((dir / "t.log").string());
+  EXPECT_FALSE(fs::exists(dir / "PWNED_GP"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "t.svg"));
+  EXPECT_EQ(rkv::run_program({"no-such-program-rkv"}, dir.string(), ""), -1);
 }
 
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
