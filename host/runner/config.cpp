@@ -548,7 +548,9 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   Cell full;
   full.values = nlohmann::json::object();
   full.config.full_cache = true;
-  full.id = hex16(fnv1a64("full-cache"));
+  // Its id depends on the non-swept config: the full cache of another model, data or task set is another cell (two
+  // configs writing into one folder never share a reference cell file).
+  full.id = hex16(fnv1a64("full-cache/" + plan.base_sha256));
   full.label = "full cache";
   full.effective_key = "full";
   plan.cells.push_back(full);

@@ -83,7 +83,8 @@ struct CellConfig {
 /// One cell of the sweep: its swept values, a stable id, and the key of its effective inputs.
 struct Cell {
   nlohmann::json values;    ///< {"allocator.plugin": "uniform", "budget.fraction": 0.1, ...}; {} for full cache
-  std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards)
+  std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards); the full-cache
+                            ///< cell's is a hash of the base config (base_sha256)
   std::string label;        ///< human-readable, e.g. "ripplekv f=0.1"
   std::string effective_key;///< equal for cells that compute the same thing (e.g. uniform under two signals)
   CellConfig config;

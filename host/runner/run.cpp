@@ -225,6 +225,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_plan_backend(plan, backend_options);
   const std::string backend_kind = resolve_backend_kind(plan.backend);
   const std::string out = opt.out_dir;
+  const OutputFolderLock lock(out);  // one writer per folder: a second run (or merge) into it stops here
   RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count);
 
   RunSummary summary;
@@ -238,7 +239,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   Progress progress(opt.quiet, opt.progress);
   if (pending.empty()) {
     progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) + " cells complete or in other shards)");
-    merge_outputs({out}, out, true);
+    assemble_outputs({out}, out, true);
     summary.seconds = since(t_run);
     return summary;
   }
@@ -436,7 +437,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     ++summary.cells_computed;
     progress.step(cell.label);
   }
-  merge_outputs({out}, out, opt.quiet);
+  assemble_outputs({out}, out, opt.quiet);
   summary.seconds = since(t_run);
   return summary;
 }

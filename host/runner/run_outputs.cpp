@@ -183,6 +183,11 @@ std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
 }  // namespace
 
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
+  const OutputFolderLock lock(out_dir);
+  assemble_outputs(inputs, out_dir, quiet);
+}
+
+void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
   std::vector<std::string> order;
   // Assembling a run's own folder keeps only the cells of its current sweep (a resumed run may have changed it).
   const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&

@@ -1,6 +1,11 @@
 #include "runner/run_records.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <iostream>
@@ -93,6 +98,42 @@ nlohmann::json plugin_json(const std::optional<PluginChoice>& c, bool used) {
 }
 
 }  // namespace
+
+OutputFolderLock::OutputFolderLock(const std::string& out) {
+  std::error_code ec;
+  fs::create_directories(fs::path(out), ec);
+  if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
+  const std::string path = (fs::path(out) / ".ripplekv.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError("output folder '" + out + "': cannot open the lock file '" + path + "': " + std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    if (::pread(fd_, buf, sizeof buf - 1, 0) > 0) holder = buf;
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw InputError("output folder '" + out + "' is in use by another ripplekv process (pid " +
+                       (holder.empty() ? std::string("unknown") : holder) + ", lock file '" + path +
+                       "'); wait for it to finish or choose another --out folder");
+    throw InputError("output folder '" + out + "': cannot lock '" + path + "': " + std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    ::close(fd_);
+    fd_ = -1;
+    throw InputError("output folder '" + out + "': cannot write the lock file '" + path + "'");
+  }
+}
+
+OutputFolderLock::~OutputFolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race with a new holder)
+}
 
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
                                   int shard_count) {

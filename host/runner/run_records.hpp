@@ -43,6 +43,22 @@ struct RunIdentity {
   std::string compute_dtype = "f32";  ///< its compute dtype (Backend::compute_dtype())
 };
 
+/// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock`, which records the holder's pid. Held
+/// until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one folder
+/// exclude each other across processes and within one (each is its own open file description).
+class OutputFolderLock {
+ public:
+  /// Creates `out` if needed and takes the lock without waiting. Throws rkv::InputError naming the folder and the
+  /// holder's pid when another writer holds it, or when the folder cannot be created or the lock file written.
+  explicit OutputFolderLock(const std::string& out);
+  ~OutputFolderLock();
+  OutputFolderLock(const OutputFolderLock&) = delete;
+  OutputFolderLock& operator=(const OutputFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 /// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json
 /// must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without `resume`, a
 /// folder that already holds finished cells is refused (use --resume or another folder).

@@ -480,6 +480,36 @@ TEST_F(SyntheticRun, GnuplotLabelsCannotEndTheirQuoteOrStartACommand) {
   EXPECT_EQ(rkv::run_program({"no-such-program-rkv"}, dir.string(), ""), -1);
 }
 
+// Issue 19, fault 3: two runs into one --out at once overwrote each other's cells. The folder is locked (flock on
+// .ripplekv.lock): a second run or merge into it exits 2 naming the holder's pid, and the lock goes with its holder.
+TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  const fs::path out = dir / "out";
+  const std::string holder = "pid " + std::to_string(::getpid());
+  {
+    const rkv::OutputFolderLock lock(out.string());  // this process is "the first run"
+    auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find("output folder 'out' is in use by another ripplekv process (" + holder), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(out / "run.json")) << "the second writer wrote before it had the lock";
+    std::tie(rc, log) = cli_argv({"merge", "some-shard", "--out", "out"}, dir);
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find(holder), std::string::npos) << log;
+    rkv::RunOptions o;  // in-process (the C API's and Python's way in) too
+    o.out_dir = out.string();
+    o.quiet = true;
+    try {
+      rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o);
+      FAIL() << "a second writer ran";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(holder), std::string::npos) << e.what();
+    }
+  }
+  auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);  // released: the run goes ahead
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_TRUE(fs::exists(out / "report.md"));
+}
+
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
   rkv_context* ctx = nullptr;
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);

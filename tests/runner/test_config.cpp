@@ -74,6 +74,21 @@ TEST_F(Config, SweepIsTheCartesianProduct) {
                           "\"budget.fraction\" = [0.1, 0.3]\n")).cells[3].id, p.cells[3].id);
 }
 
+// Issue 19, fault 3: the full-cache cell had the same id in every config, so two configs writing into one folder
+// overwrote each other's reference cell. Its id now depends on the non-swept config, and only on it.
+TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {
+  const rkv::RunPlan a = load(base());
+  std::string changed = base();
+  changed.replace(changed.find("fraction = 0.2"), 14, "fraction = 0.3");
+  const rkv::RunPlan b = load(changed);
+  const rkv::RunPlan a_swept = load(base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.3]\n"));
+  ASSERT_TRUE(a.cells[0].config.full_cache && b.cells[0].config.full_cache && a_swept.cells[0].config.full_cache);
+  EXPECT_NE(a.base_sha256, b.base_sha256);
+  EXPECT_NE(a.cells[0].id, b.cells[0].id);
+  EXPECT_EQ(a.cells[0].id, a_swept.cells[0].id);  // the sweep is not part of the base config
+  EXPECT_EQ(a.cells[0].id, load(base()).cells[0].id);  // stable
+}
+
 TEST_F(Config, UniformUnderTwoSignalsHasOneEffectiveKey) {
   const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"ripplekv\"]\n"
                                        "\"signal.plugin\" = [\"perturbation_kl\", \"depth\"]\n"));
