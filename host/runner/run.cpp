@@ -225,8 +225,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_plan_backend(plan, backend_options);
   const std::string backend_kind = resolve_backend_kind(plan.backend);
   const std::string out = opt.out_dir;
+  check_output_folder_is_ours(out, opt.force, "run");  // never overwrite a folder that is not a ripplekv run
   const OutputFolderLock lock(out);  // one writer per folder: a second run (or merge) into it stops here
-  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count);
+  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
 
   RunSummary summary;
   summary.cells_total = static_cast<int64_t>(plan.cells.size());

@@ -26,6 +26,9 @@ namespace rkv {
 struct RunOptions {
   std::string out_dir;        ///< required
   bool resume = false;        ///< skip finished cells; refuse when the non-swept config changed
+  /// write into a non-empty folder that holds no ripplekv run; without `resume`, start over in a folder that holds
+  /// one (its finished cell files are deleted)
+  bool force = false;
   int shard_index = 1;        ///< this shard, 1-based
   int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
   bool quiet = false;         ///< no progress output
@@ -53,8 +56,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
 /// `inputs` (output folders of shards of one sweep; may include out_dir itself). Corrupt or truncated cell files are
 /// reported on stderr and skipped. Throws rkv::InputError when the inputs belong to different runs.
 /// Takes out_dir's OutputFolderLock (runner/run_records.hpp) for the duration: a merge into a folder that a run or
-/// another merge is writing is rkv::InputError naming the holder's pid.
-void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);
+/// another merge is writing is rkv::InputError naming the holder's pid. A non-empty out_dir that holds no ripplekv
+/// run or merge is refused unless `force`. Writes merge.json (the inputs) beside the outputs.
+void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force = false);
 
 /// merge_outputs without taking the lock: for a caller that already holds out_dir's OutputFolderLock.
 void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);

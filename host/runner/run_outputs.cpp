@@ -182,8 +182,12 @@ std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
 
 }  // namespace
 
-void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
+void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force) {
+  check_output_folder_is_ours(out_dir, force, "merge");
   const OutputFolderLock lock(out_dir);
+  nlohmann::json j;
+  j["inputs"] = inputs;
+  write_file_atomically((fs::path(out_dir) / "merge.json").string(), j.dump(2) + "\n");
   assemble_outputs(inputs, out_dir, quiet);
 }
 

@@ -135,8 +135,25 @@ OutputFolderLock::~OutputFolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race with a new holder)
 }
 
+bool is_ripplekv_output_folder(const std::string& out) {
+  std::error_code ec;
+  const fs::path o(out);
+  return fs::exists(o / "run.json", ec) || fs::is_directory(o / "cells", ec) || fs::exists(o / "merge.json", ec);
+}
+
+void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what) {
+  std::error_code ec;
+  if (force || !fs::is_directory(out, ec) || is_ripplekv_output_folder(out)) return;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    if (e.path().filename() == ".ripplekv.lock") continue;
+    throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
+                     "cells/ or merge.json; it has '" + e.path().filename().string() + "'); its files would be " +
+                     "overwritten. Choose an empty or new folder, or pass --force");
+  }
+}
+
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count) {
+                                  int shard_count, bool force) {
   std::error_code ec;
   fs::create_directories(fs::path(out) / "cells", ec);
   if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
@@ -157,10 +174,16 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
                          "' (base config sha256 " + old.value("base_sha256", "?").substr(0, 12) + " then, " +
                          plan.base_sha256.substr(0, 12) +
                          " now); results would not be comparable. Use another --out folder, or restore the config");
-    } else if (has_cells) {
-      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, or choose " +
-                       "another --out folder");
+    } else if (has_cells && !force) {
+      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, --force to " +
+                       "start over (its finished cells are deleted), or choose another --out folder");
     }
+  }
+  if (force && !resume) {  // start over: no cell of an earlier run may reach this run's report or a later merge
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(fs::path(out) / "cells", ec))
+      if (e.path().extension() == ".json") stale.push_back(e.path());
+    for (const auto& f : stale) fs::remove(f, ec);
   }
   nlohmann::json j;
   j["run_id"] = plan.run_id;

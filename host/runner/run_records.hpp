@@ -59,11 +59,20 @@ class OutputFolderLock {
   int fd_ = -1;
 };
 
+/// True when `out` holds a ripplekv run (run.json or cells/) or a merge (merge.json).
+bool is_ripplekv_output_folder(const std::string& out);
+
+/// Refuses (rkv::InputError naming the folder) an output folder that exists, is not empty (the lock file aside) and
+/// holds no ripplekv run or merge: writing there would replace someone's report.md, results.jsonl or profile.json.
+/// `force` accepts it. `what` names the command ("run", "merge") in the message.
+void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what);
+
 /// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json
 /// must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without `resume`, a
-/// folder that already holds finished cells is refused (use --resume or another folder).
+/// folder that already holds finished cells is refused (use --resume or another folder) unless `force`, which starts
+/// over: the finished cell files (cells/*.json) are deleted first.
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count);
+                                  int shard_count, bool force = false);
 
 /// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr (and
 /// the cell is recomputed). A complete record of another base config (its base_sha256 differs from `base_sha256`:

@@ -510,6 +510,49 @@ TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
   EXPECT_TRUE(fs::exists(out / "report.md"));
 }
 
+// Issue 19, fault 4: --out into an existing folder that is not a ripplekv run overwrote its report.md,
+// results.jsonl and profile.json. It is refused (run and merge) unless --force; --force on a run's folder starts over.
+TEST_F(SyntheticRun, NonEmptyFolderThatIsNotARunIsRefusedUnlessForce) {
+  const std::string cfg_text = config("[scorer]\nplugin = \"streamingllm\"\n");
+  std::ofstream(dir / "cfg.toml") << cfg_text;
+  const fs::path mine = dir / "mine";
+  fs::create_directories(mine);
+  std::ofstream(mine / "report.md") << "my own report\n";
+  auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "mine", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("output folder 'mine' is not empty and holds no ripplekv run"), std::string::npos) << log;
+  EXPECT_NE(log.find("--force"), std::string::npos) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);  // a run to merge from
+  ASSERT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "mine", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("merge: output folder 'mine' is not empty"), std::string::npos) << log;
+  EXPECT_EQ(rkv::read_file((mine / "report.md").string()), "my own report\n");
+  EXPECT_FALSE(fs::exists(mine / "results.jsonl"));
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "merged", "--quiet"}, dir);  // new folder: fine
+  EXPECT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "merged", "--quiet"}, dir);  // a merge's own folder: fine
+  EXPECT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "mine", "--quiet", "--force"}, dir);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(rkv::read_file((mine / "report.md").string()), "my own report\n");
+  // --force in a run's folder starts over: the earlier run's cells (another base config) are gone.
+  std::string changed = cfg_text;
+  changed.replace(changed.find("fraction = 0.5"), 14, "fraction = 0.4");
+  std::ofstream(dir / "cfg2.toml") << changed;
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--force to start over"), std::string::npos) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--quiet", "--force"}, dir);
+  EXPECT_EQ(rc, 0) << log;
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) n += e.path().extension() == ".json";
+  EXPECT_EQ(n, 2u);
+  EXPECT_NO_THROW(rkv::merge_outputs({(dir / "out").string()}, (dir / "merged2").string(), true));
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--resume", "--force"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+}
+
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
   rkv_context* ctx = nullptr;
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
