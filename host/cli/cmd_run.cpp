@@ -32,7 +32,7 @@ const char* kRunUsage =
     "run it starts over (the finished cells in DIR/cells are deleted).\n"
     "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when this\n"
     "build has the CUDA backend and a device is present. Every cell records its backend and compute dtype; --resume\n"
-    "refuses a folder whose cells were computed on another backend or dtype.\n";
+    "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -119,8 +119,9 @@ const char* kMergeUsage =
     "usage: ripplekv merge DIR... --out OUT [--force]\n\n"
     "Combines the output folders of the shards of one sweep (`ripplekv run --shard I/N`) into OUT: results.jsonl,\n"
     "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n"
-    "Cells computed on different backends or compute dtypes are refused (one report, one backend). A non-empty OUT\n"
-    "that holds no ripplekv run or merge is refused unless --force.\n";
+    "Cells computed on different backends or compute dtypes, or with different model files (model_sha256), are\n"
+    "refused (one report, one backend, one model). A non-empty OUT that holds no ripplekv run or merge is refused\n"
+    "unless --force.\n";
 
 int run_merge(const std::vector<std::string>& args) {
   po::options_description opts("options");

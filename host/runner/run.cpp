@@ -231,9 +231,12 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   RunSummary summary;
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
-  std::vector<size_t> pending;
+  std::vector<size_t> pending, complete;
   for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
-    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256, backend_kind, plan.dtype)) continue;
+    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256, backend_kind, plan.dtype)) {
+      complete.push_back(c);
+      continue;
+    }
     pending.push_back(c);
   }
   summary.cells_skipped = summary.cells_total - static_cast<int64_t>(pending.size());
@@ -250,6 +253,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
+  // Cells kept from before must come from this model file (else one report mixes two models' numbers).
+  for (size_t c : complete) check_cell_model(out, plan.cells[c].id, model.sha256);
   const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
   id.backend = backend->kind();
   id.compute_dtype = backend->compute_dtype();

@@ -71,6 +71,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
   std::map<std::string, CellData> by_id;
   std::string base_sha;
   std::string first_backend, first_backend_file;
+  std::string first_model, first_model_file;
   for (const auto& dir : inputs) {
     const fs::path cells = fs::path(dir) / "cells";
     if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
@@ -101,6 +102,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         (void)cd.meta.at("cell_id").get<std::string>();
         (void)cd.meta.at("base_sha256").get<std::string>();
         (void)backend_of(cd.meta);  // backend and compute_dtype must be strings
+        (void)cd.meta.value("model_sha256", std::string());  // a string when present
         (void)group_of(cd.meta);
       } catch (const std::exception& e) {
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
@@ -118,6 +120,15 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
       if (backend != first_backend)
         throw InputError("merge: '" + f.string() + "' was computed on backend " + backend + " but '" +
                          first_backend_file + "' on " + first_backend + "; merge runs of one backend and dtype");
+      // One report, one model file: cells of two model files are not comparable either.
+      const std::string model = cd.meta.value("model_sha256", std::string());
+      if (!model.empty()) {
+        if (first_model.empty()) first_model = model, first_model_file = f.string();
+        if (model != first_model)
+          throw InputError("merge: '" + f.string() + "' was computed with model sha256 " + model.substr(0, 16) +
+                           " but '" + first_model_file + "' with " + first_model.substr(0, 16) +
+                           "; merge runs of one model file");
+      }
       by_id.emplace(cd.meta.at("cell_id").get<std::string>(), std::move(cd));
     }
   }
@@ -302,9 +313,13 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
   std::vector<std::string> notes;
   std::ostringstream md;
   md << "# ripplekv report\n\n";
+  std::set<std::string> model_hashes;  // every model hash the cells record (one, as mixing is refused)
+  for (const auto& c : cells) model_hashes.insert(c.meta.value("model_sha256", std::string("unknown")));
+  std::string models;
+  for (const auto& h : model_hashes) models += (models.empty() ? "`" : ", `") + h.substr(0, 16) + "`";
   md << "- run id: `" << cells[0].meta.at("run_id").get<std::string>() << "`, config sha256 `"
-     << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 `"
-     << cells[0].meta.value("model_sha256", "").substr(0, 16) << "`, backend " << backend_of(cells[0].meta)
+     << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 " << models
+     << ", backend " << backend_of(cells[0].meta)
      << "\n- cells: " << cells.size() << "; values are means over examples with 95% percentile-bootstrap CIs ("
      << resamples << " resamples, seeded by cell)\n\n";
 

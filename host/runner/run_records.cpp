@@ -225,6 +225,20 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
   return true;
 }
 
+void check_cell_model(const std::string& out, const std::string& cell_id, const std::string& model_sha256) {
+  const std::string path = cell_path(out, cell_id);
+  std::string cell_model;
+  try {
+    cell_model = nlohmann::json::parse(read_file(path)).value("model_sha256", std::string());
+  } catch (const std::exception&) {
+    return;
+  }
+  if (!cell_model.empty() && !model_sha256.empty() && cell_model != model_sha256)
+    throw InputError("--resume: cell file '" + path + "' was computed with another model file (model sha256 " +
+                     cell_model.substr(0, 16) + " then, " + model_sha256.substr(0, 16) +
+                     " now); results would not be comparable. Use another --out folder, or restore the model");
+}
+
 void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
                      const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
   const CellConfig& cc = cell.config;

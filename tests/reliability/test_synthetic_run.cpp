@@ -22,6 +22,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/sha256.hpp"
 #include "core/subprocess.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
@@ -551,6 +552,62 @@ TEST_F(SyntheticRun, NonEmptyFolderThatIsNotARunIsRefusedUnlessForce) {
   EXPECT_NO_THROW(rkv::merge_outputs({(dir / "out").string()}, (dir / "merged2").string(), true));
   std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--resume", "--force"}, dir);
   EXPECT_EQ(rc, 2) << log;
+}
+
+/// Changes one byte of the model file's last tensor: the model still loads, its sha256 is another one.
+void alter_model_file(const fs::path& model) {
+  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-4, std::ios::end);
+  char b = 0;
+  f.get(b);
+  f.seekp(-4, std::ios::end);
+  f.put(static_cast<char>(b ^ 1));  // the lowest mantissa byte of an f32 weight (or alignment padding)
+}
+
+// Issue 19, fault 6: --resume and merge ignored model_sha256, so cells computed on two model files mixed in one
+// report. Both refuse, naming the cell file and both hashes; the report header lists the model hash.
+TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                     "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 3);
+  const std::string sha_a = rkv::sha256_file((dir / "model.gguf").string());
+  EXPECT_NE(rkv::read_file((dir / "out" / "report.md").string()).find("model sha256 `" + sha_a.substr(0, 16) + "`"),
+            std::string::npos);
+  o.out_dir = (dir / "shard1").string();
+  o.shard_index = 1, o.shard_count = 2;
+  ASSERT_GT(rkv::run_ablation(p, o).cells_computed, 0);
+  alter_model_file(dir / "model.gguf");
+  const std::string sha_b = rkv::sha256_file((dir / "model.gguf").string());
+  ASSERT_NE(sha_a, sha_b);
+  o.out_dir = (dir / "shard2").string();
+  o.shard_index = 2;
+  ASSERT_GT(rkv::run_ablation(p, o).cells_computed, 0);
+  try {
+    rkv::merge_outputs({(dir / "shard1").string(), (dir / "shard2").string()}, (dir / "merged").string(), true);
+    FAIL() << "merge mixed two model files";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("merge runs of one model file"), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_a.substr(0, 16)), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_b.substr(0, 16)), std::string::npos) << m;
+  }
+  // --resume over cells of model A with model B: one cell missing, so there is work to do; refused before it.
+  fs::remove(dir / "out" / "cells" / (p.cells[2].id + ".json"));
+  o.out_dir = (dir / "out").string();
+  o.shard_index = 1, o.shard_count = 1;
+  o.resume = true;
+  try {
+    rkv::run_ablation(p, o);
+    FAIL() << "--resume mixed two model files";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("was computed with another model file"), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_a.substr(0, 16)), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "cells" / (p.cells[2].id + ".json")));  // nothing computed
 }
 
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
