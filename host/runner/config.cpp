@@ -302,13 +302,18 @@ void set_dotted(const Ctx& c, toml::table& root, const std::string& dotted, cons
   t->insert_or_assign(parts.back(), value);
 }
 
-/// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget).
-void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::string& key, const PluginRegistry& reg) {
+/// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget). Returns the
+/// setting the key names, canonically ("scorer.<full plugin id>.<param>"), so two keys naming one setting are found.
+std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const std::string& key,
+                            const PluginRegistry& reg) {
+  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
+  // "allocator.plugin." or "scorer..window" would silently name another setting than the one recorded.
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    fail("a sweep key has no empty components (no leading, trailing or doubled '.')");
   std::stringstream ss(key);
   std::vector<std::string> parts;
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
   const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget"};
-  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget (did you mean '" +
@@ -317,13 +322,13 @@ void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::stri
     const std::vector<std::string> keys = {"fraction", "tokens"};
     if (parts.size() != 2 || std::find(keys.begin(), keys.end(), parts[1]) == keys.end())
       fail("unknown budget key; valid: budget.fraction, budget.tokens");
-    return;
+    return key;
   }
   const rkv_plugin_kind kind =
       parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
   if (parts.size() == 2) {
     if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
-    return;
+    return key;
   }
   if (parts.size() != 3) fail("plugin params are swept as \"" + parts[0] + ".<plugin>.<param>\"");
   const PluginInfo* info = nullptr;
@@ -340,6 +345,7 @@ void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::stri
     fail("plugin '" + info->id() + "' has no parameter '" + parts[2] + "'" +
          (names.empty() ? "" : "; valid: " + list + "; did you mean '" + closest_match(parts[2], names) + "'?"));
   }
+  return parts[0] + "." + info->id() + "." + parts[2];
 }
 
 std::string hex16(uint64_t v) {
@@ -524,9 +530,13 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   // root, which each cell then edits in place (copies of toml++ nodes lose their source lines, which errors name).
   std::vector<std::pair<std::string, toml::array>> axes;
   if (const toml::table* sw = sub_table(c, root, "sweep", "sweep")) {
+    std::map<std::string, std::string> key_of_setting;  // canonical setting -> the sweep key that names it
     for (const auto& [k, v] : *sw) {
       const std::string key(k.str());
-      check_sweep_key(c, v, key, *plan.registry);
+      const std::string setting = check_sweep_key(c, v, key, *plan.registry);
+      if (const auto [it, fresh] = key_of_setting.emplace(setting, key); !fresh)
+        throw InputError(where(c, v, "sweep." + key) + ": names the same setting as \"" + it->second +
+                         "\" (" + setting + "); sweep each setting once");
       if (!v.is_array() || v.as_array()->empty())
         throw InputError(where(c, v, "sweep." + key) + " must be a non-empty array of values");
       axes.emplace_back(key, *v.as_array());

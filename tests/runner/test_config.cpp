@@ -144,6 +144,24 @@ TEST_F(Config, SweepOverAnUnknownKey) {
   EXPECT_NE(error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n")).find("cannot be swept"), std::string::npos);
 }
 
+// Issue 19, fault 7: "allocator.plugin." (an empty component) silently overrode the "allocator.plugin" axis while
+// results.jsonl recorded the other value. Empty components and two keys naming one setting are errors.
+TEST_F(Config, SweepKeysWithEmptyComponentsOrNamingOneSettingTwiceAreRejected) {
+  for (const char* key : {"allocator.plugin.", ".allocator.plugin", "scorer..window", "scorer.snapkv..window", "."}) {
+    const std::string e = error(base("", std::string("[sweep]\n\"") + key + "\" = [\"uniform\"]\n"));
+    EXPECT_NE(e.find("'sweep." + std::string(key) + "'"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find("no empty components"), std::string::npos) << key << ": " << e;
+  }
+  const std::string e = error(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\"]\n"
+                                       "\"allocator.plugin.\" = [\"ripplekv\"]\n"));
+  EXPECT_NE(e.find("cfg.toml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("no empty components"), std::string::npos) << e;
+  // The same param through a plugin's short id and (for a plugin whose id has no dot) its full id is one setting;
+  // distinct settings stay fine.
+  EXPECT_EQ(load(base("", "[sweep]\n\"scorer.snapkv.window\" = [8, 16]\n\"scorer.snapkv.kernel\" = [5, 7]\n")).cells.size(),
+            5u);
+}
+
 TEST_F(Config, CalibrationAndEvaluationMustBeDisjoint) {
   std::string t = base();
   t.replace(t.find("files = [\"b.txt\"]"), 17, "files = [\"a.txt\"]");
