@@ -1,6 +1,7 @@
 #include "runner/config.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <cstdlib>
 #include <filesystem>
@@ -98,14 +99,25 @@ const toml::table* sub_table(const Ctx& c, const toml::table& t, const std::stri
   return n->as_table();
 }
 
+// Upper bounds of integer settings, checked where they are read (so `validate` catches them): what their consumers
+// hold (int counts, memory for per-token buffers) with room to spare, never a silent narrowing.
+constexpr int64_t kMaxTokens = int64_t{1} << 24;  ///< any length in tokens (16,777,216)
+constexpr int64_t kMaxCount = 1000000;            ///< examples, trials, resamples, sinks, new tokens
+constexpr int64_t kMaxThreads = 4096;             ///< model.threads
+constexpr int64_t kMaxLayer = 100000;             ///< budget.layers entries
+
+/// The integer at `key`, or `def` when absent; rkv::InputError naming the line and key when it is not an integer or
+/// lies outside [min_value, max_value].
 int64_t get_int(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full, int64_t def,
-                int64_t min_value) {
+                int64_t min_value, int64_t max_value) {
   const toml::node* n = t.get(key);
   if (!n) return def;
   if (!n->is_integer()) throw InputError(where(c, *n, full) + " must be an integer");
   const int64_t v = n->as_integer()->get();
   if (v < min_value)
     throw InputError(where(c, *n, full) + " must be >= " + std::to_string(min_value) + " (got " + std::to_string(v) + ")");
+  if (v > max_value)
+    throw InputError(where(c, *n, full) + " must be <= " + std::to_string(max_value) + " (got " + std::to_string(v) + ")");
   return v;
 }
 
@@ -199,10 +211,10 @@ DataConfig parse_data(const Ctx& c, const toml::table& t, const std::string& nam
     d.files.push_back(p);
   }
   if (d.files.empty()) throw InputError(where_table(c, t, name) + " needs files = [...] (e.g. \"austen:emma\")");
-  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1);
-  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", calibration ? 1024 : 1024, 1);
-  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1);
-  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0));
+  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1, kMaxCount);
+  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", 1024, 1, kMaxTokens);
+  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1, kMaxTokens);
+  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0, INT64_MAX));
   return d;
 }
 
@@ -276,7 +288,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
       throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
     cell.budget_fraction = v;
   } else {
-    cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1);
+    cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1, kMaxTokens);
   }
   return cell;
 }
@@ -388,7 +400,9 @@ const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",
 std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget) {
   std::vector<int64_t> layers = get_number_list<int64_t>(c, budget, "layers", "budget.layers", {});
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] < 0) throw InputError(where(c, *budget.get("layers"), "budget.layers") + " must hold layer indices >= 0");
+    if (layers[i] < 0 || layers[i] > kMaxLayer)
+      throw InputError(where(c, *budget.get("layers"), "budget.layers") + " must hold layer indices in [0, " +
+                       std::to_string(kMaxLayer) + "] (got " + std::to_string(layers[i]) + ")");
     for (size_t j = 0; j < i; ++j)
       if (layers[j] == layers[i])
         throw InputError(where(c, *budget.get("layers"), "budget.layers") + " lists layer " + std::to_string(layers[i]) +
@@ -406,10 +420,7 @@ void parse_decode_section(const Ctx& c, const toml::table& cp, std::string& poli
   if (policy != "none" && policy != "rolling")
     throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
                      " must be \"none\" or \"rolling\" (got \"" + policy + "\")");
-  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0);
-  if (sinks > 1000000)
-    throw InputError(where(c, *dp->get("sinks"), "compression.decode.sinks") + " must be <= 1000000 (got " +
-                     std::to_string(sinks) + ")");
+  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0, kMaxCount);
 }
 
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
@@ -438,7 +449,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   plan.dtype = get_string(c, *m, "dtype", "model.dtype", "f32");
   if (plan.dtype != "f32" && plan.dtype != "bf16")
     throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
-  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0);
+  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0, kMaxThreads);
 
   // [data]
   const toml::table* d = sub_table(c, root, "data", "data");
@@ -478,7 +489,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     if (plan.tasks.empty()) throw InputError(where(c, *t->get("run"), "tasks.run") + " lists no task");
     if (const toml::table* lf = sub_table(c, *t, "lm_fidelity", "tasks.lm_fidelity")) {
       check_keys(c, *lf, "tasks.lm_fidelity", {"continuation_tokens"});
-      plan.continuation_tokens = get_int(c, *lf, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1);
+      plan.continuation_tokens = get_int(c, *lf, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1,
+                                         kMaxTokens);
     }
     if (const toml::table* nd = sub_table(c, *t, "needle", "tasks.needle")) {
       check_keys(c, *nd, "tasks.needle", {"context_tokens", "depths", "trials", "seed"});
@@ -486,11 +498,19 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           get_number_list<int64_t>(c, *nd, "context_tokens", "tasks.needle.context_tokens", plan.needle.context_tokens);
       plan.needle.depths = get_number_list<double>(c, *nd, "depths", "tasks.needle.depths", plan.needle.depths);
       for (int64_t n : plan.needle.context_tokens)
-        if (n < 64) throw InputError(where(c, *nd->get("context_tokens"), "tasks.needle.context_tokens") + " must be >= 64");
+        if (n < 64 || n > kMaxTokens)
+          throw InputError(where(c, *nd->get("context_tokens"), "tasks.needle.context_tokens") + " must be in [64, " +
+                           std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
       for (double x : plan.needle.depths)
         if (!(x >= 0.0 && x <= 1.0)) throw InputError(where(c, *nd->get("depths"), "tasks.needle.depths") + " must be in [0, 1]");
-      plan.needle.trials = get_int(c, *nd, "trials", "tasks.needle.trials", 2, 1);
-      plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0));
+      plan.needle.trials = get_int(c, *nd, "trials", "tasks.needle.trials", 2, 1, kMaxCount);
+      const double prompts = static_cast<double>(plan.needle.context_tokens.size()) *
+                             static_cast<double>(plan.needle.depths.size()) * static_cast<double>(plan.needle.trials);
+      if (prompts > static_cast<double>(kMaxCount))
+        throw InputError(where_table(c, *nd, "tasks.needle") + ": context_tokens x depths x trials = " +
+                         std::to_string(static_cast<int64_t>(prompts)) + " prompts, more than " +
+                         std::to_string(kMaxCount) + "; lower tasks.needle.trials");
+      plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0, INT64_MAX));
     }
     if (const toml::table* lb = sub_table(c, *t, "longbench", "tasks.longbench")) {
       check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
@@ -500,7 +520,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           throw InputError(where(c, *lb->get("files"), "tasks.longbench.files") + ": file '" + p + "' does not exist");
         plan.longbench.files.push_back(p);
       }
-      plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0);
+      plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0,
+                                                      kMaxTokens);
       if (const toml::table* ds = sub_table(c, *lb, "datasets", "tasks.longbench.datasets")) {
         for (const auto& [k, v] : *ds) {
           const std::string name(k.str()), full = "tasks.longbench.datasets." + name;
@@ -508,7 +529,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           check_keys(c, *v.as_table(), full, {"prompt", "max_new_tokens"});
           LongBenchDatasetConfig lbd;
           lbd.prompt = get_string(c, *v.as_table(), "prompt", full + ".prompt", "");
-          lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0);
+          lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0, kMaxCount);
           plan.longbench.datasets[name] = lbd;
         }
       }
@@ -520,7 +541,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     check_keys(c, *o, "output", {"dir", "bootstrap_resamples"});
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
     if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
-    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100);
+    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
     plan.compressible_layers = compressible_layers(c, *b);

@@ -20,6 +20,10 @@
 //                 "budget.fraction", "scorer.snapkv.window")
 //   [output]      dir, bootstrap_resamples
 //
+// Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
+// counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most
+// 4096, budget.layers entries at most 100,000.
+//
 // Relative paths are relative to the config file's folder; "~" and ${VAR} are expanded; ${RIPPLEKV_CACHE} defaults
 // to ~/.cache/ripplekv.
 #pragma once

@@ -216,7 +216,14 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
     if (ec) throw InputError("merge: output folder '" + out_dir + "' cannot be created: " + ec.message());
   }
   int resamples = 2000;
-  if (cells[0].meta.contains("bootstrap_resamples")) resamples = cells[0].meta.at("bootstrap_resamples").get<int>();
+  if (cells[0].meta.contains("bootstrap_resamples")) {  // a hand-edited cell file may hold anything here
+    const nlohmann::json& r = cells[0].meta.at("bootstrap_resamples");
+    if (r.is_number_integer() && r.get<int64_t>() >= 100 && r.get<int64_t>() <= 1000000)
+      resamples = static_cast<int>(r.get<int64_t>());
+    else
+      std::cerr << "warning: cell '" << cells[0].meta.at("cell_id").get<std::string>()
+                << "': bootstrap_resamples is not an integer in [100, 1000000]; using 2000\n";
+  }
 
   // Profiles: copy from the inputs when merging elsewhere.
   for (const auto& dir : inputs) {
