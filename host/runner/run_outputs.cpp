@@ -97,6 +97,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
       try {
         nlohmann::json j = nlohmann::json::parse(read_file(f.string()));
         for (const auto& e : j.at("examples")) cd.examples.push_back(ExampleOutcomeRecord::from_json(e));
+        if (cd.examples.empty()) throw InputError("it holds no examples");
         j.erase("examples");
         cd.meta = std::move(j);
         (void)cd.meta.at("cell_id").get<std::string>();
@@ -243,18 +244,23 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
   for (const auto& c : cells) {
     const auto& m = c.meta;
     const std::string cid = m.at("cell_id").get<std::string>();
-    // Per-cell aggregates over examples.
-    std::set<std::string> warnings;
-    double kv = 0, kv_full = 0, kv_end = 0, comp = 0, tps = 0, B = 0;
-    size_t n_tps = 0;
+    // Per-task aggregates over the cell's examples of that task (a row of task t averages only t's examples).
+    struct TaskTotals {
+      std::set<std::string> warnings;
+      double kv = 0, kv_full = 0, kv_end = 0, comp = 0, tps = 0, B = 0;
+      size_t n = 0, n_tps = 0;
+    };
+    std::map<std::string, TaskTotals> totals;
     for (const auto& e : c.examples) {
-      for (const auto& w : e.warnings) warnings.insert(w);
-      kv += static_cast<double>(e.kv_bytes);
-      kv_full += static_cast<double>(e.kv_bytes_full);
-      kv_end += static_cast<double>(e.kv_bytes_end);
-      comp += e.compress_seconds;
-      B += static_cast<double>(e.budget_total);
-      if (e.decode_tokens_per_second > 0) tps += e.decode_tokens_per_second, ++n_tps;
+      TaskTotals& t = totals[e.task];
+      for (const auto& w : e.warnings) t.warnings.insert(w);
+      t.kv += static_cast<double>(e.kv_bytes);
+      t.kv_full += static_cast<double>(e.kv_bytes_full);
+      t.kv_end += static_cast<double>(e.kv_bytes_end);
+      t.comp += e.compress_seconds;
+      t.B += static_cast<double>(e.budget_total);
+      ++t.n;
+      if (e.decode_tokens_per_second > 0) t.tps += e.decode_tokens_per_second, ++t.n_tps;
       nlohmann::json ej;
       ej["run_id"] = m.at("run_id");
       ej["cell_id"] = cid;
@@ -273,8 +279,11 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
       budgets[cid]["examples"].push_back(
           {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total}, {"budgets", e.budgets}});
     }
-    const double ne = std::max<double>(1.0, static_cast<double>(c.examples.size()));
     for (const auto& [task, names] : metrics) {
+      const auto tt = totals.find(task);
+      if (tt == totals.end()) continue;
+      const TaskTotals& t = tt->second;
+      const double ne = std::max<double>(1.0, static_cast<double>(t.n));
       for (const auto& metric : names) {
         const Summary s = summarize(c, task, metric, resamples);
         if (s.n == 0) continue;
@@ -288,7 +297,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["allocator"] = m.at("allocator");
         r["budget_fraction"] = m.at("budget_fraction");
         r["budget_tokens"] = m.at("budget_tokens");
-        r["budget_total"] = B / ne;
+        r["budget_total"] = t.B / ne;
         r["task"] = task;
         r["metric"] = metric;
         r["value"] = num(s.value);
@@ -296,12 +305,13 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["ci_high"] = num(s.ci_high);
         r["full_cache_value"] = num(s.full);
         r["n"] = s.n;
-        r["warnings"] = std::vector<std::string>(warnings.begin(), warnings.end());
-        r["kv_bytes"] = kv / ne;
-        r["kv_bytes_full"] = kv_full / ne;
-        r["kv_bytes_end"] = kv_end / ne;
-        r["compress_seconds"] = comp / ne;
-        r["decode_tokens_per_second"] = n_tps ? nlohmann::json(tps / static_cast<double>(n_tps)) : nlohmann::json(nullptr);
+        r["warnings"] = std::vector<std::string>(t.warnings.begin(), t.warnings.end());
+        r["kv_bytes"] = t.kv / ne;
+        r["kv_bytes_full"] = t.kv_full / ne;
+        r["kv_bytes_end"] = t.kv_end / ne;
+        r["compress_seconds"] = t.comp / ne;
+        r["decode_tokens_per_second"] =
+            t.n_tps ? nlohmann::json(t.tps / static_cast<double>(t.n_tps)) : nlohmann::json(nullptr);
         r["seconds"] = m.at("seconds");
         r["config_sha256"] = m.at("config_sha256");
         r["model_sha256"] = m.value("model_sha256", "");

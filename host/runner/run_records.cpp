@@ -205,7 +205,9 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
   std::string cell_base, cell_backend, cell_dtype;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
-    if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array()) throw std::runtime_error("bad");
+    // A cell without examples is not a finished cell (every run has at least one example): recomputed, not kept.
+    if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array() || j.at("examples").empty())
+      throw std::runtime_error("bad");
     for (const auto& e : j.at("examples")) (void)ExampleOutcomeRecord::from_json(e);
     cell_base = j.at("base_sha256").get<std::string>();
     cell_backend = j.at("backend").get<std::string>();

@@ -610,6 +610,76 @@ TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
   EXPECT_FALSE(fs::exists(dir / "out" / "cells" / (p.cells[2].id + ".json")));  // nothing computed
 }
 
+// Issue 19, fault 10: --resume accepted a cell file whose "examples" is [] and the cell vanished from the report.
+// It is recomputed (--resume) or skipped with a warning (merge), like any incomplete cell file.
+TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  const fs::path cell = dir / "out" / "cells" / (p.cells[1].id + ".json");
+  nlohmann::json j = nlohmann::json::parse(rkv::read_file(cell.string()));
+  j["examples"] = nlohmann::json::array();
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  testing::internal::CaptureStderr();
+  rkv::merge_outputs({(dir / "out").string()}, (dir / "merged").string(), true);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("skipping corrupt cell file '" + cell.string() + "': it holds no examples"), std::string::npos)
+      << err;
+  o.resume = true;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1);
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is corrupt or incomplete; the cell will be recomputed"), std::string::npos) << err;
+  std::set<std::string> cells;
+  for (const auto& r : result_rows(dir / "out")) cells.insert(r.at("cell_id").get<std::string>());
+  EXPECT_EQ(cells, (std::set<std::string>{p.cells[0].id, p.cells[1].id}));
+}
+
+// Issue 19, fault 11: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
+// A cell with lm_fidelity examples (B = 32) and needle examples (B = 1000): each row averages its own task only.
+TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  const fs::path cell = dir / "out" / "cells" / (p.cells[1].id + ".json");
+  nlohmann::json j = nlohmann::json::parse(rkv::read_file(cell.string()));
+  ASSERT_EQ(j.at("examples").size(), 2u);
+  for (const auto& e : j.at("examples")) ASSERT_EQ(e.at("B").get<int64_t>(), 32);  // floor(0.5 * 32 * 2 + 0.5)
+  const size_t kv_lm = j.at("examples")[0].at("kv_bytes").get<size_t>();
+  for (int i = 0; i < 2; ++i) {  // two needle examples with another budget and cache size
+    nlohmann::json e = j.at("examples")[0];
+    e["task"] = "needle";
+    e["example"] = i;
+    e["values"] = {{"accuracy", 1.0}};
+    e["full_values"] = {{"accuracy", 1.0}};
+    e["B"] = 1000;
+    e["kv_bytes"] = 7000;
+    e["warnings"] = {"a needle-only warning"};
+    j["examples"].push_back(e);
+  }
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  rkv::merge_outputs({(dir / "out").string()}, (dir / "merged").string(), true);
+  int seen = 0;
+  for (const auto& r : result_rows(dir / "merged")) {
+    if (r.at("cell_id") != p.cells[1].id) continue;
+    ++seen;
+    if (r.at("task") == "needle") {
+      EXPECT_EQ(r.at("budget_total").get<double>(), 1000.0);
+      EXPECT_EQ(r.at("kv_bytes").get<double>(), 7000.0);
+      EXPECT_EQ(r.at("warnings"), nlohmann::json::array({"a needle-only warning"}));
+    } else {
+      EXPECT_EQ(r.at("budget_total").get<double>(), 32.0) << r.at("metric");
+      EXPECT_EQ(r.at("kv_bytes").get<double>(), static_cast<double>(kv_lm)) << r.at("metric");
+      for (const auto& w : r.at("warnings")) EXPECT_NE(w.get<std::string>(), "a needle-only warning");
+    }
+  }
+  EXPECT_EQ(seen, 5);  // lm_fidelity: kl, ppl, ppl_full, top1_agreement; needle: accuracy
+}
+
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
   rkv_context* ctx = nullptr;
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
