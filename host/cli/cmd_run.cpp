@@ -119,6 +119,7 @@ const char* kMergeUsage =
     "usage: ripplekv merge DIR... --out OUT [--force]\n\n"
     "Combines the output folders of the shards of one sweep (`ripplekv run --shard I/N`) into OUT: results.jsonl,\n"
     "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n"
+    "Cells of the sweep (run.json) that no DIR holds are named in a warning and at the top of report.md.\n"
     "Cells computed on different backends or compute dtypes, or with different model files (model_sha256), are\n"
     "refused (one report, one backend, one model). A non-empty OUT that holds no ripplekv run or merge is refused\n"
     "unless --force.\n";

@@ -65,9 +65,10 @@ double budget_x(const nlohmann::json& m) {
   return 1.0;
 }
 
-/// Cell files of every input, deduplicated by id; throws when they belong to different runs.
+/// Cell files of every input, deduplicated by id; throws when they belong to different runs. `order` receives the
+/// sweep's cell ids as the first readable run.json lists them, `labels` their labels.
 std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
-                                    bool only_listed) {
+                                    std::map<std::string, std::string>* labels, bool only_listed) {
   std::map<std::string, CellData> by_id;
   std::string base_sha;
   std::string first_backend, first_backend_file;
@@ -77,7 +78,10 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
     if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
       try {
         const auto rj = nlohmann::json::parse(read_file((fs::path(dir) / "run.json").string()));
-        for (const auto& c : rj.at("cells")) order->push_back(c.at("id").get<std::string>());
+        for (const auto& c : rj.at("cells")) {
+          order->push_back(c.at("id").get<std::string>());
+          (*labels)[order->back()] = c.value("label", std::string());
+        }
       } catch (const std::exception& e) {
         std::cerr << "warning: " << (fs::path(dir) / "run.json").string() << " is unreadable (" << e.what() << ")\n";
       }
@@ -208,9 +212,29 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
   // Assembling a run's own folder keeps only the cells of its current sweep (a resumed run may have changed it).
   const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&
                           fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
-  std::vector<CellData> cells = collect_cells(inputs, &order, own_folder && !order.empty());
-  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, false);
+  std::map<std::string, std::string> labels;
+  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, own_folder && !order.empty());
+  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, &labels, false);
   if (cells.empty()) throw InputError("merge: no finished cells found in the given folders");
+  // Cells the sweep lists (run.json) that no input holds: an incomplete shard set or an unfinished run. Said on
+  // stderr (merge) and in the report, never silently.
+  std::string missing_note;
+  {
+    std::set<std::string> have;
+    for (const auto& c : cells) have.insert(c.meta.at("cell_id").get<std::string>());
+    std::vector<std::string> missing;
+    for (const auto& id : order)
+      if (!have.count(id)) missing.push_back(id);
+    if (!missing.empty()) {
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 20; ++i)
+        list += (i ? ", " : "") + missing[i] + (labels[missing[i]].empty() ? "" : " (" + labels[missing[i]] + ")");
+      if (missing.size() > 20) list += ", and " + std::to_string(missing.size() - 20) + " more";
+      missing_note = "incomplete: " + std::to_string(missing.size()) + " of " + std::to_string(order.size()) +
+                     " cells of the sweep are missing (other shards or unfinished cells): " + list;
+      if (!own_folder) std::cerr << "warning: merge: " << missing_note << "\n";
+    }
+  }
   {
     std::error_code ec;
     fs::create_directories(fs::path(out_dir) / "plots", ec);
@@ -339,6 +363,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
      << ", backend " << backend_of(cells[0].meta)
      << "\n- cells: " << cells.size() << "; values are means over examples with 95% percentile-bootstrap CIs ("
      << resamples << " resamples, seeded by cell)\n\n";
+  if (!missing_note.empty()) md << "> warning: " << missing_note << "\n\n";
 
   std::ostringstream gp;
   gp << "set terminal pngcairo size 900,560 noenhanced\nset key outside right\nset grid\n";

@@ -680,6 +680,52 @@ TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
   EXPECT_EQ(seen, 5);  // lm_fidelity: kl, ppl, ppl_full, top1_agreement; needle: accuracy
 }
 
+// Issue 19, fault 9: merging 1 of 2 shards (or shards of 1/2 mixed with 1/3) wrote a partial report without a word.
+// merge warns naming the missing cells (run.json lists the sweep), and report.md says it too.
+TEST_F(SyntheticRun, MergeOfAnIncompleteShardSetNamesTheMissingCells) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                     "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n"));
+  ASSERT_EQ(p.cells.size(), 3u);
+  rkv::RunOptions o;
+  o.quiet = true;
+  for (const auto& [i, n] : std::vector<std::pair<int, int>>{{1, 2}, {2, 2}, {1, 3}}) {
+    o.out_dir = (dir / ("s" + std::to_string(i) + "of" + std::to_string(n))).string();
+    o.shard_index = i, o.shard_count = n;
+    rkv::run_ablation(p, o);
+  }
+  auto cells_in = [&](const std::string& shard) {
+    std::set<std::string> ids;
+    for (const auto& e : fs::directory_iterator(dir / shard / "cells")) ids.insert(e.path().stem().string());
+    return ids;
+  };
+  auto merged = [&](const std::vector<std::string>& shards, const std::string& out) {
+    std::vector<std::string> in;
+    for (const auto& s : shards) in.push_back((dir / s).string());
+    testing::internal::CaptureStderr();
+    rkv::merge_outputs(in, (dir / out).string(), true);
+    return std::make_pair(testing::internal::GetCapturedStderr(), rkv::read_file((dir / out / "report.md").string()));
+  };
+  for (const std::vector<std::string>& shards :
+       {std::vector<std::string>{"s1of2"}, std::vector<std::string>{"s1of2", "s1of3"}}) {
+    std::set<std::string> have;
+    for (const auto& s : shards)
+      for (const auto& id : cells_in(s)) have.insert(id);
+    ASSERT_LT(have.size(), 3u);
+    const auto [err, report] = merged(shards, "m" + std::to_string(shards.size()));
+    const std::string count = std::to_string(3 - have.size()) + " of 3 cells of the sweep are missing";
+    EXPECT_NE(err.find("warning: merge: incomplete: " + count), std::string::npos) << err;
+    EXPECT_NE(report.find("> warning: incomplete: " + count), std::string::npos) << report;
+    for (const auto& c : p.cells) {
+      const bool missing = !have.count(c.id);
+      EXPECT_EQ(err.find(c.id + " (" + c.label + ")") != std::string::npos, missing) << c.id << "\n" << err;
+      EXPECT_EQ(report.find(c.id + " (" + c.label + ")") != std::string::npos, missing) << c.id;
+    }
+  }
+  const auto [err, report] = merged({"s1of2", "s2of2"}, "complete");  // the whole set: no warning
+  EXPECT_EQ(err.find("incomplete"), std::string::npos) << err;
+  EXPECT_EQ(report.find("incomplete"), std::string::npos) << report;
+}
+
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
   rkv_context* ctx = nullptr;
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
