@@ -201,6 +201,28 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
     for (int64_t n : plan.needle.context_tokens) check(n, "tasks.needle.context_tokens");
 }
 
+/// Every pending compressed cell's global budget B is feasible (B >= |A|) on every example, checked before the first
+/// cell file is written: a config error found after it would leave a folder that neither the fixed config nor
+/// --resume accepts. Throws rkv::InputError naming the config, the cell and the key to raise.
+void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pending,
+                            const std::vector<Example>& examples, int64_t A) {
+  for (size_t c : pending) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache) continue;
+    for (const auto& ex : examples) {
+      const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
+      const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
+                                           : budget_total_from_tokens(*cc.budget_tokens, T, A);
+      if (B < A)
+        throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': the global budget B = " +
+                         std::to_string(B) + " is below the number of compressible layers |A| = " + std::to_string(A) +
+                         " on a " + ex.task + " example of T = " + std::to_string(T) +
+                         " tokens (every layer keeps at least one position); raise " +
+                         (cc.budget_fraction ? "budget.fraction" : "budget.tokens"));
+    }
+  }
+}
+
 std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
   std::vector<size_t> order(plan.cells.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -374,6 +396,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       check_cancel(opt);
     }
   }
+  check_budgets_feasible(plan, pending, examples, static_cast<int64_t>(layers_A.size()));
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);

@@ -726,6 +726,27 @@ TEST_F(SyntheticRun, MergeOfAnIncompleteShardSetNamesTheMissingCells) {
   EXPECT_EQ(report.find("incomplete"), std::string::npos) << report;
 }
 
+// Issue 19, fault 5: a budget too small for the model (B < |A|) was found only when its cell ran, after the
+// full-cache cell file was written; the folder then accepted neither the fixed config nor --resume. The budgets are
+// checked before any cell file is written, so the fixed config simply runs.
+TEST_F(SyntheticRun, InfeasibleBudgetIsFoundBeforeAnyCellIsWritten) {
+  std::string bad = config("[scorer]\nplugin = \"streamingllm\"\n");
+  bad.replace(bad.find("fraction = 0.5"), 14, "fraction = 0.001");  // B = floor(0.001 * 32 * 2 + 0.5) = 0 < |A| = 2
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  try {
+    rkv::run_ablation(plan(bad), o);
+    FAIL() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("global budget B = 0 is below the number of compressible layers |A| = 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise budget.fraction"), std::string::npos) << m;
+  }
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) ADD_FAILURE() << "cell written: " << e.path();
+  EXPECT_EQ(rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o).cells_computed, 2);
+}
+
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {
   rkv_context* ctx = nullptr;
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
