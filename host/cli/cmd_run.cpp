@@ -19,22 +19,26 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_sigint(int) { g_cancel.store(true); }
 
 const char* kRunUsage =
-    "usage: ripplekv run CONFIG [--out DIR] [--resume] [--shard I/N] [--threads N] [--backend cpu|cuda|auto]\n"
-    "                    [--dtype f32|bf16] [--quiet]\n\n"
+    "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N]\n"
+    "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n"
+    "One process writes DIR at a time (DIR/.ripplekv.lock): a second one exits 2 naming the first one's pid. A\n"
+    "non-empty DIR that holds no ripplekv run is refused; --force writes there anyway, and in a folder that holds a\n"
+    "run it starts over (the finished cells in DIR/cells are deleted).\n"
     "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when this\n"
     "build has the CUDA backend and a device is present. Every cell records its backend and compute dtype; --resume\n"
-    "refuses a folder whose cells were computed on another backend or dtype.\n";
+    "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
       "out", po::value<std::string>(), "output folder")("resume", "skip finished cells")(
+      "force", "write into a non-empty folder that is not a run; start a run's folder over")(
       "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
       "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(
       "quiet,q", "no progress output");
@@ -53,6 +57,8 @@ int run_run(const std::vector<std::string>& args) {
   o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
   if (o.out_dir.empty()) throw UsageError("no output folder: give --out DIR or set [output] dir in the config");
   o.resume = vm.count("resume") != 0;
+  o.force = vm.count("force") != 0;
+  if (o.resume && o.force) throw UsageError("--resume and --force exclude each other (continue a run, or start over)");
   o.quiet = vm.count("quiet") != 0;
   if (vm.count("threads")) o.threads = vm["threads"].as<int64_t>();
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
@@ -110,15 +116,19 @@ int run_validate(const std::vector<std::string>& args) {
 }
 
 const char* kMergeUsage =
-    "usage: ripplekv merge DIR... --out OUT\n\n"
+    "usage: ripplekv merge DIR... --out OUT [--force]\n\n"
     "Combines the output folders of the shards of one sweep (`ripplekv run --shard I/N`) into OUT: results.jsonl,\n"
     "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n"
-    "Cells computed on different backends or compute dtypes are refused (one report, one backend).\n";
+    "Cells of the sweep (run.json) that no DIR holds are named in a warning and at the top of report.md.\n"
+    "Cells computed on different backends or compute dtypes, or with different model files (model_sha256), are\n"
+    "refused (one report, one backend, one model). A non-empty OUT that holds no ripplekv run or merge is refused\n"
+    "unless --force.\n";
 
 int run_merge(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("dirs", po::value<std::vector<std::string>>(), "shard folders")(
-      "out", po::value<std::string>(), "output folder")("quiet,q", "no summary line");
+      "out", po::value<std::string>(), "output folder")("quiet,q", "no summary line")(
+      "force", "write into a non-empty folder that holds no ripplekv run or merge");
   po::positional_options_description pos;
   pos.add("dirs", -1);
   const po::variables_map vm = parse_command_line(args, opts, &pos, kMergeUsage);
@@ -128,7 +138,8 @@ int run_merge(const std::vector<std::string>& args) {
   }
   if (!vm.count("dirs")) throw UsageError(std::string("missing DIR\n") + kMergeUsage);
   if (!vm.count("out")) throw UsageError(std::string("missing --out OUT\n") + kMergeUsage);
-  merge_outputs(vm["dirs"].as<std::vector<std::string>>(), vm["out"].as<std::string>(), vm.count("quiet") != 0);
+  merge_outputs(vm["dirs"].as<std::vector<std::string>>(), vm["out"].as<std::string>(), vm.count("quiet") != 0,
+                vm.count("force") != 0);
   return 0;
 }
 

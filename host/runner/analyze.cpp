@@ -14,6 +14,7 @@
 #include "runner/plan_backend.hpp"
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/subprocess.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/compression.hpp"
@@ -218,8 +219,9 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     gp << "\n";
   }
   write_file_atomically((out / "plots" / "analysis.gp").string(), gp.str());
-  const std::string cmd = "cd '" + (out / "plots").string() + "' && gnuplot analysis.gp > analysis_gnuplot.log 2>&1";
-  if (std::system(cmd.c_str()) != 0) md << "\n> note: the plot was not drawn (gnuplot failed or is missing)\n";
+  // fork + exec with an argument vector: no shell ever sees the output folder's name.
+  if (run_program({"gnuplot", "analysis.gp"}, (out / "plots").string(), "analysis_gnuplot.log") != 0)
+    md << "\n> note: the plot was not drawn (gnuplot failed or is missing)\n";
   else md << "\n![damage](plots/analysis_damage.png)\n";
   write_file_atomically((out / "analysis.md").string(), md.str());
   note("analyze: wrote " + (out / "analysis.md").string());

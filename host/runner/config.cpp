@@ -1,6 +1,7 @@
 #include "runner/config.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <cstdlib>
 #include <filesystem>
@@ -98,14 +99,25 @@ const toml::table* sub_table(const Ctx& c, const toml::table& t, const std::stri
   return n->as_table();
 }
 
+// Upper bounds of integer settings, checked where they are read (so `validate` catches them): what their consumers
+// hold (int counts, memory for per-token buffers) with room to spare, never a silent narrowing.
+constexpr int64_t kMaxTokens = int64_t{1} << 24;  ///< any length in tokens (16,777,216)
+constexpr int64_t kMaxCount = 1000000;            ///< examples, trials, resamples, sinks, new tokens
+constexpr int64_t kMaxThreads = 4096;             ///< model.threads
+constexpr int64_t kMaxLayer = 100000;             ///< budget.layers entries
+
+/// The integer at `key`, or `def` when absent; rkv::InputError naming the line and key when it is not an integer or
+/// lies outside [min_value, max_value].
 int64_t get_int(const Ctx& c, const toml::table& t, const std::string& key, const std::string& full, int64_t def,
-                int64_t min_value) {
+                int64_t min_value, int64_t max_value) {
   const toml::node* n = t.get(key);
   if (!n) return def;
   if (!n->is_integer()) throw InputError(where(c, *n, full) + " must be an integer");
   const int64_t v = n->as_integer()->get();
   if (v < min_value)
     throw InputError(where(c, *n, full) + " must be >= " + std::to_string(min_value) + " (got " + std::to_string(v) + ")");
+  if (v > max_value)
+    throw InputError(where(c, *n, full) + " must be <= " + std::to_string(max_value) + " (got " + std::to_string(v) + ")");
   return v;
 }
 
@@ -199,10 +211,10 @@ DataConfig parse_data(const Ctx& c, const toml::table& t, const std::string& nam
     d.files.push_back(p);
   }
   if (d.files.empty()) throw InputError(where_table(c, t, name) + " needs files = [...] (e.g. \"austen:emma\")");
-  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1);
-  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", calibration ? 1024 : 1024, 1);
-  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1);
-  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0));
+  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1, kMaxCount);
+  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", 1024, 1, kMaxTokens);
+  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1, kMaxTokens);
+  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0, INT64_MAX));
   return d;
 }
 
@@ -294,7 +306,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
       throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
     cell.budget_fraction = v;
   } else {
-    cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1);
+    cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1, kMaxTokens);
   }
   return cell;
 }
@@ -320,13 +332,18 @@ void set_dotted(const Ctx& c, toml::table& root, const std::string& dotted, cons
   t->insert_or_assign(parts.back(), value);
 }
 
-/// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget).
-void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::string& key, const PluginRegistry& reg) {
+/// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget). Returns the
+/// setting the key names, canonically ("scorer.<full plugin id>.<param>"), so two keys naming one setting are found.
+std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const std::string& key,
+                            const PluginRegistry& reg) {
+  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
+  // "allocator.plugin." or "scorer..window" would silently name another setting than the one recorded.
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    fail("a sweep key has no empty components (no leading, trailing or doubled '.')");
   std::stringstream ss(key);
   std::vector<std::string> parts;
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
   const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget"};
-  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget (did you mean '" +
@@ -335,14 +352,14 @@ void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::stri
     const std::vector<std::string> keys = {"fraction", "tokens"};
     if (parts.size() != 2 || std::find(keys.begin(), keys.end(), parts[1]) == keys.end())
       fail("unknown budget key; valid: budget.fraction, budget.tokens");
-    return;
+    return key;
   }
   const rkv_plugin_kind kind =
       parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
   if (parts.size() == 2) {
     if (parts[1] == "heads" && kind == RKV_KIND_ALLOCATOR) return;
     if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
-    return;
+    return key;
   }
   if (parts.size() != 3) fail("plugin params are swept as \"" + parts[0] + ".<plugin>.<param>\"");
   const PluginInfo* info = nullptr;
@@ -359,6 +376,7 @@ void check_sweep_key(const Ctx& c, const toml::node& where_node, const std::stri
     fail("plugin '" + info->id() + "' has no parameter '" + parts[2] + "'" +
          (names.empty() ? "" : "; valid: " + list + "; did you mean '" + closest_match(parts[2], names) + "'?"));
   }
+  return parts[0] + "." + info->id() + "." + parts[2];
 }
 
 std::string hex16(uint64_t v) {
@@ -406,7 +424,9 @@ const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",
 std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget) {
   std::vector<int64_t> layers = get_number_list<int64_t>(c, budget, "layers", "budget.layers", {});
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] < 0) throw InputError(where(c, *budget.get("layers"), "budget.layers") + " must hold layer indices >= 0");
+    if (layers[i] < 0 || layers[i] > kMaxLayer)
+      throw InputError(where(c, *budget.get("layers"), "budget.layers") + " must hold layer indices in [0, " +
+                       std::to_string(kMaxLayer) + "] (got " + std::to_string(layers[i]) + ")");
     for (size_t j = 0; j < i; ++j)
       if (layers[j] == layers[i])
         throw InputError(where(c, *budget.get("layers"), "budget.layers") + " lists layer " + std::to_string(layers[i]) +
@@ -424,10 +444,7 @@ void parse_decode_section(const Ctx& c, const toml::table& cp, std::string& poli
   if (policy != "none" && policy != "rolling")
     throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
                      " must be \"none\" or \"rolling\" (got \"" + policy + "\")");
-  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0);
-  if (sinks > 1000000)
-    throw InputError(where(c, *dp->get("sinks"), "compression.decode.sinks") + " must be <= 1000000 (got " +
-                     std::to_string(sinks) + ")");
+  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0, kMaxCount);
 }
 
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
@@ -456,7 +473,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   plan.dtype = get_string(c, *m, "dtype", "model.dtype", "f32");
   if (plan.dtype != "f32" && plan.dtype != "bf16")
     throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
-  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0);
+  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0, kMaxThreads);
 
   // [data]
   const toml::table* d = sub_table(c, root, "data", "data");
@@ -496,7 +513,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     if (plan.tasks.empty()) throw InputError(where(c, *t->get("run"), "tasks.run") + " lists no task");
     if (const toml::table* lf = sub_table(c, *t, "lm_fidelity", "tasks.lm_fidelity")) {
       check_keys(c, *lf, "tasks.lm_fidelity", {"continuation_tokens"});
-      plan.continuation_tokens = get_int(c, *lf, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1);
+      plan.continuation_tokens = get_int(c, *lf, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1,
+                                         kMaxTokens);
     }
     if (const toml::table* nd = sub_table(c, *t, "needle", "tasks.needle")) {
       check_keys(c, *nd, "tasks.needle", {"context_tokens", "depths", "trials", "seed"});
@@ -504,11 +522,19 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           get_number_list<int64_t>(c, *nd, "context_tokens", "tasks.needle.context_tokens", plan.needle.context_tokens);
       plan.needle.depths = get_number_list<double>(c, *nd, "depths", "tasks.needle.depths", plan.needle.depths);
       for (int64_t n : plan.needle.context_tokens)
-        if (n < 64) throw InputError(where(c, *nd->get("context_tokens"), "tasks.needle.context_tokens") + " must be >= 64");
+        if (n < 64 || n > kMaxTokens)
+          throw InputError(where(c, *nd->get("context_tokens"), "tasks.needle.context_tokens") + " must be in [64, " +
+                           std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
       for (double x : plan.needle.depths)
         if (!(x >= 0.0 && x <= 1.0)) throw InputError(where(c, *nd->get("depths"), "tasks.needle.depths") + " must be in [0, 1]");
-      plan.needle.trials = get_int(c, *nd, "trials", "tasks.needle.trials", 2, 1);
-      plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0));
+      plan.needle.trials = get_int(c, *nd, "trials", "tasks.needle.trials", 2, 1, kMaxCount);
+      const double prompts = static_cast<double>(plan.needle.context_tokens.size()) *
+                             static_cast<double>(plan.needle.depths.size()) * static_cast<double>(plan.needle.trials);
+      if (prompts > static_cast<double>(kMaxCount))
+        throw InputError(where_table(c, *nd, "tasks.needle") + ": context_tokens x depths x trials = " +
+                         std::to_string(static_cast<int64_t>(prompts)) + " prompts, more than " +
+                         std::to_string(kMaxCount) + "; lower tasks.needle.trials");
+      plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0, INT64_MAX));
     }
     if (const toml::table* lb = sub_table(c, *t, "longbench", "tasks.longbench")) {
       check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
@@ -518,7 +544,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           throw InputError(where(c, *lb->get("files"), "tasks.longbench.files") + ": file '" + p + "' does not exist");
         plan.longbench.files.push_back(p);
       }
-      plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0);
+      plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0,
+                                                      kMaxTokens);
       if (const toml::table* ds = sub_table(c, *lb, "datasets", "tasks.longbench.datasets")) {
         for (const auto& [k, v] : *ds) {
           const std::string name(k.str()), full = "tasks.longbench.datasets." + name;
@@ -526,7 +553,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
           check_keys(c, *v.as_table(), full, {"prompt", "max_new_tokens"});
           LongBenchDatasetConfig lbd;
           lbd.prompt = get_string(c, *v.as_table(), "prompt", full + ".prompt", "");
-          lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0);
+          lbd.max_new_tokens = get_int(c, *v.as_table(), "max_new_tokens", full + ".max_new_tokens", 0, 0, kMaxCount);
           plan.longbench.datasets[name] = lbd;
         }
       }
@@ -538,7 +565,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     check_keys(c, *o, "output", {"dir", "bootstrap_resamples"});
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
     if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
-    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100);
+    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
     plan.compressible_layers = compressible_layers(c, *b);
@@ -548,9 +575,13 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   // root, which each cell then edits in place (copies of toml++ nodes lose their source lines, which errors name).
   std::vector<std::pair<std::string, toml::array>> axes;
   if (const toml::table* sw = sub_table(c, root, "sweep", "sweep")) {
+    std::map<std::string, std::string> key_of_setting;  // canonical setting -> the sweep key that names it
     for (const auto& [k, v] : *sw) {
       const std::string key(k.str());
-      check_sweep_key(c, v, key, *plan.registry);
+      const std::string setting = check_sweep_key(c, v, key, *plan.registry);
+      if (const auto [it, fresh] = key_of_setting.emplace(setting, key); !fresh)
+        throw InputError(where(c, v, "sweep." + key) + ": names the same setting as \"" + it->second +
+                         "\" (" + setting + "); sweep each setting once");
       if (!v.is_array() || v.as_array()->empty())
         throw InputError(where(c, v, "sweep." + key) + " must be a non-empty array of values");
       axes.emplace_back(key, *v.as_array());
@@ -572,7 +603,9 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   Cell full;
   full.values = nlohmann::json::object();
   full.config.full_cache = true;
-  full.id = hex16(fnv1a64("full-cache"));
+  // Its id depends on the non-swept config: the full cache of another model, data or task set is another cell (two
+  // configs writing into one folder never share a reference cell file).
+  full.id = hex16(fnv1a64("full-cache/" + plan.base_sha256));
   full.label = "full cache";
   full.effective_key = "full";
   plan.cells.push_back(full);

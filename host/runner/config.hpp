@@ -20,6 +20,10 @@
 //                 "budget.fraction", "scorer.snapkv.window")
 //   [output]      dir, bootstrap_resamples
 //
+// Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
+// counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most
+// 4096, budget.layers entries at most 100,000.
+//
 // Relative paths are relative to the config file's folder; "~" and ${VAR} are expanded; ${RIPPLEKV_CACHE} defaults
 // to ~/.cache/ripplekv.
 #pragma once
@@ -86,7 +90,8 @@ struct CellConfig {
 /// One cell of the sweep: its swept values, a stable id, and the key of its effective inputs.
 struct Cell {
   nlohmann::json values;    ///< {"allocator.plugin": "uniform", "budget.fraction": 0.1, ...}; {} for full cache
-  std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards)
+  std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards); the full-cache
+                            ///< cell's is a hash of the base config (base_sha256)
   std::string label;        ///< human-readable, e.g. "ripplekv f=0.1"
   std::string effective_key;///< equal for cells that compute the same thing (e.g. uniform under two signals)
   CellConfig config;

@@ -201,6 +201,28 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
     for (int64_t n : plan.needle.context_tokens) check(n, "tasks.needle.context_tokens");
 }
 
+/// Every pending compressed cell's global budget B is feasible (B >= |A|) on every example, checked before the first
+/// cell file is written: a config error found after it would leave a folder that neither the fixed config nor
+/// --resume accepts. Throws rkv::InputError naming the config, the cell and the key to raise.
+void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pending,
+                            const std::vector<Example>& examples, int64_t A) {
+  for (size_t c : pending) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache) continue;
+    for (const auto& ex : examples) {
+      const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
+      const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
+                                           : budget_total_from_tokens(*cc.budget_tokens, T, A);
+      if (B < A)
+        throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': the global budget B = " +
+                         std::to_string(B) + " is below the number of compressible layers |A| = " + std::to_string(A) +
+                         " on a " + ex.task + " example of T = " + std::to_string(T) +
+                         " tokens (every layer keeps at least one position); raise " +
+                         (cc.budget_fraction ? "budget.fraction" : "budget.tokens"));
+    }
+  }
+}
+
 std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
   std::vector<size_t> order(plan.cells.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -225,20 +247,25 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_plan_backend(plan, backend_options);
   const std::string backend_kind = resolve_backend_kind(plan.backend);
   const std::string out = opt.out_dir;
-  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count);
+  check_output_folder_is_ours(out, opt.force, "run");  // never overwrite a folder that is not a ripplekv run
+  const OutputFolderLock lock(out);  // one writer per folder: a second run (or merge) into it stops here
+  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
 
   RunSummary summary;
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
-  std::vector<size_t> pending;
+  std::vector<size_t> pending, complete;
   for (size_t c : shard_cells(plan, opt.shard_index, opt.shard_count)) {
-    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256, backend_kind, plan.dtype)) continue;
+    if (opt.resume && cell_file_complete(out, plan.cells[c].id, plan.base_sha256, backend_kind, plan.dtype)) {
+      complete.push_back(c);
+      continue;
+    }
     pending.push_back(c);
   }
   summary.cells_skipped = summary.cells_total - static_cast<int64_t>(pending.size());
   Progress progress(opt.quiet, opt.progress);
   if (pending.empty()) {
     progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) + " cells complete or in other shards)");
-    merge_outputs({out}, out, true);
+    assemble_outputs({out}, out, true);
     summary.seconds = since(t_run);
     return summary;
   }
@@ -248,6 +275,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
+  // Cells kept from before must come from this model file (else one report mixes two models' numbers).
+  for (size_t c : complete) check_cell_model(out, plan.cells[c].id, model.sha256);
   const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
   id.backend = backend->kind();
   id.compute_dtype = backend->compute_dtype();
@@ -367,6 +396,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       check_cancel(opt);
     }
   }
+  check_budgets_feasible(plan, pending, examples, static_cast<int64_t>(layers_A.size()));
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
@@ -439,7 +469,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     ++summary.cells_computed;
     progress.step(cell.label);
   }
-  merge_outputs({out}, out, opt.quiet);
+  assemble_outputs({out}, out, opt.quiet);
   summary.seconds = since(t_run);
   return summary;
 }

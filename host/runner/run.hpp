@@ -1,6 +1,7 @@
 // `ripplekv run`: an ablation sweep on a real model (issue "ablation runner"; DESIGN.md "Data flow").
 //
 // Output folder layout:
+//   .ripplekv.lock           flock(2)ed by the one process writing the folder (run or merge); holds its pid
 //   run.json                 the run's identity: run_id, config and base hashes, model hash, shard, cell ids
 //   config.toml              a copy of the config
 //   cells/<cell id>.json     one finished cell: its result records, per-example values, budgets, warnings; written
@@ -25,6 +26,9 @@ namespace rkv {
 struct RunOptions {
   std::string out_dir;        ///< required
   bool resume = false;        ///< skip finished cells; refuse when the non-swept config changed
+  /// write into a non-empty folder that holds no ripplekv run; without `resume`, start over in a folder that holds
+  /// one (its finished cell files are deleted)
+  bool force = false;
   int shard_index = 1;        ///< this shard, 1-based
   int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
   bool quiet = false;         ///< no progress output
@@ -51,6 +55,12 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
 /// Assembles results.jsonl, examples.jsonl, budgets.json, report.md and plots in `out_dir` from the cell files of
 /// `inputs` (output folders of shards of one sweep; may include out_dir itself). Corrupt or truncated cell files are
 /// reported on stderr and skipped. Throws rkv::InputError when the inputs belong to different runs.
-void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);
+/// Takes out_dir's OutputFolderLock (runner/run_records.hpp) for the duration: a merge into a folder that a run or
+/// another merge is writing is rkv::InputError naming the holder's pid. A non-empty out_dir that holds no ripplekv
+/// run or merge is refused unless `force`. Writes merge.json (the inputs) beside the outputs.
+void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force = false);
+
+/// merge_outputs without taking the lock: for a caller that already holds out_dir's OutputFolderLock.
+void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);
 
 }  // namespace rkv

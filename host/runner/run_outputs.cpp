@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/subprocess.hpp"
 #include "eval/stats.hpp"
 #include "runner/run.hpp"
 #include "runner/run_records.hpp"
@@ -65,18 +66,23 @@ double budget_x(const nlohmann::json& m) {
   return 1.0;
 }
 
-/// Cell files of every input, deduplicated by id; throws when they belong to different runs.
+/// Cell files of every input, deduplicated by id; throws when they belong to different runs. `order` receives the
+/// sweep's cell ids as the first readable run.json lists them, `labels` their labels.
 std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
-                                    bool only_listed) {
+                                    std::map<std::string, std::string>* labels, bool only_listed) {
   std::map<std::string, CellData> by_id;
   std::string base_sha;
   std::string first_backend, first_backend_file;
+  std::string first_model, first_model_file;
   for (const auto& dir : inputs) {
     const fs::path cells = fs::path(dir) / "cells";
     if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
       try {
         const auto rj = nlohmann::json::parse(read_file((fs::path(dir) / "run.json").string()));
-        for (const auto& c : rj.at("cells")) order->push_back(c.at("id").get<std::string>());
+        for (const auto& c : rj.at("cells")) {
+          order->push_back(c.at("id").get<std::string>());
+          (*labels)[order->back()] = c.value("label", std::string());
+        }
       } catch (const std::exception& e) {
         std::cerr << "warning: " << (fs::path(dir) / "run.json").string() << " is unreadable (" << e.what() << ")\n";
       }
@@ -96,11 +102,13 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
       try {
         nlohmann::json j = nlohmann::json::parse(read_file(f.string()));
         for (const auto& e : j.at("examples")) cd.examples.push_back(ExampleOutcomeRecord::from_json(e));
+        if (cd.examples.empty()) throw InputError("it holds no examples");
         j.erase("examples");
         cd.meta = std::move(j);
         (void)cd.meta.at("cell_id").get<std::string>();
         (void)cd.meta.at("base_sha256").get<std::string>();
         (void)backend_of(cd.meta);  // backend and compute_dtype must be strings
+        (void)cd.meta.value("model_sha256", std::string());  // a string when present
         (void)group_of(cd.meta);
       } catch (const std::exception& e) {
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
@@ -118,6 +126,15 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
       if (backend != first_backend)
         throw InputError("merge: '" + f.string() + "' was computed on backend " + backend + " but '" +
                          first_backend_file + "' on " + first_backend + "; merge runs of one backend and dtype");
+      // One report, one model file: cells of two model files are not comparable either.
+      const std::string model = cd.meta.value("model_sha256", std::string());
+      if (!model.empty()) {
+        if (first_model.empty()) first_model = model, first_model_file = f.string();
+        if (model != first_model)
+          throw InputError("merge: '" + f.string() + "' was computed with model sha256 " + model.substr(0, 16) +
+                           " but '" + first_model_file + "' with " + first_model.substr(0, 16) +
+                           "; merge runs of one model file");
+      }
       by_id.emplace(cd.meta.at("cell_id").get<std::string>(), std::move(cd));
     }
   }
@@ -169,30 +186,70 @@ Summary summarize(const CellData& c, const std::string& task, const std::string&
   return s;
 }
 
+/// Writes `script` to dir/plots.gp and runs gnuplot on it in `dir` (fork + exec with an argument vector: no shell
+/// ever sees the folder's name). A failure is a note in the report, never an error.
 void run_gnuplot(const fs::path& dir, const std::string& script, std::vector<std::string>& notes) {
   write_file_atomically((dir / "plots.gp").string(), script);
-  const std::string cmd = "cd '" + dir.string() + "' && gnuplot plots.gp > gnuplot.log 2>&1";
-  if (std::system(cmd.c_str()) != 0)
+  if (run_program({"gnuplot", "plots.gp"}, dir.string(), "gnuplot.log") != 0)
     notes.push_back("plots were not drawn: gnuplot failed or is missing (see " + (dir / "gnuplot.log").string() + ")");
 }
 
+/// A label inside a gnuplot single-quoted string.
+std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
+
 }  // namespace
 
-void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
+void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force) {
+  check_output_folder_is_ours(out_dir, force, "merge");
+  const OutputFolderLock lock(out_dir);
+  nlohmann::json j;
+  j["inputs"] = inputs;
+  write_file_atomically((fs::path(out_dir) / "merge.json").string(), j.dump(2) + "\n");
+  assemble_outputs(inputs, out_dir, quiet);
+}
+
+void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
   std::vector<std::string> order;
   // Assembling a run's own folder keeps only the cells of its current sweep (a resumed run may have changed it).
   const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&
                           fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
-  std::vector<CellData> cells = collect_cells(inputs, &order, own_folder && !order.empty());
-  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, false);
+  std::map<std::string, std::string> labels;
+  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, own_folder && !order.empty());
+  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, &labels, false);
   if (cells.empty()) throw InputError("merge: no finished cells found in the given folders");
+  // Cells the sweep lists (run.json) that no input holds: an incomplete shard set or an unfinished run. Said on
+  // stderr (merge) and in the report, never silently.
+  std::string missing_note;
+  {
+    std::set<std::string> have;
+    for (const auto& c : cells) have.insert(c.meta.at("cell_id").get<std::string>());
+    std::vector<std::string> missing;
+    for (const auto& id : order)
+      if (!have.count(id)) missing.push_back(id);
+    if (!missing.empty()) {
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 20; ++i)
+        list += (i ? ", " : "") + missing[i] + (labels[missing[i]].empty() ? "" : " (" + labels[missing[i]] + ")");
+      if (missing.size() > 20) list += ", and " + std::to_string(missing.size() - 20) + " more";
+      missing_note = "incomplete: " + std::to_string(missing.size()) + " of " + std::to_string(order.size()) +
+                     " cells of the sweep are missing (other shards or unfinished cells): " + list;
+      if (!own_folder) std::cerr << "warning: merge: " << missing_note << "\n";
+    }
+  }
   {
     std::error_code ec;
     fs::create_directories(fs::path(out_dir) / "plots", ec);
     if (ec) throw InputError("merge: output folder '" + out_dir + "' cannot be created: " + ec.message());
   }
   int resamples = 2000;
-  if (cells[0].meta.contains("bootstrap_resamples")) resamples = cells[0].meta.at("bootstrap_resamples").get<int>();
+  if (cells[0].meta.contains("bootstrap_resamples")) {  // a hand-edited cell file may hold anything here
+    const nlohmann::json& r = cells[0].meta.at("bootstrap_resamples");
+    if (r.is_number_integer() && r.get<int64_t>() >= 100 && r.get<int64_t>() <= 1000000)
+      resamples = static_cast<int>(r.get<int64_t>());
+    else
+      std::cerr << "warning: cell '" << cells[0].meta.at("cell_id").get<std::string>()
+                << "': bootstrap_resamples is not an integer in [100, 1000000]; using 2000\n";
+  }
 
   // Profiles: copy from the inputs when merging elsewhere.
   for (const auto& dir : inputs) {
@@ -212,18 +269,23 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
   for (const auto& c : cells) {
     const auto& m = c.meta;
     const std::string cid = m.at("cell_id").get<std::string>();
-    // Per-cell aggregates over examples.
-    std::set<std::string> warnings;
-    double kv = 0, kv_full = 0, kv_end = 0, comp = 0, tps = 0, B = 0;
-    size_t n_tps = 0;
+    // Per-task aggregates over the cell's examples of that task (a row of task t averages only t's examples).
+    struct TaskTotals {
+      std::set<std::string> warnings;
+      double kv = 0, kv_full = 0, kv_end = 0, comp = 0, tps = 0, B = 0;
+      size_t n = 0, n_tps = 0;
+    };
+    std::map<std::string, TaskTotals> totals;
     for (const auto& e : c.examples) {
-      for (const auto& w : e.warnings) warnings.insert(w);
-      kv += static_cast<double>(e.kv_bytes);
-      kv_full += static_cast<double>(e.kv_bytes_full);
-      kv_end += static_cast<double>(e.kv_bytes_end);
-      comp += e.compress_seconds;
-      B += static_cast<double>(e.budget_total);
-      if (e.decode_tokens_per_second > 0) tps += e.decode_tokens_per_second, ++n_tps;
+      TaskTotals& t = totals[e.task];
+      for (const auto& w : e.warnings) t.warnings.insert(w);
+      t.kv += static_cast<double>(e.kv_bytes);
+      t.kv_full += static_cast<double>(e.kv_bytes_full);
+      t.kv_end += static_cast<double>(e.kv_bytes_end);
+      t.comp += e.compress_seconds;
+      t.B += static_cast<double>(e.budget_total);
+      ++t.n;
+      if (e.decode_tokens_per_second > 0) t.tps += e.decode_tokens_per_second, ++t.n_tps;
       nlohmann::json ej;
       ej["run_id"] = m.at("run_id");
       ej["cell_id"] = cid;
@@ -242,8 +304,11 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       budgets[cid]["examples"].push_back(
           {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total}, {"budgets", e.budgets}});
     }
-    const double ne = std::max<double>(1.0, static_cast<double>(c.examples.size()));
     for (const auto& [task, names] : metrics) {
+      const auto tt = totals.find(task);
+      if (tt == totals.end()) continue;
+      const TaskTotals& t = tt->second;
+      const double ne = std::max<double>(1.0, static_cast<double>(t.n));
       for (const auto& metric : names) {
         const Summary s = summarize(c, task, metric, resamples);
         if (s.n == 0) continue;
@@ -257,7 +322,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         r["allocator"] = m.at("allocator");
         r["budget_fraction"] = m.at("budget_fraction");
         r["budget_tokens"] = m.at("budget_tokens");
-        r["budget_total"] = B / ne;
+        r["budget_total"] = t.B / ne;
         r["task"] = task;
         r["metric"] = metric;
         r["value"] = num(s.value);
@@ -265,12 +330,13 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         r["ci_high"] = num(s.ci_high);
         r["full_cache_value"] = num(s.full);
         r["n"] = s.n;
-        r["warnings"] = std::vector<std::string>(warnings.begin(), warnings.end());
-        r["kv_bytes"] = kv / ne;
-        r["kv_bytes_full"] = kv_full / ne;
-        r["kv_bytes_end"] = kv_end / ne;
-        r["compress_seconds"] = comp / ne;
-        r["decode_tokens_per_second"] = n_tps ? nlohmann::json(tps / static_cast<double>(n_tps)) : nlohmann::json(nullptr);
+        r["warnings"] = std::vector<std::string>(t.warnings.begin(), t.warnings.end());
+        r["kv_bytes"] = t.kv / ne;
+        r["kv_bytes_full"] = t.kv_full / ne;
+        r["kv_bytes_end"] = t.kv_end / ne;
+        r["compress_seconds"] = t.comp / ne;
+        r["decode_tokens_per_second"] =
+            t.n_tps ? nlohmann::json(t.tps / static_cast<double>(t.n_tps)) : nlohmann::json(nullptr);
         r["seconds"] = m.at("seconds");
         r["config_sha256"] = m.at("config_sha256");
         r["model_sha256"] = m.value("model_sha256", "");
@@ -289,11 +355,16 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
   std::vector<std::string> notes;
   std::ostringstream md;
   md << "# ripplekv report\n\n";
+  std::set<std::string> model_hashes;  // every model hash the cells record (one, as mixing is refused)
+  for (const auto& c : cells) model_hashes.insert(c.meta.value("model_sha256", std::string("unknown")));
+  std::string models;
+  for (const auto& h : model_hashes) models += (models.empty() ? "`" : ", `") + h.substr(0, 16) + "`";
   md << "- run id: `" << cells[0].meta.at("run_id").get<std::string>() << "`, config sha256 `"
-     << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 `"
-     << cells[0].meta.value("model_sha256", "").substr(0, 16) << "`, backend " << backend_of(cells[0].meta)
+     << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 " << models
+     << ", backend " << backend_of(cells[0].meta)
      << "\n- cells: " << cells.size() << "; values are means over examples with 95% percentile-bootstrap CIs ("
      << resamples << " resamples, seeded by cell)\n\n";
+  if (!missing_note.empty()) md << "> warning: " << missing_note << "\n\n";
 
   std::ostringstream gp;
   gp << "set terminal pngcairo size 900,560 noenhanced\nset key outside right\nset grid\n";
@@ -322,7 +393,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n"
                                           : "set terminal svg size 900,560 noenhanced\n")
-           << "set output 'profile." << term << "'\nset title 'sensitivity profile (" << p.at("signal").get<std::string>()
+           << "set output 'profile." << term << "'\nset title 'sensitivity profile (" << gq(p.at("signal").get<std::string>())
            << ") with 95% CI'\nset xlabel 'layer'\nset ylabel 's'\n"
            << "plot 'profile.dat' using 1:2:3:4 with yerrorlines title 's'\n";
       }
@@ -420,17 +491,17 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
         for (const auto& p : pts) dat << p[0] << " " << p[1] << " " << p[2] << " " << p[3] << "\n";
         const std::string file = base + "_" + std::to_string(k) + ".dat";
         write_file_atomically((plots / file).string(), dat.str());
-        plot_cmd << (k ? ", " : "") << "'" << file << "' using 1:3:4 with filledcurves fs transparent solid 0.15 lc "
-                 << (k + 1) << " notitle, '" << file << "' using 1:2 with linespoints lc " << (k + 1) << " title '"
-                 << group << "'";
+        plot_cmd << (k ? ", " : "") << "'" << gq(file) << "' using 1:3:4 with filledcurves fs transparent solid 0.15 lc "
+                 << (k + 1) << " notitle, '" << gq(file) << "' using 1:2 with linespoints lc " << (k + 1) << " title '"
+                 << gq(group) << "'";
         ++k;
       }
       if (full_line.count(metric)) plot_cmd << ", " << full_line[metric] << " with lines dt 2 lc rgb 'black' title 'full cache'";
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n"
                                           : "set terminal svg size 900,560 noenhanced\n")
-           << "set output '" << base << "." << term << "'\nset title '" << task << ": " << metric
-           << " vs budget (95% CI bands)'\nset xlabel 'budget'\nset ylabel '" << metric << "'\nplot " << plot_cmd.str()
+           << "set output '" << gq(base) << "." << term << "'\nset title '" << gq(task) << ": " << gq(metric)
+           << " vs budget (95% CI bands)'\nset xlabel 'budget'\nset ylabel '" << gq(metric) << "'\nplot " << plot_cmd.str()
            << "\n";
       }
       md << "![" << base << "](plots/" << base << ".png)\n\n";
@@ -454,7 +525,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (size_t l = 0; l < mean_b.size(); ++l) dat << l << " " << mean_b[l] / static_cast<double>(n) << "\n";
       const std::string file = "budgets_" + task + "_" + std::to_string(k) + ".dat";
       write_file_atomically((plots / file).string(), dat.str());
-      bplot << (k ? ", " : "") << "'" << file << "' using 1:2 with lines title '" << c.meta.at("label").get<std::string>()
+      bplot << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with lines title '" << c.meta.at("label").get<std::string>()
             << "'";
       ++k;
     }
@@ -462,7 +533,7 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
       for (const char* term : {"png", "svg"}) {
         gp << (std::string(term) == "png" ? "set terminal pngcairo size 1100,620 noenhanced\n"
                                           : "set terminal svg size 1100,620 noenhanced\n")
-           << "set output 'budgets_" << task << "." << term << "'\nset title '" << task
+           << "set output 'budgets_" << gq(task) << "." << term << "'\nset title '" << gq(task)
            << ": budget per layer (mean over examples)'\nset xlabel 'layer'\nset ylabel 'positions kept b_l'\nplot "
            << bplot.str() << "\n";
       }

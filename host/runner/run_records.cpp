@@ -1,6 +1,11 @@
 #include "runner/run_records.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <iostream>
@@ -96,8 +101,61 @@ nlohmann::json plugin_json(const std::optional<PluginChoice>& c, bool used) {
 
 }  // namespace
 
+OutputFolderLock::OutputFolderLock(const std::string& out) {
+  std::error_code ec;
+  fs::create_directories(fs::path(out), ec);
+  if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
+  const std::string path = (fs::path(out) / ".ripplekv.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError("output folder '" + out + "': cannot open the lock file '" + path + "': " + std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    if (::pread(fd_, buf, sizeof buf - 1, 0) > 0) holder = buf;
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw InputError("output folder '" + out + "' is in use by another ripplekv process (pid " +
+                       (holder.empty() ? std::string("unknown") : holder) + ", lock file '" + path +
+                       "'); wait for it to finish or choose another --out folder");
+    throw InputError("output folder '" + out + "': cannot lock '" + path + "': " + std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    ::close(fd_);
+    fd_ = -1;
+    throw InputError("output folder '" + out + "': cannot write the lock file '" + path + "'");
+  }
+}
+
+OutputFolderLock::~OutputFolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race with a new holder)
+}
+
+bool is_ripplekv_output_folder(const std::string& out) {
+  std::error_code ec;
+  const fs::path o(out);
+  return fs::exists(o / "run.json", ec) || fs::is_directory(o / "cells", ec) || fs::exists(o / "merge.json", ec);
+}
+
+void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what) {
+  std::error_code ec;
+  if (force || !fs::is_directory(out, ec) || is_ripplekv_output_folder(out)) return;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    if (e.path().filename() == ".ripplekv.lock") continue;
+    throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
+                     "cells/ or merge.json; it has '" + e.path().filename().string() + "'); its files would be " +
+                     "overwritten. Choose an empty or new folder, or pass --force");
+  }
+}
+
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count) {
+                                  int shard_count, bool force) {
   std::error_code ec;
   fs::create_directories(fs::path(out) / "cells", ec);
   if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
@@ -118,10 +176,16 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
                          "' (base config sha256 " + old.value("base_sha256", "?").substr(0, 12) + " then, " +
                          plan.base_sha256.substr(0, 12) +
                          " now); results would not be comparable. Use another --out folder, or restore the config");
-    } else if (has_cells) {
-      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, or choose " +
-                       "another --out folder");
+    } else if (has_cells && !force) {
+      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, --force to " +
+                       "start over (its finished cells are deleted), or choose another --out folder");
     }
+  }
+  if (force && !resume) {  // start over: no cell of an earlier run may reach this run's report or a later merge
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(fs::path(out) / "cells", ec))
+      if (e.path().extension() == ".json") stale.push_back(e.path());
+    for (const auto& f : stale) fs::remove(f, ec);
   }
   nlohmann::json j;
   j["run_id"] = plan.run_id;
@@ -143,7 +207,9 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
   std::string cell_base, cell_backend, cell_dtype;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
-    if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array()) throw std::runtime_error("bad");
+    // A cell without examples is not a finished cell (every run has at least one example): recomputed, not kept.
+    if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array() || j.at("examples").empty())
+      throw std::runtime_error("bad");
     for (const auto& e : j.at("examples")) (void)ExampleOutcomeRecord::from_json(e);
     cell_base = j.at("base_sha256").get<std::string>();
     cell_backend = j.at("backend").get<std::string>();
@@ -161,6 +227,20 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
                      "); this run uses " + backend + " (" + compute_dtype + "). Results of two backends would mix in " +
                      "one report: use another --out folder, or --backend " + cell_backend + " --dtype " + cell_dtype);
   return true;
+}
+
+void check_cell_model(const std::string& out, const std::string& cell_id, const std::string& model_sha256) {
+  const std::string path = cell_path(out, cell_id);
+  std::string cell_model;
+  try {
+    cell_model = nlohmann::json::parse(read_file(path)).value("model_sha256", std::string());
+  } catch (const std::exception&) {
+    return;
+  }
+  if (!cell_model.empty() && !model_sha256.empty() && cell_model != model_sha256)
+    throw InputError("--resume: cell file '" + path + "' was computed with another model file (model sha256 " +
+                     cell_model.substr(0, 16) + " then, " + model_sha256.substr(0, 16) +
+                     " now); results would not be comparable. Use another --out folder, or restore the model");
 }
 
 void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,

@@ -44,11 +44,36 @@ struct RunIdentity {
   std::string compute_dtype = "f32";  ///< its compute dtype (Backend::compute_dtype())
 };
 
+/// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock`, which records the holder's pid. Held
+/// until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one folder
+/// exclude each other across processes and within one (each is its own open file description).
+class OutputFolderLock {
+ public:
+  /// Creates `out` if needed and takes the lock without waiting. Throws rkv::InputError naming the folder and the
+  /// holder's pid when another writer holds it, or when the folder cannot be created or the lock file written.
+  explicit OutputFolderLock(const std::string& out);
+  ~OutputFolderLock();
+  OutputFolderLock(const OutputFolderLock&) = delete;
+  OutputFolderLock& operator=(const OutputFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+/// True when `out` holds a ripplekv run (run.json or cells/) or a merge (merge.json).
+bool is_ripplekv_output_folder(const std::string& out);
+
+/// Refuses (rkv::InputError naming the folder) an output folder that exists, is not empty (the lock file aside) and
+/// holds no ripplekv run or merge: writing there would replace someone's report.md, results.jsonl or profile.json.
+/// `force` accepts it. `what` names the command ("run", "merge") in the message.
+void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what);
+
 /// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json
 /// must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without `resume`, a
-/// folder that already holds finished cells is refused (use --resume or another folder).
+/// folder that already holds finished cells is refused (use --resume or another folder) unless `force`, which starts
+/// over: the finished cell files (cells/*.json) are deleted first.
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count);
+                                  int shard_count, bool force = false);
 
 /// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr (and
 /// the cell is recomputed). A complete record of another base config (its base_sha256 differs from `base_sha256`:
@@ -58,6 +83,11 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
 /// too (one run folder holds one backend's results).
 bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,
                         const std::string& backend, const std::string& compute_dtype);
+
+/// Throws rkv::InputError when the complete cell file cells/<cell_id>.json records a model_sha256 other than
+/// `model_sha256` (naming the file and both hashes): --resume must not mix cells of two model files in one report.
+/// A cell file without the field (or an unreadable one) passes.
+void check_cell_model(const std::string& out, const std::string& cell_id, const std::string& model_sha256);
 
 /// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
 /// budget settings and per-example outcomes.

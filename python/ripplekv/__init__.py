@@ -12,6 +12,7 @@ Thread rules are the C API's: one Model per thread at a time; one run() per proc
 """
 import ctypes
 import json
+import operator
 import os
 
 from ._lib import Error, load_library, check, take_string
@@ -22,6 +23,43 @@ __all__ = ["Error", "version", "plugins", "allocate", "profile", "run", "results
 OK, ERROR_INVALID_ARGUMENT, ERROR_INTERNAL, ERROR_CANCELLED, ERROR_UNSUPPORTED = 0, 1, 2, 3, 4
 
 _lib, _C = load_library()
+
+_INT32 = (-2**31, 2**31 - 1)
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def _int(what, value, lo, hi):
+    """`value` as a Python int in [lo, hi], checked before it reaches ctypes (which would wrap it silently).
+
+    Integers and objects with __index__ (numpy integers) pass; floats, strings and None raise TypeError; values
+    outside [lo, hi] raise ValueError naming `what`."""
+    if isinstance(value, float) or value is None:
+        raise TypeError("%s must be an integer, got %s" % (what, type(value).__name__))
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an integer, got %s" % (what, type(value).__name__)) from None
+    if not lo <= v <= hi:
+        raise ValueError("%s = %d is outside [%d, %d]" % (what, v, lo, hi))
+    return v
+
+
+def _cstr(what, value):
+    """`value` (a str) as UTF-8 bytes for a C string: TypeError for another type, ValueError for a NUL character
+    (C would silently end the string there)."""
+    if not isinstance(value, str):
+        raise TypeError("%s must be a str, got %s" % (what, type(value).__name__))
+    if "\0" in value:
+        raise ValueError("%s contains a NUL character, which the C API cannot pass" % what)
+    return value.encode()
+
+
+def _cpath(what, value):
+    """A path (str, bytes or os.PathLike) as bytes for a C string; ValueError for a NUL byte."""
+    b = os.fsencode(value)
+    if b"\0" in b:
+        raise ValueError("%s contains a NUL character, which the C API cannot pass" % what)
+    return b
 
 
 class _Context:
@@ -67,21 +105,28 @@ def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_
     if isinstance(params, dict):
         params = ["%s=%s" % (k, v) for k, v in params.items()]
     params = list(params or [])
-    prof = list(profile or [])
-    L = len(prof) if prof else int(n_layers)
+    prof = [float(x) for x in (profile or [])]
+    prefix_tokens = _int("allocate: prefix_tokens", prefix_tokens, *_INT64)
+    n_layers = _int("allocate: n_layers", n_layers, *_INT64)
+    if budget_tokens is not None:
+        budget_tokens = _int("allocate: budget_tokens", budget_tokens, *_INT64)
+    if budget_fraction is not None and (isinstance(budget_fraction, (str, bytes)) or budget_fraction is True
+                                        or budget_fraction is False):
+        raise TypeError("allocate: budget_fraction must be a number, got " + type(budget_fraction).__name__)
+    L = len(prof) if prof else n_layers
     o = _C.AllocateOptions()
     o.struct_size = ctypes.sizeof(o)
-    o.allocator = allocator.encode()
-    arr = (ctypes.c_char_p * max(len(params), 1))(*[p.encode() for p in params])
+    o.allocator = _cstr("allocate: allocator", allocator)
+    arr = (ctypes.c_char_p * max(len(params), 1))(*[_cstr("allocate: params", p) for p in params])
     o.params = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)) if params else None
     o.n_params = len(params)
     parr = (ctypes.c_double * max(len(prof), 1))(*prof)
     o.profile = ctypes.cast(parr, ctypes.POINTER(ctypes.c_double)) if prof else None
     o.n_profile = len(prof)
-    o.prefix_tokens = int(prefix_tokens)
+    o.prefix_tokens = prefix_tokens
     o.budget_fraction = float(budget_fraction or 0.0)
-    o.budget_tokens = int(budget_tokens or 0)
-    o.n_layers = int(n_layers)
+    o.budget_tokens = budget_tokens or 0
+    o.n_layers = n_layers
     out = (ctypes.c_int64 * max(L, 1))()
     with _Context() as ctx:
         ctx.check(_lib.rkv_allocate(ctx.handle, ctypes.byref(o), out, max(L, 0)))
@@ -90,9 +135,11 @@ def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_
 
 def profile(config, threads=0):
     """The sensitivity profile (dict, the content of profile.json) of the TOML config file `config`."""
+    config_b = _cpath("profile: config", config)
+    threads = _int("profile: threads", threads, 0, _INT32[1])
     with _Context() as ctx:
         out = ctypes.c_void_p()
-        ctx.check(_lib.rkv_profile(ctx.handle, os.fspath(config).encode(), int(threads), ctypes.byref(out)))
+        ctx.check(_lib.rkv_profile(ctx.handle, config_b, threads, ctypes.byref(out)))
         return json.loads(take_string(_lib, out))
 
 
@@ -126,10 +173,10 @@ def run(config=None, out=None, progress=None, cancel=None, config_text=None, thr
 
     o = _C.RunOptions()
     o.struct_size = ctypes.sizeof(o)
-    o.config_path = os.fspath(config).encode() if config is not None else None
-    o.config_text = config_text.encode() if config_text is not None else None
-    o.out_dir = os.fspath(out).encode() if out is not None else None
-    o.threads = int(threads)
+    o.config_path = _cpath("run: config", config) if config is not None else None
+    o.config_text = _cstr("run: config_text", config_text) if config_text is not None else None
+    o.out_dir = _cpath("run: out", out) if out is not None else None
+    o.threads = _int("run: threads", threads, 0, _INT32[1])
     o.resume = 1 if resume else 0
     progress_cb = _C.PROGRESS(on_progress)
     cancel_cb = _C.CANCEL(on_cancel)
@@ -147,7 +194,7 @@ def results(out):
     """The records of out/results.jsonl as a list of dicts (keys as README "Results")."""
     with _Context() as ctx:
         s = ctypes.c_void_p()
-        ctx.check(_lib.rkv_results_json(ctx.handle, os.fspath(out).encode(), ctypes.byref(s)))
+        ctx.check(_lib.rkv_results_json(ctx.handle, _cpath("results: out", out), ctypes.byref(s)))
         return json.loads(take_string(_lib, s))
 
 
@@ -163,13 +210,14 @@ class Model:
     def __init__(self, path, backend="cpu", threads=0, dtype="f32"):
         o = _C.ModelOptions()
         o.struct_size = ctypes.sizeof(o)
-        o.path = os.fspath(path).encode()
+        self._h = None
+        o.path = _cpath("Model: path", path)
         for name, value, allowed in (("backend", backend, '"cpu", "cuda" or "auto"'), ("dtype", dtype, '"f32" or "bf16"')):
             if not isinstance(value, str) or "\0" in value or not value.isascii():
                 raise Error(ERROR_INVALID_ARGUMENT, f"{name} must be an ASCII str without NUL: {allowed}")
         o.backend = backend.encode()
         o.dtype = dtype.encode()
-        o.threads = int(threads)
+        o.threads = _int("Model: threads", threads, 0, _INT32[1])
         self._h = ctypes.c_void_p()
         with _Context() as ctx:
             ctx.check(_lib.rkv_model_open(ctx.handle, ctypes.byref(o), ctypes.byref(self._h)))
@@ -201,10 +249,7 @@ class Model:
 
     def detokenize(self, ids, render_special=True):
         """Text of token ids."""
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not -2**31 <= i < 2**31]
-        if bad:
-            raise ValueError("detokenize: id %d is outside int32 (token ids are int32)" % bad[0])
+        ids = [_int("detokenize: a token id", i, *_INT32) for i in ids]  # 1.7 is a TypeError, not id 1
         arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
         out = ctypes.c_void_p()
         self._check(_lib.rkv_detokenize(self._live(), arr, len(ids), int(render_special), ctypes.byref(out)))
@@ -221,11 +266,11 @@ class Model:
             raise ValueError("info=True needs compress=CONFIG")
         o = _C.GenerateOptions()
         o.struct_size = ctypes.sizeof(o)
-        o.prompt = prompt.encode()
+        o.prompt = _cstr("generate: prompt", prompt)  # a NUL would silently end the prompt there
         o.chat = 1 if chat else 0
-        o.max_new_tokens = int(max_new_tokens)
-        o.compression_config = os.fsencode(compress) if compress is not None else None
-        o.profile_path = os.fsencode(profile) if profile is not None else None
+        o.max_new_tokens = _int("generate: max_new_tokens", max_new_tokens, *_INT64)
+        o.compression_config = _cpath("generate: compress", compress) if compress is not None else None
+        o.profile_path = _cpath("generate: profile", profile) if profile is not None else None
         info_out = ctypes.c_void_p()
         if info:
             o.out_compression_json = ctypes.pointer(info_out)

@@ -61,6 +61,38 @@ class Unit(unittest.TestCase):
             ripplekv.results("/nonexistent/run")
         self.assertIn("results.jsonl", e.exception.message)
 
+    def test_integers_and_strings_are_checked_before_ctypes(self):
+        # Issue 19, fault 12: ctypes wrapped integers silently (prefix_tokens=2**64+100 acted as 100, threads=2**32
+        # as 0 = every core) and a NUL cut a C string. Each is refused before any C call, naming the argument.
+        cases = [
+            (ValueError, "prefix_tokens", lambda: ripplekv.allocate("uniform", prefix_tokens=2**64 + 100, n_layers=4,
+                                                                    budget_fraction=0.1)),
+            (ValueError, "budget_tokens", lambda: ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4,
+                                                                    budget_tokens=2**63)),
+            (ValueError, "n_layers", lambda: ripplekv.allocate("uniform", prefix_tokens=100, n_layers=2**64 + 4,
+                                                               budget_fraction=0.1)),
+            (TypeError, "prefix_tokens", lambda: ripplekv.allocate("uniform", prefix_tokens=100.7, n_layers=4,
+                                                                   budget_fraction=0.1)),
+            (ValueError, "allocator", lambda: ripplekv.allocate("uniform\0x", prefix_tokens=100, n_layers=4,
+                                                                budget_fraction=0.1)),
+            (ValueError, "threads", lambda: ripplekv.profile(CONFIG, threads=2**32)),
+            (ValueError, "threads", lambda: ripplekv.run(CONFIG, "/nonexistent/out", threads=2**32)),
+            (ValueError, "config_text", lambda: ripplekv.run(config_text="[model]\0", out="/nonexistent/out")),
+            (ValueError, "out", lambda: ripplekv.run(CONFIG, "/tmp/x\0y")),
+            (ValueError, "threads", lambda: ripplekv.Model("/nonexistent.gguf", threads=2**32)),
+            (ValueError, "path", lambda: ripplekv.Model("/tmp/model\0.gguf")),
+        ]
+        for exc, name, call in cases:
+            with self.assertRaises(exc, msg=name) as e:
+                call()
+            self.assertIn(name, str(e.exception))
+        # numpy-style integers (objects with __index__) still pass.
+        class Index:
+            def __index__(self):
+                return 100
+        self.assertEqual(ripplekv.allocate("uniform", prefix_tokens=Index(), n_layers=4, budget_fraction=0.025),
+                         [3, 3, 2, 2])
+
 
 class WithModel(unittest.TestCase):
     def test_tokenize_generate(self):
@@ -79,6 +111,15 @@ class WithModel(unittest.TestCase):
                 m.tokenize("a\0b")  # would be cut at the NUL by the C string
             with self.assertRaises(TypeError):
                 m.tokenize(None)
+            # Issue 19, fault 12: generate cut the prompt at a NUL, max_new_tokens=2**64 wrapped to 0 (returning ''),
+            # detokenize([1.7]) used id 1.
+            with self.assertRaises(ValueError):
+                m.generate("hi\0 and the rest")
+            with self.assertRaises(ValueError) as e:
+                m.generate("hi", max_new_tokens=2**64)
+            self.assertIn("max_new_tokens", str(e.exception))
+            with self.assertRaises(TypeError):
+                m.detokenize([1.7])
         with self.assertRaises(ripplekv.Error):
             m.tokenize("closed")
 

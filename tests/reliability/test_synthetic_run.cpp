@@ -22,6 +22,8 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/sha256.hpp"
+#include "core/subprocess.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
 #include "runner/run_records.hpp"
@@ -408,6 +410,341 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
   std::tie(rc, err) = cli(gen + (dir / "pneg.json").string(), dir);
   EXPECT_EQ(rc, 0) << err;
+}
+
+/// Runs the CLI with an argument vector (no shell) in the folder `cwd`; returns its exit status and output.
+std::pair<int, std::string> cli_argv(const std::vector<std::string>& args, const fs::path& cwd) {
+  std::vector<std::string> argv = {std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const fs::path log = cwd / "cli.log";
+  const int rc = rkv::run_program(argv, cwd.string(), log.string());
+  return {rc, rkv::read_file(log.string())};
+}
+
+// Issue 19, fault 1: gnuplot was started with std::system("cd '<dir>' && gnuplot ..."), so an output folder named
+// "x'; touch PWNED; echo '" (from --out, or from [output] dir in someone else's TOML) ran `touch PWNED`, and an
+// ordinary folder named O'Brien lost every plot. Now no folder name reaches a shell, and the plots are drawn.
+TEST_F(SyntheticRun, ShellInjectionThroughTheOutputFolderRunsNothingAndKeepsThePlots) {
+  const bool have_gnuplot = rkv::program_exists("gnuplot");
+  if (!have_gnuplot) std::cerr << "note: gnuplot is not installed: the plot assertions are skipped\n";
+  const std::string base_cfg = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"depth\"\n");
+  std::ofstream(dir / "cfg.toml") << base_cfg;
+  const std::string hostile = "x'; touch PWNED; echo '";
+  const std::string hostile_toml = "y'; touch PWNED_TOML; echo '";
+  std::ofstream(dir / "cfg_out.toml") << base_cfg << "dir = \"" << hostile_toml << "\"\n";  // inside [output]
+  struct Case {
+    std::vector<std::string> args;
+    fs::path out;
+    std::vector<std::string> plots;
+    fs::path report;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "cfg.toml", "--out", hostile, "--quiet"}, dir / hostile, {"lm_fidelity_kl.png", "budgets_lm_fidelity.svg"},
+       dir / hostile / "report.md"},
+      {{"run", "cfg_out.toml", "--quiet"}, dir / hostile_toml, {"lm_fidelity_kl.png"}, dir / hostile_toml / "report.md"},
+      {{"run", "cfg.toml", "--out", "O'Brien", "--quiet"}, dir / "O'Brien", {"lm_fidelity_kl.png", "lm_fidelity_kl.svg"},
+       dir / "O'Brien" / "report.md"},
+      {{"analyze", "cfg.toml", "--out", "z'; touch PWNED_ANALYZE; echo '", "--fractions", "0.5"},
+       dir / "z'; touch PWNED_ANALYZE; echo '", {"analysis_damage.png"}, dir / "z'; touch PWNED_ANALYZE; echo '" / "analysis.md"},
+      {{"analyze", "cfg.toml", "--out", "O'Brien-analysis", "--fractions", "0.5"}, dir / "O'Brien-analysis",
+       {"analysis_damage.png", "analysis_damage.svg"}, dir / "O'Brien-analysis" / "analysis.md"},
+  };
+  for (const Case& c : cases) {
+    const auto [rc, log] = cli_argv(c.args, dir);
+    ASSERT_EQ(rc, 0) << c.args[0] << " " << c.out << ": " << log;
+    ASSERT_TRUE(fs::is_regular_file(c.report)) << c.out;
+    const std::string report = rkv::read_file(c.report.string());
+    for (const char* sentinel : {"PWNED", "PWNED_TOML", "PWNED_ANALYZE"}) {
+      EXPECT_FALSE(fs::exists(dir / sentinel)) << "a shell ran `touch " << sentinel << "` for " << c.out;
+      EXPECT_FALSE(fs::exists(fs::current_path() / sentinel)) << "a shell ran `touch " << sentinel << "`";
+    }
+    if (!have_gnuplot) continue;
+    for (const auto& p : c.plots) {
+      const fs::path f = c.out / "plots" / p;
+      EXPECT_TRUE(fs::is_regular_file(f) && fs::file_size(f) > 0) << "plot not drawn: " << f << "\n" << report;
+    }
+    EXPECT_EQ(report.find("not drawn"), std::string::npos) << report;
+  }
+}
+
+// Labels and names inside the gnuplot script (a swept value, a hand-edited cell file's label) cannot end their
+// quoted string: ' is doubled and a newline (which would start a new gnuplot command) becomes a space.
+TEST_F(SyntheticRun, GnuplotLabelsCannotEndTheirQuoteOrStartACommand) {
+  const std::string label = "a'b\nsystem('touch PWNED_GP')\r#";
+  EXPECT_EQ(rkv::gnuplot_single_quoted(label), "a''b system(''touch PWNED_GP'') #");
+  if (!rkv::program_exists("gnuplot")) GTEST_SKIP() << "gnuplot is not installed";
+  std::ofstream(dir / "t.gp") << "set terminal svg\nset output 't.svg'\nplot x title '"
+                              << rkv::gnuplot_single_quoted(label) << "'\n";
+  EXPECT_EQ(rkv::run_program({"gnuplot", "t.gp"}, dir.string(), "t.log"), 0) << rkv::read_file((dir / "t.log").string());
+  EXPECT_FALSE(fs::exists(dir / "PWNED_GP"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "t.svg"));
+  EXPECT_EQ(rkv::run_program({"no-such-program-rkv"}, dir.string(), ""), -1);
+}
+
+// Issue 19, fault 3: two runs into one --out at once overwrote each other's cells. The folder is locked (flock on
+// .ripplekv.lock): a second run or merge into it exits 2 naming the holder's pid, and the lock goes with its holder.
+TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  const fs::path out = dir / "out";
+  const std::string holder = "pid " + std::to_string(::getpid());
+  {
+    const rkv::OutputFolderLock lock(out.string());  // this process is "the first run"
+    auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find("output folder 'out' is in use by another ripplekv process (" + holder), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(out / "run.json")) << "the second writer wrote before it had the lock";
+    std::tie(rc, log) = cli_argv({"merge", "some-shard", "--out", "out"}, dir);
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find(holder), std::string::npos) << log;
+    rkv::RunOptions o;  // in-process (the C API's and Python's way in) too
+    o.out_dir = out.string();
+    o.quiet = true;
+    try {
+      rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o);
+      FAIL() << "a second writer ran";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(holder), std::string::npos) << e.what();
+    }
+  }
+  auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);  // released: the run goes ahead
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_TRUE(fs::exists(out / "report.md"));
+}
+
+// Issue 19, fault 4: --out into an existing folder that is not a ripplekv run overwrote its report.md,
+// results.jsonl and profile.json. It is refused (run and merge) unless --force; --force on a run's folder starts over.
+TEST_F(SyntheticRun, NonEmptyFolderThatIsNotARunIsRefusedUnlessForce) {
+  const std::string cfg_text = config("[scorer]\nplugin = \"streamingllm\"\n");
+  std::ofstream(dir / "cfg.toml") << cfg_text;
+  const fs::path mine = dir / "mine";
+  fs::create_directories(mine);
+  std::ofstream(mine / "report.md") << "my own report\n";
+  auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "mine", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("output folder 'mine' is not empty and holds no ripplekv run"), std::string::npos) << log;
+  EXPECT_NE(log.find("--force"), std::string::npos) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);  // a run to merge from
+  ASSERT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "mine", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("merge: output folder 'mine' is not empty"), std::string::npos) << log;
+  EXPECT_EQ(rkv::read_file((mine / "report.md").string()), "my own report\n");
+  EXPECT_FALSE(fs::exists(mine / "results.jsonl"));
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "merged", "--quiet"}, dir);  // new folder: fine
+  EXPECT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"merge", "out", "--out", "merged", "--quiet"}, dir);  // a merge's own folder: fine
+  EXPECT_EQ(rc, 0) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "mine", "--quiet", "--force"}, dir);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(rkv::read_file((mine / "report.md").string()), "my own report\n");
+  // --force in a run's folder starts over: the earlier run's cells (another base config) are gone.
+  std::string changed = cfg_text;
+  changed.replace(changed.find("fraction = 0.5"), 14, "fraction = 0.4");
+  std::ofstream(dir / "cfg2.toml") << changed;
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--quiet"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--force to start over"), std::string::npos) << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--quiet", "--force"}, dir);
+  EXPECT_EQ(rc, 0) << log;
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) n += e.path().extension() == ".json";
+  EXPECT_EQ(n, 2u);
+  EXPECT_NO_THROW(rkv::merge_outputs({(dir / "out").string()}, (dir / "merged2").string(), true));
+  std::tie(rc, log) = cli_argv({"run", "cfg2.toml", "--out", "out", "--resume", "--force"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+}
+
+/// Changes one byte of the model file's last tensor: the model still loads, its sha256 is another one.
+void alter_model_file(const fs::path& model) {
+  std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-4, std::ios::end);
+  char b = 0;
+  f.get(b);
+  f.seekp(-4, std::ios::end);
+  f.put(static_cast<char>(b ^ 1));  // the lowest mantissa byte of an f32 weight (or alignment padding)
+}
+
+// Issue 19, fault 6: --resume and merge ignored model_sha256, so cells computed on two model files mixed in one
+// report. Both refuse, naming the cell file and both hashes; the report header lists the model hash.
+TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                     "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 3);
+  const std::string sha_a = rkv::sha256_file((dir / "model.gguf").string());
+  EXPECT_NE(rkv::read_file((dir / "out" / "report.md").string()).find("model sha256 `" + sha_a.substr(0, 16) + "`"),
+            std::string::npos);
+  o.out_dir = (dir / "shard1").string();
+  o.shard_index = 1, o.shard_count = 2;
+  ASSERT_GT(rkv::run_ablation(p, o).cells_computed, 0);
+  alter_model_file(dir / "model.gguf");
+  const std::string sha_b = rkv::sha256_file((dir / "model.gguf").string());
+  ASSERT_NE(sha_a, sha_b);
+  o.out_dir = (dir / "shard2").string();
+  o.shard_index = 2;
+  ASSERT_GT(rkv::run_ablation(p, o).cells_computed, 0);
+  try {
+    rkv::merge_outputs({(dir / "shard1").string(), (dir / "shard2").string()}, (dir / "merged").string(), true);
+    FAIL() << "merge mixed two model files";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("merge runs of one model file"), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_a.substr(0, 16)), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_b.substr(0, 16)), std::string::npos) << m;
+  }
+  // --resume over cells of model A with model B: one cell missing, so there is work to do; refused before it.
+  fs::remove(dir / "out" / "cells" / (p.cells[2].id + ".json"));
+  o.out_dir = (dir / "out").string();
+  o.shard_index = 1, o.shard_count = 1;
+  o.resume = true;
+  try {
+    rkv::run_ablation(p, o);
+    FAIL() << "--resume mixed two model files";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("was computed with another model file"), std::string::npos) << m;
+    EXPECT_NE(m.find(sha_a.substr(0, 16)), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "cells" / (p.cells[2].id + ".json")));  // nothing computed
+}
+
+// Issue 19, fault 10: --resume accepted a cell file whose "examples" is [] and the cell vanished from the report.
+// It is recomputed (--resume) or skipped with a warning (merge), like any incomplete cell file.
+TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  const fs::path cell = dir / "out" / "cells" / (p.cells[1].id + ".json");
+  nlohmann::json j = nlohmann::json::parse(rkv::read_file(cell.string()));
+  j["examples"] = nlohmann::json::array();
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  testing::internal::CaptureStderr();
+  rkv::merge_outputs({(dir / "out").string()}, (dir / "merged").string(), true);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("skipping corrupt cell file '" + cell.string() + "': it holds no examples"), std::string::npos)
+      << err;
+  o.resume = true;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 1);
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is corrupt or incomplete; the cell will be recomputed"), std::string::npos) << err;
+  std::set<std::string> cells;
+  for (const auto& r : result_rows(dir / "out")) cells.insert(r.at("cell_id").get<std::string>());
+  EXPECT_EQ(cells, (std::set<std::string>{p.cells[0].id, p.cells[1].id}));
+}
+
+// Issue 19, fault 11: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
+// A cell with lm_fidelity examples (B = 32) and needle examples (B = 1000): each row averages its own task only.
+TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 2);
+  const fs::path cell = dir / "out" / "cells" / (p.cells[1].id + ".json");
+  nlohmann::json j = nlohmann::json::parse(rkv::read_file(cell.string()));
+  ASSERT_EQ(j.at("examples").size(), 2u);
+  for (const auto& e : j.at("examples")) ASSERT_EQ(e.at("B").get<int64_t>(), 32);  // floor(0.5 * 32 * 2 + 0.5)
+  const size_t kv_lm = j.at("examples")[0].at("kv_bytes").get<size_t>();
+  for (int i = 0; i < 2; ++i) {  // two needle examples with another budget and cache size
+    nlohmann::json e = j.at("examples")[0];
+    e["task"] = "needle";
+    e["example"] = i;
+    e["values"] = {{"accuracy", 1.0}};
+    e["full_values"] = {{"accuracy", 1.0}};
+    e["B"] = 1000;
+    e["kv_bytes"] = 7000;
+    e["warnings"] = {"a needle-only warning"};
+    j["examples"].push_back(e);
+  }
+  std::ofstream(cell, std::ios::trunc) << j.dump();
+  rkv::merge_outputs({(dir / "out").string()}, (dir / "merged").string(), true);
+  int seen = 0;
+  for (const auto& r : result_rows(dir / "merged")) {
+    if (r.at("cell_id") != p.cells[1].id) continue;
+    ++seen;
+    if (r.at("task") == "needle") {
+      EXPECT_EQ(r.at("budget_total").get<double>(), 1000.0);
+      EXPECT_EQ(r.at("kv_bytes").get<double>(), 7000.0);
+      EXPECT_EQ(r.at("warnings"), nlohmann::json::array({"a needle-only warning"}));
+    } else {
+      EXPECT_EQ(r.at("budget_total").get<double>(), 32.0) << r.at("metric");
+      EXPECT_EQ(r.at("kv_bytes").get<double>(), static_cast<double>(kv_lm)) << r.at("metric");
+      for (const auto& w : r.at("warnings")) EXPECT_NE(w.get<std::string>(), "a needle-only warning");
+    }
+  }
+  EXPECT_EQ(seen, 5);  // lm_fidelity: kl, ppl, ppl_full, top1_agreement; needle: accuracy
+}
+
+// Issue 19, fault 9: merging 1 of 2 shards (or shards of 1/2 mixed with 1/3) wrote a partial report without a word.
+// merge warns naming the missing cells (run.json lists the sweep), and report.md says it too.
+TEST_F(SyntheticRun, MergeOfAnIncompleteShardSetNamesTheMissingCells) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
+                                     "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n"));
+  ASSERT_EQ(p.cells.size(), 3u);
+  rkv::RunOptions o;
+  o.quiet = true;
+  for (const auto& [i, n] : std::vector<std::pair<int, int>>{{1, 2}, {2, 2}, {1, 3}}) {
+    o.out_dir = (dir / ("s" + std::to_string(i) + "of" + std::to_string(n))).string();
+    o.shard_index = i, o.shard_count = n;
+    rkv::run_ablation(p, o);
+  }
+  auto cells_in = [&](const std::string& shard) {
+    std::set<std::string> ids;
+    for (const auto& e : fs::directory_iterator(dir / shard / "cells")) ids.insert(e.path().stem().string());
+    return ids;
+  };
+  auto merged = [&](const std::vector<std::string>& shards, const std::string& out) {
+    std::vector<std::string> in;
+    for (const auto& s : shards) in.push_back((dir / s).string());
+    testing::internal::CaptureStderr();
+    rkv::merge_outputs(in, (dir / out).string(), true);
+    return std::make_pair(testing::internal::GetCapturedStderr(), rkv::read_file((dir / out / "report.md").string()));
+  };
+  for (const std::vector<std::string>& shards :
+       {std::vector<std::string>{"s1of2"}, std::vector<std::string>{"s1of2", "s1of3"}}) {
+    std::set<std::string> have;
+    for (const auto& s : shards)
+      for (const auto& id : cells_in(s)) have.insert(id);
+    ASSERT_LT(have.size(), 3u);
+    const auto [err, report] = merged(shards, "m" + std::to_string(shards.size()));
+    const std::string count = std::to_string(3 - have.size()) + " of 3 cells of the sweep are missing";
+    EXPECT_NE(err.find("warning: merge: incomplete: " + count), std::string::npos) << err;
+    EXPECT_NE(report.find("> warning: incomplete: " + count), std::string::npos) << report;
+    for (const auto& c : p.cells) {
+      const bool missing = !have.count(c.id);
+      EXPECT_EQ(err.find(c.id + " (" + c.label + ")") != std::string::npos, missing) << c.id << "\n" << err;
+      EXPECT_EQ(report.find(c.id + " (" + c.label + ")") != std::string::npos, missing) << c.id;
+    }
+  }
+  const auto [err, report] = merged({"s1of2", "s2of2"}, "complete");  // the whole set: no warning
+  EXPECT_EQ(err.find("incomplete"), std::string::npos) << err;
+  EXPECT_EQ(report.find("incomplete"), std::string::npos) << report;
+}
+
+// Issue 19, fault 5: a budget too small for the model (B < |A|) was found only when its cell ran, after the
+// full-cache cell file was written; the folder then accepted neither the fixed config nor --resume. The budgets are
+// checked before any cell file is written, so the fixed config simply runs.
+TEST_F(SyntheticRun, InfeasibleBudgetIsFoundBeforeAnyCellIsWritten) {
+  std::string bad = config("[scorer]\nplugin = \"streamingllm\"\n");
+  bad.replace(bad.find("fraction = 0.5"), 14, "fraction = 0.001");  // B = floor(0.001 * 32 * 2 + 0.5) = 0 < |A| = 2
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  try {
+    rkv::run_ablation(plan(bad), o);
+    FAIL() << "expected an InputError";
+  } catch (const rkv::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("global budget B = 0 is below the number of compressible layers |A| = 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise budget.fraction"), std::string::npos) << m;
+  }
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) ADD_FAILURE() << "cell written: " << e.path();
+  EXPECT_EQ(rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o).cells_computed, 2);
 }
 
 TEST_F(SyntheticRun, CApiGenerateRefusesAPromptLongerThanTheContext) {

@@ -74,6 +74,21 @@ TEST_F(Config, SweepIsTheCartesianProduct) {
                           "\"budget.fraction\" = [0.1, 0.3]\n")).cells[3].id, p.cells[3].id);
 }
 
+// Issue 19, fault 3: the full-cache cell had the same id in every config, so two configs writing into one folder
+// overwrote each other's reference cell. Its id now depends on the non-swept config, and only on it.
+TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {
+  const rkv::RunPlan a = load(base());
+  std::string changed = base();
+  changed.replace(changed.find("fraction = 0.2"), 14, "fraction = 0.3");
+  const rkv::RunPlan b = load(changed);
+  const rkv::RunPlan a_swept = load(base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.3]\n"));
+  ASSERT_TRUE(a.cells[0].config.full_cache && b.cells[0].config.full_cache && a_swept.cells[0].config.full_cache);
+  EXPECT_NE(a.base_sha256, b.base_sha256);
+  EXPECT_NE(a.cells[0].id, b.cells[0].id);
+  EXPECT_EQ(a.cells[0].id, a_swept.cells[0].id);  // the sweep is not part of the base config
+  EXPECT_EQ(a.cells[0].id, load(base()).cells[0].id);  // stable
+}
+
 TEST_F(Config, UniformUnderTwoSignalsHasOneEffectiveKey) {
   const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"ripplekv\"]\n"
                                        "\"signal.plugin\" = [\"perturbation_kl\", \"depth\"]\n"));
@@ -122,11 +137,73 @@ TEST_F(Config, WrongTypesAndRanges) {
   EXPECT_NE(error(t).find("'data.calibration.examples' must be >= 1 (got -3)"), std::string::npos) << error(t);
 }
 
+// Issue 19, fault 8: integers were narrowed silently (bootstrap_resamples = 4294967396 ran with 100 resamples;
+// 2147483648 passed validate and died after every cell). Every integer key is range-checked where it is read.
+TEST_F(Config, IntegerSettingsBeyondWhatTheirConsumersHoldAreRejectedAtValidate) {
+  struct Case {
+    std::string toml, key, bound;
+  };
+  const std::vector<Case> cases = {
+      {"[output]\nbootstrap_resamples = 4294967396\n", "output.bootstrap_resamples", "must be <= 1000000"},
+      {"[output]\nbootstrap_resamples = 2147483648\n", "output.bootstrap_resamples", "must be <= 1000000"},
+      {"[tasks.needle]\ntrials = 9223372036854775807\n", "tasks.needle.trials", "must be <= 1000000"},
+      {"[tasks.lm_fidelity]\ncontinuation_tokens = 9223372036854775000\n", "tasks.lm_fidelity.continuation_tokens",
+       "must be <= 16777216"},
+      {"[tasks.longbench]\nmax_context_tokens = 4294967296\n", "tasks.longbench.max_context_tokens", "must be <= 16777216"},
+      {"[tasks.needle]\ncontext_tokens = [1024, 9223372036854775807]\n", "tasks.needle.context_tokens",
+       "must be in [64, 16777216]"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error(base(c.toml));
+    EXPECT_NE(e.find("cfg.toml:"), std::string::npos) << e;
+    EXPECT_NE(e.find("'" + c.key + "'"), std::string::npos) << e;
+    EXPECT_NE(e.find(c.bound), std::string::npos) << e;
+  }
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = base();
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  std::string e = error(replaced("examples = 2", "examples = 2147483648"));
+  EXPECT_NE(e.find("'data.calibration.examples' must be <= 1000000 (got 2147483648)"), std::string::npos) << e;
+  e = error(replaced("[data.eval]\n", "[data.eval]\nprefix_tokens = 9223372036854775000\n"));
+  EXPECT_NE(e.find("'data.eval.prefix_tokens' must be <= 16777216"), std::string::npos) << e;
+  e = error(replaced("fraction = 0.2", "tokens = 4294967296"));
+  EXPECT_NE(e.find("'budget.tokens' must be <= 16777216"), std::string::npos) << e;
+  e = error(replaced("path = \"model.gguf\"", "path = \"model.gguf\"\nthreads = 4294967297"));
+  EXPECT_NE(e.find("'model.threads' must be <= 4096"), std::string::npos) << e;
+  e = error(replaced("fraction = 0.2", "fraction = 0.2\nlayers = [0, 4294967296]"));
+  EXPECT_NE(e.find("'budget.layers' must hold layer indices in [0, 100000]"), std::string::npos) << e;
+  e = error(base("[tasks]\nrun = [\"needle\"]\n[tasks.needle]\ntrials = 100000\ncontext_tokens = [64, 128, 256]\n"
+                 "depths = [0.0, 0.5, 1.0, 0.25]\n"));
+  EXPECT_NE(e.find("1200000 prompts, more than 1000000"), std::string::npos) << e;
+  // The bounds themselves are accepted.
+  EXPECT_EQ(load(base("[output]\nbootstrap_resamples = 1000000\n")).bootstrap_resamples, 1000000);
+}
+
 TEST_F(Config, SweepOverAnUnknownKey) {
   const std::string e = error(base("", "[sweep]\n\"scorer.snapkv.windw\" = [16, 32]\n"));
   EXPECT_NE(e.find("plugin 'org.ripplekv.scorer.snapkv' has no parameter 'windw'"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'window'?"), std::string::npos) << e;
   EXPECT_NE(error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n")).find("cannot be swept"), std::string::npos);
+}
+
+// Issue 19, fault 7: "allocator.plugin." (an empty component) silently overrode the "allocator.plugin" axis while
+// results.jsonl recorded the other value. Empty components and two keys naming one setting are errors.
+TEST_F(Config, SweepKeysWithEmptyComponentsOrNamingOneSettingTwiceAreRejected) {
+  for (const char* key : {"allocator.plugin.", ".allocator.plugin", "scorer..window", "scorer.snapkv..window", "."}) {
+    const std::string e = error(base("", std::string("[sweep]\n\"") + key + "\" = [\"uniform\"]\n"));
+    EXPECT_NE(e.find("'sweep." + std::string(key) + "'"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find("no empty components"), std::string::npos) << key << ": " << e;
+  }
+  const std::string e = error(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\"]\n"
+                                       "\"allocator.plugin.\" = [\"ripplekv\"]\n"));
+  EXPECT_NE(e.find("cfg.toml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("no empty components"), std::string::npos) << e;
+  // The same param through a plugin's short id and (for a plugin whose id has no dot) its full id is one setting;
+  // distinct settings stay fine.
+  EXPECT_EQ(load(base("", "[sweep]\n\"scorer.snapkv.window\" = [8, 16]\n\"scorer.snapkv.kernel\" = [5, 7]\n")).cells.size(),
+            5u);
 }
 
 TEST_F(Config, CalibrationAndEvaluationMustBeDisjoint) {
@@ -190,7 +267,7 @@ TEST_F(Config, BudgetLayersIsASetOfNonNegativeIndices) {
   EXPECT_NE(error(t).find("lists layer 1 twice"), std::string::npos) << error(t);
   t = base();
   t.replace(t.find("fraction = 0.2"), 14, "fraction = 0.2\nlayers = [0, -1]");
-  EXPECT_NE(error(t).find("must hold layer indices >= 0"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("must hold layer indices in [0, 100000] (got -1)"), std::string::npos) << error(t);
   t = base();
   t.replace(t.find("fraction = 0.2"), 14, "fraction = 0.2\nlayers = [3, 0, 2]");
   EXPECT_EQ(load(t).compressible_layers, (std::vector<int64_t>{3, 0, 2}));
