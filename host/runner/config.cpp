@@ -357,7 +357,7 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   const rkv_plugin_kind kind =
       parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
   if (parts.size() == 2) {
-    if (parts[1] == "heads" && kind == RKV_KIND_ALLOCATOR) return;
+    if (parts[1] == "heads" && kind == RKV_KIND_ALLOCATOR) return key;
     if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
     return key;
   }

@@ -14,6 +14,8 @@
 #include "cache/attention_stats.hpp"
 #include "cache/budget.hpp"
 #include "cache/selection.hpp"
+#include "runner/compression.hpp"
+#include "runner/decode_policy.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
 
@@ -186,6 +188,41 @@ TEST(CpuBackend, EntriesHeldAfterCompressionAndDecoding) {
   for (int64_t s = 0; s < 16; ++s) be->extend(*r.cache, {static_cast<int32_t>(s)}, T + s, rkv::LogitsFor::Last);
   EXPECT_EQ(held(), 6144 + 16 * 30);
   EXPECT_GE(r.cache->bytes(), size_t(6144 + 16 * 30) * per_entry);  // decode growth may reserve headroom
+}
+
+// Per-head budgets under the rolling decode policy: every KV head keeps its first 2 entries (sinks) and its most
+// recent b_h - 2, with its own b_h; after every decoded token each head holds at most its budget (recorded per step),
+// and the cache's bytes in use are exactly sum_h b_h entries per layer.
+TEST(CpuBackend, RollingDecodeKeepsEachHeadWithinItsOwnBudget) {
+  const rkv::ModelConfig& c = model().config;
+  const int64_t T = 40, L = c.n_layers, Hkv = c.n_kv_heads;
+  auto be = rkv::make_backend("cpu", model(), rkv::BackendOptions{});
+  const rkv::PrefillResult r = be->prefill(tokens(T), {});
+  const std::vector<int64_t> heads = {6, 11};  // b_{l,h} for every layer
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 29) % 53);
+  for (int64_t l = 0; l < L; ++l)
+    be->compact_layer(*r.cache, l, rkv::select_positions_per_head(scores.data(), Hkv, T, heads, {2, 2}, l));
+  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), 9),
+                                    std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  const int64_t row = 2 * c.head_dim * 4 + 4;  // bytes of one entry: key, value (f32) and its int32 position
+  for (int64_t s = 0; s < 12; ++s) {
+    rkv::continuation_logits(*be, {static_cast<int32_t>(s + 3)}, T + s, *r.cache, &rolling);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < Hkv; ++h)
+        ASSERT_LE(r.cache->head_length(l, h), heads[static_cast<size_t>(h)]) << "step " << s << " layer " << l;
+  }
+  EXPECT_EQ(r.cache->bytes_in_use(), static_cast<size_t>(L * (6 + 11) * row));
+  const rkv::LayerKV kv = be->download_layer(*r.cache, 1);
+  ASSERT_TRUE(kv.per_head());
+  for (int64_t h = 0; h < Hkv; ++h) {
+    const int64_t b = heads[static_cast<size_t>(h)];
+    const rkv::Selection first = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, {2, 2}, 1);
+    std::vector<int32_t> want = {static_cast<int32_t>(first.head_positions(h)[0]),
+                                 static_cast<int32_t>(first.head_positions(h)[1])};
+    for (int64_t p = T + 12 - (b - 2); p < T + 12; ++p) want.push_back(static_cast<int32_t>(p));
+    EXPECT_EQ(std::vector<int32_t>(kv.pos_at(h, 0), kv.pos_at(h, 0) + b), want) << "head " << h;
+  }
 }
 
 TEST(BackendFactory, ClearErrorsForBackendsThatCannotBeHad) {

@@ -76,6 +76,9 @@ const std::vector<std::string> kScorerCases = {"create",           "requirements
                                                "protected_priority", "short_prompt"};
 const std::vector<std::string> kAllocatorCases = {"create",    "allocate_call",   "finite",       "non_negative",
                                                   "sums_to_B", "integer_budgets", "deterministic"};
+// A per-head allocator (rkv.allocator/2 only): the per-head matrix instead of the layer one.
+const std::vector<std::string> kHeadAllocatorCases = {"create", "allocate_heads_call", "head_integer_budgets",
+                                                      "head_deterministic"};
 const std::vector<std::string> kSignalCases = {"create", "profile_call",  "profile_length",
                                                "finite", "deterministic", "host_accepts"};
 
@@ -109,6 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BuiltIn{"org.ripplekv.allocator.ripplekv", &kAllocatorCases},
                       BuiltIn{"org.ripplekv.allocator.uniform", &kAllocatorCases},
                       BuiltIn{"org.ripplekv.allocator.pyramid", &kAllocatorCases},
+                      BuiltIn{"org.ripplekv.allocator.adakv", &kHeadAllocatorCases},
                       BuiltIn{"org.ripplekv.signal.perturbation_kl", &kSignalCases},
                       BuiltIn{"org.ripplekv.signal.layer_local", &kSignalCases},
                       BuiltIn{"org.ripplekv.signal.depth", &kSignalCases}),
@@ -123,6 +127,7 @@ TEST(Conformance, BuiltInsPassWithNonDefaultParams) {
            {"h2o", {{"recent", "0"}, {"normalize", "true"}}},
            {"streamingllm", {{"sinks", "0"}}},
            {"org.ripplekv.allocator.ripplekv", {{"r", "4"}, {"gamma", "1.5"}}},
+           {"adakv", {{"alpha_safeguard", "0.9"}}},
            {"depth", {{"order", "descending"}}}}) {
     SCOPED_TRACE(id);
     const auto cases = check(id, params);

@@ -16,12 +16,14 @@ SANITIZE_FLAGS = ["-fsanitize=address,undefined"] if os.environ.get("RKV_SANITIZ
 KNORM_SRC = os.path.join(SRC, "plugins", "examples", "knorm")
 KNORM_ID = "org.example.scorer.knorm"
 BUILTIN_IDS = {
-    "org.ripplekv.allocator.pyramid", "org.ripplekv.allocator.ripplekv", "org.ripplekv.allocator.uniform",
+    "org.ripplekv.allocator.adakv", "org.ripplekv.allocator.pyramid", "org.ripplekv.allocator.ripplekv",
+    "org.ripplekv.allocator.uniform",
     "org.ripplekv.scorer.h2o", "org.ripplekv.scorer.snapkv", "org.ripplekv.scorer.streamingllm",
     "org.ripplekv.signal.depth", "org.ripplekv.signal.layer_local", "org.ripplekv.signal.perturbation_kl",
 }
 BUILTIN_LIBS = {
-    "rkv_allocator_pyramid.so", "rkv_allocator_ripplekv.so", "rkv_allocator_uniform.so", "rkv_scorer_h2o.so",
+    "rkv_allocator_adakv.so", "rkv_allocator_pyramid.so", "rkv_allocator_ripplekv.so", "rkv_allocator_uniform.so",
+    "rkv_scorer_h2o.so",
     "rkv_scorer_snapkv.so", "rkv_scorer_streamingllm.so", "rkv_signal_depth.so", "rkv_signal_layer_local.so",
     "rkv_signal_perturbation_kl.so",
 }
