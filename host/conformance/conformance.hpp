@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "plugin/params.hpp"
+#include "plugin/instance.hpp"
 #include "plugin/registry.hpp"
 
 namespace rkv {
@@ -58,9 +59,11 @@ std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet
 ///   1 <= b_l <= T), deterministic (a second call and a fresh instance give bitwise identical x).
 std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const ParamSet& params);
 
-/// The "rkv.allocator/2" matrix (per-head budgets), run by check_allocator for plugins that serve that interface:
-/// allocate_heads_call, head_integer_budgets, head_deterministic (conformance_head_allocator.cpp).
-std::vector<ConformanceCase> check_head_allocator(const PluginInfo& info, const ParamSet& params);
+/// The "rkv.allocator/2" matrix (per-head budgets), run by check_allocator on its instance `inst` of the plugin when
+/// it serves that interface: allocate_heads_call, head_integer_budgets, head_deterministic
+/// (conformance_head_allocator.cpp).
+std::vector<ConformanceCase> check_head_allocator(const PluginInfo& info, const ParamSet& params,
+                                                  const PluginInstance& inst);
 
 /// Signal rules, on tiny seeded synthetic models (4 layers with GQA, 1 layer, 3 layers qwen2) with a few random
 /// token windows each, at one CPU thread:

@@ -72,7 +72,7 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
   }
   const PluginInstance& inst = instances.front();
   if (serves_head_budgets(inst)) {
-    const std::vector<ConformanceCase> heads = check_head_allocator(info, params);
+    const std::vector<ConformanceCase> heads = check_head_allocator(info, params, inst);
     cases.insert(cases.end(), heads.begin(), heads.end());
     if (!serves_layer_budgets(inst)) return cases;  // a per-head allocator only: the rkv.allocator/1 rules do not apply
   }

@@ -28,15 +28,18 @@ double rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
 void expect_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, double tol, const std::string& what) {
   ASSERT_EQ(got.length, want.length) << what;
   ASSERT_EQ(got.n_kv_heads, want.n_kv_heads) << what;
+  ASSERT_EQ(got.per_head(), want.per_head()) << what;
   std::vector<float> gk, wk, gv, wv;
-  for (int64_t h = 0; h < want.n_kv_heads; ++h)
-    for (int64_t p = 0; p < want.length; ++p)
+  for (int64_t h = 0; h < want.n_kv_heads; ++h) {
+    ASSERT_EQ(got.head_length(h), want.head_length(h)) << what << " head " << h;
+    for (int64_t p = 0; p < want.head_length(h); ++p)
       for (int64_t e = 0; e < want.head_dim; ++e) {
         gk.push_back(got.k_at(h, p)[e]);
         wk.push_back(want.k_at(h, p)[e]);
         gv.push_back(got.v_at(h, p)[e]);
         wv.push_back(want.v_at(h, p)[e]);
       }
+  }
   EXPECT_LE(rel_diff(gk, wk), tol) << what << " keys";
   EXPECT_LE(rel_diff(gv, wv), tol) << what << " values";
   // Every entry carries its original position, the same on both backends.
@@ -220,6 +223,55 @@ TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
   rkv::continuation_logits(*cpu, next, T, *r.cache, &none);
   EXPECT_EQ(r.cache->length(0), b + static_cast<int64_t>(next.size()));
   EXPECT_THROW(rkv::DecodeEviction("h2o", 2, {b}), rkv::InputError);
+}
+
+// Per-head budgets (the ragged per-head layout): compaction with a different count per KV head, decoding on it
+// (teacher-forced, one launch per KV head on cuda) and the rolling policy evicting each head to its own budget give
+// the CPU's entries, positions, bytes and logits.
+TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  std::vector<int64_t> heads(static_cast<size_t>(Hkv));
+  for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 6 + 5 * h;  // 6, 11, 16, ...
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 41) % 97);
+  const rkv::Selection sel = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, rkv::ProtectedSpec{2, 2}, 0);
+  ASSERT_TRUE(sel.per_head());
+  const rkv::DecodeEviction none("none", 2, std::vector<int64_t>(static_cast<size_t>(L), T));
+  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), T),
+                                    std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<rkv::LayerKV>> after;
+  std::vector<size_t> bytes;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, sel);
+    for (int64_t h = 0; h < Hkv; ++h) EXPECT_EQ(r.cache->head_length(0, h), heads[static_cast<size_t>(h)]) << be->kind();
+    EXPECT_THROW(be->layer_view(*r.cache, 0, false), rkv::InputError) << be->kind();
+    std::vector<float> all = rkv::continuation_logits(*be, next, T, *r.cache, &none);  // 8 rows at once, then
+    for (int64_t s = 0; s < 10; ++s) {                                                // one at a time, evicting
+      const std::vector<float> row = rkv::continuation_logits(*be, {static_cast<int32_t>(s + 5)},
+                                                              T + static_cast<int64_t>(next.size()) + s, *r.cache,
+                                                              &rolling);
+      all.insert(all.end(), row.begin(), row.end());
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t h = 0; h < Hkv; ++h)
+          ASSERT_LE(r.cache->head_length(l, h), heads[static_cast<size_t>(h)]) << be->kind() << " step " << s;
+    }
+    std::vector<rkv::LayerKV> layers;
+    for (int64_t l = 0; l < L; ++l) layers.push_back(be->download_layer(*r.cache, l));
+    after.push_back(std::move(layers));
+    bytes.push_back(r.cache->bytes_in_use());
+    logits.push_back(all);
+  }
+  EXPECT_LE(rel_diff(logits[1], logits[0]), 1e-4);
+  for (int64_t l = 0; l < L; ++l)
+    expect_layers_match(after[1][static_cast<size_t>(l)], after[0][static_cast<size_t>(l)], 1e-4,
+                        "layer " + std::to_string(l));
+  int64_t entries = 0;
+  for (int64_t b : heads) entries += b;
+  const size_t per_entry = 2 * static_cast<size_t>(model.config.head_dim) * 4 + 4;
+  EXPECT_EQ(bytes[0], static_cast<size_t>(L * entries) * per_entry);
+  EXPECT_EQ(bytes[1], bytes[0]);
 }
 
 TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {

@@ -14,6 +14,8 @@
 #include "backend/cpu/forward.hpp"
 #include "runner/sampling.hpp"
 #include "common/assets.hpp"
+#include "core/atomic_file.hpp"
+#include "core/subprocess.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -51,9 +53,13 @@ std::vector<float> all_logits(const rkv::Model& m, const std::vector<int32_t>& i
 
 fs::path venv_python() { return rkv_test::asset_cache_dir() / "venv" / "bin" / "python"; }
 
-int run(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+/// Runs a program with an argument vector (no shell), its output going to `log` (/dev/null when empty); its exit status.
+int run(const std::vector<std::string>& argv, const std::string& log = "") { return rkv::run_program(argv, "", log); }
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
 }
 
 std::vector<float> read_f32(const fs::path& p) {
@@ -123,10 +129,11 @@ TEST(SmolLM2, MatchesTheNumpyHuggingFaceReference) {
   for (const auto& p : reference_prompts()) prompts.push_back(tokenizer().encode(p, false, true));
   j["prompts"] = prompts;
   std::ofstream(dir / "ids.json") << j.dump();
-  const std::string cmd = venv_python().string() + " " + RKV_TEST_SOURCE_DIR "/tests/reference/hf_reference.py --model " +
-                          rkv_test::smollm2_gguf().string() + " --ids " + (dir / "ids.json").string() + " --out " +
-                          (dir / "ref_").string();
-  ASSERT_EQ(run(cmd), 0) << cmd;
+  const std::vector<std::string> cmd = {venv_python().string(), RKV_TEST_SOURCE_DIR "/tests/reference/hf_reference.py",
+                                       "--model", rkv_test::smollm2_gguf().string(), "--ids", (dir / "ids.json").string(),
+                                       "--out", (dir / "ref_").string()};
+  ASSERT_EQ(run(cmd, (dir / "hf_reference.log").string()), 0) << joined(cmd) << "\n"
+                                                              << rkv::read_file((dir / "hf_reference.log").string());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<float> ref = read_f32(dir / ("ref_" + std::to_string(i) + ".f32"));
     const int64_t T = static_cast<int64_t>(prompts[i].size()), V = m.config.vocab_size;
@@ -142,9 +149,10 @@ TEST(SmolLM2, F32HuggingFaceExportGivesTheSameLogits) {
   REQUIRE_ASSET_AT(venv_python());
   const fs::path dir = fs::path(testing::TempDir()) / "rkv_smollm2_hf";
   fs::remove_all(dir);
-  const std::string cmd = venv_python().string() + " " + RKV_TEST_SOURCE_DIR "/tests/reference/gguf_to_hf.py --model " +
-                          rkv_test::smollm2_gguf().string() + " --out " + dir.string();
-  ASSERT_EQ(run(cmd), 0) << cmd;
+  const std::vector<std::string> cmd = {venv_python().string(), RKV_TEST_SOURCE_DIR "/tests/reference/gguf_to_hf.py",
+                                       "--model", rkv_test::smollm2_gguf().string(), "--out", dir.string()};
+  const std::string log = (fs::path(testing::TempDir()) / "rkv_gguf_to_hf.log").string();
+  ASSERT_EQ(run(cmd, log), 0) << joined(cmd) << "\n" << rkv::read_file(log);
   const rkv::Model hf = rkv::load_model(dir.string());
   EXPECT_EQ(hf.format, "safetensors");
   EXPECT_TRUE(hf.config.tied_embeddings);
@@ -243,10 +251,10 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
 TEST(SmolLM2, GenerateAnswersTheCapitalOfFrance) {
   REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const std::string out_file = (fs::path(testing::TempDir()) / "rkv_generate_out.txt").string();
-  const std::string cmd = std::string(RKV_TEST_BINARY_DIR "/bin/ripplekv generate --model ") +
-                          rkv_test::smollm2_gguf().string() +
-                          " --chat --prompt 'What is the capital of France?' --max-new-tokens 32 --threads 2 > " + out_file;
-  ASSERT_EQ(run(cmd), 0) << cmd;
+  const std::vector<std::string> cmd = {RKV_TEST_BINARY_DIR "/bin/ripplekv", "generate", "--model",
+                                       rkv_test::smollm2_gguf().string(), "--chat", "--prompt",
+                                       "What is the capital of France?", "--max-new-tokens", "32", "--threads", "2"};
+  ASSERT_EQ(run(cmd, out_file), 0) << joined(cmd);
   std::ifstream in(out_file);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   std::printf("answer: %s", text.c_str());

@@ -361,57 +361,6 @@ TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
   }
 }
 
-/// Runs the CLI; returns its exit status and stderr.
-std::pair<int, std::string> cli(const std::string& args, const fs::path& scratch) {
-  const std::string err = (scratch / "stderr.txt").string();
-  const int rc = std::system((std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv " + args + " >/dev/null 2>" + err).c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, rkv::read_file(err)};
-}
-
-TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPrompts) {
-  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
-  std::ofstream(dir / "a_file") << "x";
-  auto [rc, err] = cli("run " + (dir / "cfg.toml").string() + " --out " + (dir / "a_file" / "out").string(), dir);
-  EXPECT_EQ(rc, 2) << err;
-  EXPECT_NE(err.find("output folder '" + (dir / "a_file" / "out").string() + "': cannot be created"), std::string::npos)
-      << err;
-  if (::geteuid() != 0) {  // root writes anywhere: the permission check only bites for other users
-    fs::create_directories(dir / "ro");
-    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
-    std::tie(rc, err) = cli("run " + (dir / "cfg.toml").string() + " --out " + (dir / "ro" / "out").string(), dir);
-    EXPECT_EQ(rc, 2) << err;
-    EXPECT_NE(err.find("cannot be created"), std::string::npos) << err;
-    fs::permissions(dir / "ro", fs::perms::owner_all);
-  }
-  // generate: a prompt of 300 tokens (one byte each) for a model with context length 256.
-  std::tie(rc, err) = cli("generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(300, 'x') +
-                              " --max-new-tokens 4", dir);
-  EXPECT_EQ(rc, 2) << err;
-  EXPECT_NE(err.find("300 tokens"), std::string::npos) << err;
-  EXPECT_NE(err.find("context length 256"), std::string::npos) << err;
-  // A prompt that fits, with more new tokens than the context has room for: capped, with a note.
-  std::tie(rc, err) = cli("generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(250, 'x') +
-                              " --max-new-tokens 20", dir);
-  EXPECT_EQ(rc, 0) << err;
-  EXPECT_NE(err.find("--max-new-tokens lowered to 6"), std::string::npos) << err;
-  // generate --compress --profile: a profile with NaN (null) or the wrong number of layers is a clear error.
-  std::ofstream(dir / "compress.toml")
-      << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"ripplekv\"\n[budget]\nfraction = 0.5\n";
-  const std::string gen = "generate --model " + (dir / "model.gguf").string() + " --prompt " + std::string(40, 'y') +
-                          " --max-new-tokens 2 --compress " + (dir / "compress.toml").string() + " --profile ";
-  std::ofstream(dir / "p3.json") << R"({"s": [1, 2, 3]})";
-  std::tie(rc, err) = cli(gen + (dir / "p3.json").string(), dir);
-  EXPECT_EQ(rc, 2) << err;
-  EXPECT_NE(err.find("the profile has 3 layers, the model 2"), std::string::npos) << err;
-  std::ofstream(dir / "pnan.json") << R"({"s": [1, null]})";
-  std::tie(rc, err) = cli(gen + (dir / "pnan.json").string(), dir);
-  EXPECT_EQ(rc, 2) << err;
-  EXPECT_NE(err.find("s[1] is not a finite number"), std::string::npos) << err;
-  std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
-  std::tie(rc, err) = cli(gen + (dir / "pneg.json").string(), dir);
-  EXPECT_EQ(rc, 0) << err;
-}
-
 /// Runs the CLI with an argument vector (no shell) in the folder `cwd`; returns its exit status and output.
 std::pair<int, std::string> cli_argv(const std::vector<std::string>& args, const fs::path& cwd) {
   std::vector<std::string> argv = {std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv"};
@@ -421,7 +370,54 @@ std::pair<int, std::string> cli_argv(const std::vector<std::string>& args, const
   return {rc, rkv::read_file(log.string())};
 }
 
-// Issue 19, fault 1: gnuplot was started with std::system("cd '<dir>' && gnuplot ..."), so an output folder named
+TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPrompts) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  std::ofstream(dir / "a_file") << "x";
+  auto [rc, err] = cli_argv({"run", (dir / "cfg.toml").string(), "--out", (dir / "a_file" / "out").string()}, dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("output folder '" + (dir / "a_file" / "out").string() + "': cannot be created"), std::string::npos)
+      << err;
+  if (::geteuid() != 0) {  // root writes anywhere: the permission check only bites for other users
+    fs::create_directories(dir / "ro");
+    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    std::tie(rc, err) = cli_argv({"run", (dir / "cfg.toml").string(), "--out", (dir / "ro" / "out").string()}, dir);
+    EXPECT_EQ(rc, 2) << err;
+    EXPECT_NE(err.find("cannot be created"), std::string::npos) << err;
+    fs::permissions(dir / "ro", fs::perms::owner_all);
+  }
+  // generate: a prompt of 300 tokens (one byte each) for a model with context length 256.
+  std::tie(rc, err) = cli_argv({"generate", "--model", (dir / "model.gguf").string(), "--prompt", std::string(300, 'x'),
+                                    "--max-new-tokens", "4"}, dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("300 tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("context length 256"), std::string::npos) << err;
+  // A prompt that fits, with more new tokens than the context has room for: capped, with a note.
+  std::tie(rc, err) = cli_argv({"generate", "--model", (dir / "model.gguf").string(), "--prompt", std::string(250, 'x'),
+                                    "--max-new-tokens", "20"}, dir);
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_NE(err.find("--max-new-tokens lowered to 6"), std::string::npos) << err;
+  // generate --compress --profile: a profile with NaN (null) or the wrong number of layers is a clear error.
+  std::ofstream(dir / "compress.toml")
+      << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"ripplekv\"\n[budget]\nfraction = 0.5\n";
+  const auto gen = [&](const std::string& profile) {
+    return cli_argv({"generate", "--model", (dir / "model.gguf").string(), "--prompt", std::string(40, 'y'),
+                     "--max-new-tokens", "2", "--compress", (dir / "compress.toml").string(), "--profile", profile},
+                    dir);
+  };
+  std::ofstream(dir / "p3.json") << R"({"s": [1, 2, 3]})";
+  std::tie(rc, err) = gen((dir / "p3.json").string());
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("the profile has 3 layers, the model 2"), std::string::npos) << err;
+  std::ofstream(dir / "pnan.json") << R"({"s": [1, null]})";
+  std::tie(rc, err) = gen((dir / "pnan.json").string());
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("s[1] is not a finite number"), std::string::npos) << err;
+  std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
+  std::tie(rc, err) = gen((dir / "pneg.json").string());
+  EXPECT_EQ(rc, 0) << err;
+}
+
+// Issue 19, fault 1: gnuplot was started through a shell command line (cd '<dir>' && gnuplot ...), so an output folder named
 // "x'; touch PWNED; echo '" (from --out, or from [output] dir in someone else's TOML) ran `touch PWNED`, and an
 // ordinary folder named O'Brien lost every plot. Now no folder name reaches a shell, and the plots are drawn.
 TEST_F(SyntheticRun, ShellInjectionThroughTheOutputFolderRunsNothingAndKeepsThePlots) {

@@ -69,9 +69,6 @@ CompactionReport compact_layer(Context& ctx, DeviceLayerKV& layer, const Selecti
   rep.layer = sel.layer;
   rep.length_before = layer.length;
   rep.bytes_before = layer.bytes();
-  if (sel.per_head())
-    throw InputError(where + ": per-head budgets (different counts per KV head) are not implemented on the cuda "
-                     "backend yet; run them with model.backend = \"cpu\"");
   if (layer.length != sel.prefix_tokens)
     throw InputError(where + ": cache holds " + str(layer.length) + " positions but the selection is over T = " +
                      str(sel.prefix_tokens));
@@ -84,34 +81,63 @@ CompactionReport compact_layer(Context& ctx, DeviceLayerKV& layer, const Selecti
     rep.bytes_after = rep.bytes_before;
     return rep;
   }
-  const int64_t b = sel.kept, d = layer.head_dim, Hkv = layer.n_kv_heads;
-  if (b < 1 || static_cast<int64_t>(sel.positions.size()) != Hkv * b)
+  const int64_t d = layer.head_dim, Hkv = layer.n_kv_heads;
+  int64_t n_selected = 0;
+  for (int64_t h = 0; h < Hkv; ++h) n_selected += sel.head_kept_count(h);
+  if (static_cast<int64_t>(sel.positions.size()) != n_selected ||
+      (sel.per_head() && static_cast<int64_t>(sel.head_kept.size()) != Hkv))
     throw InputError(where + ": selection holds " + str(static_cast<int64_t>(sel.positions.size())) +
-                     " positions, expected H_kv * b_l = " + str(Hkv * b));
-  for (int64_t p : sel.positions)
-    if (p < 0 || p >= layer.length)
-      throw InputError(where + ": selected position " + str(p) + " is outside [0, " + str(layer.length) + ")");
-  DeviceBuffer dpos = upload(ctx, sel.positions);
-  const size_t bytes = static_cast<size_t>(Hkv * b * d) * layer.elem_bytes();
-  DeviceBuffer k(ctx, bytes), v(ctx, bytes);
-  RKV_CUDA_CHECK(kernels::gather_rows(layer.dtype, layer.k.data(), layer.capacity, dpos.as<int64_t>(), Hkv, b,
-                                      static_cast<int>(d), k.data(), ctx.stream()));
-  RKV_CUDA_CHECK(kernels::gather_rows(layer.dtype, layer.v.data(), layer.capacity, dpos.as<int64_t>(), Hkv, b,
-                                      static_cast<int>(d), v.data(), ctx.stream()));
-  if (layer.has_positions()) {  // positions travel with their rows: gathered on the host (H_kv * T int32)
-    const std::vector<int32_t> old_pos = download<int32_t>(ctx, layer.pos.data(),
-                                                           static_cast<size_t>(Hkv * layer.capacity));
-    std::vector<int32_t> kept(static_cast<size_t>(Hkv * b));
-    for (int64_t h = 0; h < Hkv; ++h)
-      for (int64_t i = 0; i < b; ++i)
-        kept[static_cast<size_t>(h * b + i)] = old_pos[static_cast<size_t>(h * layer.capacity + sel.head_positions(h)[i])];
+                     " positions, expected " + str(n_selected) + " (the sum of the per-head counts)");
+  // Head h keeps b_h entries, indices ascending below its own length (a layer of T entries: no uncompressed tail).
+  std::vector<int64_t> begin(static_cast<size_t>(Hkv) + 1, 0);
+  for (int64_t h = 0; h < Hkv; ++h) {
+    const int64_t b = sel.head_kept_count(h), len = layer.head_length(h);
+    const int64_t* p = sel.head_positions(h);
+    if (b < 1) throw InputError(where + ", KV head " + str(h) + ": the selection keeps no entry");
+    for (int64_t i = 0; i < b; ++i)
+      if (p[i] < 0 || p[i] >= len || (i > 0 && p[i] <= p[i - 1]))
+        throw InputError(where + ", KV head " + str(h) + ": selected position " + str(p[i]) + " is outside [0, " +
+                         str(len) + ") or not ascending");
+    begin[static_cast<size_t>(h) + 1] = begin[static_cast<size_t>(h)] + b;
+  }
+  const int64_t rows = begin.back();
+  const size_t row = static_cast<size_t>(d) * layer.elem_bytes();
+  DeviceBuffer dpos = upload(ctx, sel.positions);  // head after head, as begin[] lays them out
+  DeviceBuffer k(ctx, static_cast<size_t>(rows) * row), v(ctx, static_cast<size_t>(rows) * row);
+  for (int64_t h = 0; h < Hkv; ++h) {  // one gather per KV head, on its own rows
+    const size_t from = static_cast<size_t>(layer.head_row(h)) * row, to = static_cast<size_t>(begin[static_cast<size_t>(h)]) * row;
+    const int64_t* p = dpos.as<int64_t>() + begin[static_cast<size_t>(h)];
+    const int64_t b = sel.head_kept_count(h);
+    RKV_CUDA_CHECK(kernels::gather_rows(layer.dtype, layer.k.as<char>() + from, layer.head_capacity(h), p, 1, b,
+                                        static_cast<int>(d), k.as<char>() + to, ctx.stream()));
+    RKV_CUDA_CHECK(kernels::gather_rows(layer.dtype, layer.v.as<char>() + from, layer.head_capacity(h), p, 1, b,
+                                        static_cast<int>(d), v.as<char>() + to, ctx.stream()));
+  }
+  if (layer.has_positions()) {  // positions travel with their rows: gathered on the host (int32 per entry)
+    std::vector<int32_t> kept(static_cast<size_t>(rows));
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const std::vector<int32_t> old = download<int32_t>(ctx, layer.pos.as<int32_t>() + layer.head_row(h),
+                                                         static_cast<size_t>(layer.head_length(h)));
+      for (int64_t i = 0; i < sel.head_kept_count(h); ++i)
+        kept[static_cast<size_t>(begin[static_cast<size_t>(h)] + i)] = old[static_cast<size_t>(sel.head_positions(h)[i])];
+    }
     layer.pos = upload(ctx, kept);
   }
   layer.k = std::move(k);  // frees the old storage (cudaFree waits for the gathers)
   layer.v = std::move(v);
-  layer.capacity = b;
-  layer.length = b;
-  rep.length_after = b;
+  bool uniform = true;  // the same count in every head: the uniform layout (as the host's compact_layer)
+  for (int64_t h = 1; h < Hkv; ++h) uniform = uniform && sel.head_kept_count(h) == sel.head_kept_count(0);
+  if (uniform) {
+    layer.capacity = layer.length = sel.head_kept_count(0);
+    layer.head_lengths.clear();
+    layer.head_begin.clear();
+  } else {
+    layer.capacity = 0;
+    layer.length = *std::max_element(sel.head_kept.begin(), sel.head_kept.end());
+    layer.head_lengths = sel.head_kept;
+    layer.head_begin = begin;
+  }
+  rep.length_after = layer.length;
   rep.bytes_after = layer.bytes();
   return rep;
 }

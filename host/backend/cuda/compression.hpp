@@ -21,11 +21,13 @@ namespace rkv::RKV_CUDA_NS {
 Selection select_positions(Context& ctx, const float* scores, int64_t n_kv_heads, int64_t prefix_tokens,
                            int64_t budget, const ProtectedSpec& spec, int64_t layer);
 
-/// rkv::compact_layer on the device: for every KV head h, keys and values of sel.head_positions(h) (ascending)
-/// become rows 0 .. b_l - 1 of new storage allocated at exactly [H_kv, b_l, d] (capacity = length = b_l); the old
-/// buffers are freed before return. An untouched selection leaves the layer as it is. Throws rkv::InputError when
-/// the layer does not hold exactly the selection's T positions, has a different number of KV heads, or a position is
-/// outside [0, T); the layer is unchanged then. bytes_before / bytes_after report DeviceLayerKV::bytes().
+/// rkv::compact_layer on the device: for every KV head h, keys, values and positions of sel.head_positions(h)
+/// (ascending indices below the head's length) become that head's rows of new storage holding exactly the entries
+/// kept (one gather per KV head): uniform [H_kv, b_l, d] (capacity = length = b_l) when every head keeps the same
+/// count, the per-head layout otherwise; the old buffers are freed before return. An untouched selection leaves the
+/// layer as it is. Throws rkv::InputError when the layer does not hold exactly the selection's T positions (its
+/// longest head), has a different number of KV heads, a head keeps nothing, or an index is outside [0, head length)
+/// or not ascending; the layer is unchanged then. bytes_before / bytes_after report DeviceLayerKV::bytes().
 CompactionReport compact_layer(Context& ctx, DeviceLayerKV& layer, const Selection& sel);
 
 }  // namespace rkv::RKV_CUDA_NS

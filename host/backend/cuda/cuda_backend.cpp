@@ -36,7 +36,7 @@ class CudaCache final : public BackendCache {
     const DeviceLayerKV& l = kv.layers[static_cast<size_t>(layer)];
     if (head < 0 || head >= l.n_kv_heads)
       throw InputError("layer " + str(layer) + ": KV head " + str(head) + " outside [0, " + str(l.n_kv_heads) + ")");
-    return l.length;
+    return l.head_length(head);
   }
   size_t bytes() const override { return kv.bytes(); }
   size_t bytes_in_use() const override { return kv.bytes_in_use(); }
@@ -213,31 +213,8 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override {
-    const DeviceKVCache& src = device_cache(cache).kv;
     DeviceKVCache out;
-    for (const DeviceLayerKV& l : src.layers) {
-      DeviceLayerKV c;
-      c.n_kv_heads = l.n_kv_heads;
-      c.head_dim = l.head_dim;
-      c.dtype = l.dtype;
-      c.capacity = c.length = l.length;
-      const size_t head = static_cast<size_t>(l.length * l.head_dim) * l.elem_bytes();
-      c.k = DeviceBuffer(*ctx_, head * static_cast<size_t>(l.n_kv_heads));
-      c.v = DeviceBuffer(*ctx_, head * static_cast<size_t>(l.n_kv_heads));
-      const size_t stride = static_cast<size_t>(l.capacity * l.head_dim) * l.elem_bytes();
-      for (int64_t h = 0; h < l.n_kv_heads && head > 0; ++h) {
-        copy_on_device(*ctx_, c.k.as<char>() + h * head, l.k.as<char>() + h * stride, head);
-        copy_on_device(*ctx_, c.v.as<char>() + h * head, l.v.as<char>() + h * stride, head);
-      }
-      if (l.has_positions()) {
-        const size_t row = static_cast<size_t>(l.length) * sizeof(int32_t);
-        c.pos = DeviceBuffer(*ctx_, row * static_cast<size_t>(l.n_kv_heads));
-        for (int64_t h = 0; h < l.n_kv_heads && row > 0; ++h)
-          copy_on_device(*ctx_, c.pos.as<char>() + h * row,
-                         l.pos.as<char>() + static_cast<size_t>(h * l.capacity) * sizeof(int32_t), row);
-      }
-      out.layers.push_back(std::move(c));
-    }
+    for (const DeviceLayerKV& l : device_cache(cache).kv.layers) out.layers.push_back(copy_layer(*ctx_, l, 0));
     return std::make_unique<CudaCache>(std::move(out));
   }
 

@@ -11,6 +11,8 @@ DLDataType dl_dtype(DType t) {
 }
 
 DeviceTensorView layer_view(const Context& ctx, const DeviceLayerKV& layer, bool values) {
+  if (layer.per_head())
+    throw InputError("the layer holds per-head lengths (per-head budgets); it has no [H_kv, T, d] view");
   const int64_t shape[3] = {layer.n_kv_heads, layer.length, layer.head_dim};
   const int64_t strides[3] = {layer.capacity * layer.head_dim, layer.head_dim, 1};
   return DeviceTensorView(values ? layer.v.data() : layer.k.data(), DLDevice{kDLCUDA, ctx.device()},

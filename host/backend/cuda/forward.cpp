@@ -14,6 +14,26 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+/// The layout invariants of rkv::check_layer_layout (cache/kv_cache.hpp) for a device layer: per-head vectors of the
+/// right sizes, every head within its rows, storage large enough.
+bool layout_consistent(const DeviceLayerKV& kv) {
+  if (kv.length < 0) return false;
+  int64_t rows = kv.n_kv_heads * kv.capacity;
+  if (kv.per_head()) {
+    if (static_cast<int64_t>(kv.head_lengths.size()) != kv.n_kv_heads ||
+        static_cast<int64_t>(kv.head_begin.size()) != kv.n_kv_heads + 1)
+      return false;
+    for (int64_t h = 0; h < kv.n_kv_heads; ++h)
+      if (kv.head_length(h) < 0 || kv.head_length(h) > kv.head_capacity(h) || kv.head_length(h) > kv.length)
+        return false;
+    rows = kv.head_begin.back();
+  } else if (kv.length > kv.capacity) {
+    return false;
+  }
+  const size_t bytes = static_cast<size_t>(rows * kv.head_dim) * kv.elem_bytes();
+  return kv.k.bytes() >= bytes && kv.v.bytes() >= bytes;
+}
+
 /// Makes sure `kv` can take `extra` more positions, initialising an empty layer for the model (as the CPU's
 /// prepare_cache).
 void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64_t extra) {
@@ -30,17 +50,14 @@ void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64
   if (kv.dtype != m.dtype())
     throw InputError("layer " + str(layer) + ": the KV cache holds " + (kv.dtype == DType::F32 ? "fp32" : "bf16") +
                      " values but the model runs in " + precision_name(m.precision()));
-  if (kv.length < 0 || kv.length > kv.capacity ||
-      kv.k.bytes() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) * kv.elem_bytes() ||
-      kv.v.bytes() < static_cast<size_t>(kv.n_kv_heads * kv.capacity * kv.head_dim) * kv.elem_bytes())
+  if (!layout_consistent(kv))
     throw InputError("layer " + str(layer) + ": inconsistent KV cache (length " + str(kv.length) + ", capacity " +
                      str(kv.capacity) + ")");
   if (c.sliding_window > 0 && kv.length + extra > c.sliding_window)
     throw InputError("the model uses sliding-window attention (window " + str(c.sliding_window) +
                      ") and this context of " + str(kv.length + extra) +
                      " entries exceeds it; sliding-window attention is not implemented");
-  const int64_t need = kv.length + extra;
-  if (need > kv.capacity) reserve_layer(m.context(), kv, std::max(need, kv.capacity + kv.capacity / 2));
+  reserve_extra(m.context(), kv, extra);
   if (fresh)  // a cache the forward starts also tracks positions
     kv.pos = DeviceBuffer(m.context(), static_cast<size_t>(kv.n_kv_heads * kv.capacity) * sizeof(int32_t));
 }
@@ -52,6 +69,105 @@ const int64_t* upload_positions(Context& ctx, DeviceWorkspace& ws, int64_t start
   ws.positions.ensure(ctx, p.size() * sizeof(int64_t));
   copy_to_device(ctx, ws.positions.data(), p.data(), p.size() * sizeof(int64_t));
   return ws.positions.as<int64_t>();
+}
+
+/// Per-head budgets: rotates the n new rows into scratch [H_kv, n, d] (ws.k_new / ws.v_new), appends each head's rows
+/// and positions after its own head_length(g) entries, then attends with one launch per KV head g over its own
+/// entries for its G query heads (columns [g G d, (g + 1) G d) of q and out): decode_attention for one row,
+/// prefill_attention otherwise. The kernels are the uniform ones, each on a one-KV-head view.
+void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64_t n, const int64_t* positions,
+                        DeviceWorkspace& ws) {
+  const ModelConfig& c = m.config();
+  Context& ctx = m.context();
+  const DeviceLayerWeights& w = m.layer(layer);
+  const DType t = m.dtype();
+  const int64_t H = c.n_heads, Hkv = c.n_kv_heads, G = c.group_size(), d = c.head_dim, Hd = H * d;
+  const size_t row = static_cast<size_t>(d) * kernels::dtype_size(t);
+  ws.k_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
+  ws.v_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
+  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, m.qkv_dim(),
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions, m.rope_inv_freq(),
+                                          static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d), ws.q.data(),
+                                          ws.k_new.data(), ws.v_new.data(), n, 0, ctx.stream()));
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const size_t at = static_cast<size_t>(kv.head_row(g) + kv.head_length(g)), from = static_cast<size_t>(g * n) * row;
+    copy_on_device(ctx, kv.k.as<char>() + at * row, ws.k_new.as<char>() + from, static_cast<size_t>(n) * row);
+    copy_on_device(ctx, kv.v.as<char>() + at * row, ws.v_new.as<char>() + from, static_cast<size_t>(n) * row);
+    if (kv.has_positions())
+      RKV_CUDA_CHECK(kernels::store_positions(kv.pos.as<int32_t>() + kv.head_row(g), 0, 1, kv.head_length(g),
+                                              positions, n, ctx.stream()));
+  }
+  kv.length += n;
+  for (int64_t& len : kv.head_lengths) len += n;
+
+  const kernels::AttentionShape one{static_cast<int>(G), 1, static_cast<int>(d), 1.0f / std::sqrt(static_cast<float>(d))};
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const char* q = ws.q.as<char>() + static_cast<size_t>(g * G) * row;
+    char* out = ws.attn.as<char>() + static_cast<size_t>(g * G) * row;
+    const char* k = kv.k.as<char>() + static_cast<size_t>(kv.head_row(g)) * row;
+    const char* v = kv.v.as<char>() + static_cast<size_t>(kv.head_row(g)) * row;
+    const int64_t len = kv.head_length(g);
+    if (n == 1) {
+      const int splits = kernels::decode_attention_splits(len, 1, ctx.sm_count());
+      ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, one) * sizeof(float));
+      RKV_CUDA_CHECK(kernels::decode_attention(t, q, k, v, kv.head_capacity(g), len, one, splits,
+                                               ws.decode.as<float>(), out, ctx.stream()));
+    } else {
+      RKV_CUDA_CHECK(kernels::prefill_attention(t, q, Hd, n, k, v, kv.head_capacity(g), len - n, one, out, Hd,
+                                                nullptr, ctx.stream()));
+    }
+  }
+}
+
+/// Rotates and appends the n new rows to a uniform layer and runs the attention (decode_attention for one row
+/// without statistics, prefill_attention otherwise), then every requested statistic from its log-sum-exp.
+void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& kv, int64_t n, const int64_t* positions,
+                       DeviceWorkspace& ws, const std::vector<StatsCapture*>& captures) {
+  const ModelConfig& c = model.config();
+  Context& ctx = model.context();
+  cudaStream_t s = ctx.stream();
+  const DType t = model.dtype();
+  const DeviceLayerWeights& w = model.layer(layer);
+  const int64_t H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, QKV = model.qkv_dim(), Hd = H * d;
+  const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
+                                      1.0f / std::sqrt(static_cast<float>(d))};
+  const bool stats = !captures.empty();
+  const int64_t first = kv.length;
+  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
+                                          model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
+                                          static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
+                                          first, s));
+  if (kv.has_positions())
+    RKV_CUDA_CHECK(kernels::store_positions(kv.pos.as<int32_t>(), kv.capacity, static_cast<int>(Hkv), first, positions,
+                                            n, s));
+  kv.length = first + n;
+  if (n == 1 && !stats) {
+    const int splits = kernels::decode_attention_splits(kv.length, static_cast<int>(Hkv), ctx.sm_count());
+    ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, shape) * sizeof(float));
+    RKV_CUDA_CHECK(kernels::decode_attention(t, ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity, kv.length, shape,
+                                             splits, ws.decode.as<float>(), ws.attn.data(), s));
+  } else {
+    float* lse = nullptr;
+    if (stats) {
+      ws.lse.ensure(ctx, static_cast<size_t>(H * n) * sizeof(float));
+      lse = ws.lse.as<float>();
+    }
+    RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
+                                              shape, ws.attn.data(), Hd, lse, s));
+    for (StatsCapture* cap : captures) {  // every requested statistic reuses this pass's log-sum-exp
+      const int64_t T = cap->prefix_tokens;
+      if (first + n > T)
+        throw InputError("attention statistics: rows up to cache index " + str(first + n) + " exceed the prompt of " +
+                         str(T) + " positions");
+      const int64_t w_eff = cap->options.window_attention ? std::min(cap->options.window, T) : 0;
+      float* win = cap->options.window_attention ? cap->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+      float* cum =
+          cap->options.cumulative_attention ? cap->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
+      RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
+                                              T - w_eff, win, cum, s));
+    }
+  }
 }
 
 }  // namespace
@@ -103,11 +219,8 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   const size_t es = kernels::dtype_size(t);
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
   const int64_t QKV = model.qkv_dim(), Hd = H * d;
-  const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
-                                      1.0f / std::sqrt(static_cast<float>(d))};
   static const std::vector<StatsCapture*> kNoStats;
   const std::vector<StatsCapture*>& captures = hooks ? hooks->stats : kNoStats;
-  const bool stats = !captures.empty();
 
   ws.h.ensure(ctx, static_cast<size_t>(n * D) * es);
   ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
@@ -117,41 +230,12 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   // ---- attention ----
   RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
   linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
-  const int64_t first = kv.length;
-  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
-                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
-                                          model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
-                                          static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
-                                          first, s));
-  if (kv.has_positions())
-    RKV_CUDA_CHECK(kernels::store_positions(kv.pos.as<int32_t>(), kv.capacity, static_cast<int>(Hkv), first, positions,
-                                            n, s));
-  kv.length = first + n;
-  if (n == 1 && !stats) {
-    const int splits = kernels::decode_attention_splits(kv.length, static_cast<int>(Hkv), ctx.sm_count());
-    ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, shape) * sizeof(float));
-    RKV_CUDA_CHECK(kernels::decode_attention(t, ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity, kv.length, shape,
-                                             splits, ws.decode.as<float>(), ws.attn.data(), s));
+  if (kv.per_head()) {
+    if (!captures.empty())
+      throw InputError("layer " + str(layer) + ": attention statistics need a uniform cache (a prefill)");
+    attention_per_head(model, layer, kv, n, positions, ws);
   } else {
-    float* lse = nullptr;
-    if (stats) {
-      ws.lse.ensure(ctx, static_cast<size_t>(H * n) * sizeof(float));
-      lse = ws.lse.as<float>();
-    }
-    RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
-                                              shape, ws.attn.data(), Hd, lse, s));
-    for (StatsCapture* cap : captures) {  // every requested statistic reuses this pass's log-sum-exp
-      const int64_t T = cap->prefix_tokens;
-      if (first + n > T)
-        throw InputError("attention statistics: rows up to cache index " + str(first + n) + " exceed the prompt of " +
-                         str(T) + " positions");
-      const int64_t w_eff = cap->options.window_attention ? std::min(cap->options.window, T) : 0;
-      float* win = cap->options.window_attention ? cap->window_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
-      float* cum =
-          cap->options.cumulative_attention ? cap->cumulative_sums[static_cast<size_t>(layer)].as<float>() : nullptr;
-      RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
-                                              T - w_eff, win, cum, s));
-    }
+    attention_uniform(model, layer, kv, n, positions, ws, captures);
   }
   if (hooks && hooks->attn_output) {
     linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, hooks->attn_output, DType::F32);

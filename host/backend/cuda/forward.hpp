@@ -33,6 +33,7 @@ struct DeviceWorkspace {
   DeviceBuffer h, q, attn, act;  ///< T activations of one layer: normed rows, rotated queries, attention, SwiGLU
   DeviceBuffer qkv, gate_up;     ///< float32 GEMM outputs of one layer
   DeviceBuffer lse;        ///< float32 [H, n] (statistics)
+  DeviceBuffer k_new, v_new;  ///< T [H_kv, n, d]: the new rotated keys and values before a per-head layer takes them
   DeviceBuffer decode;     ///< float32 split-K partials of decode attention
   DeviceBuffer tokens;     ///< int32 [n]
   DeviceBuffer positions;  ///< int64 [n]
