@@ -214,7 +214,8 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
   const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&
                           fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
   std::map<std::string, std::string> labels;
-  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, own_folder && !order.empty());
+  // (`order` is read from run.json inside collect_cells; without one nothing is listed and the fallback keeps all.)
+  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, own_folder);
   if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, &labels, false);
   if (cells.empty()) throw InputError("merge: no finished cells found in the given folders");
   // Cells the sweep lists (run.json) that no input holds: an incomplete shard set or an unfinished run. Said on

@@ -633,6 +633,28 @@ TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
   EXPECT_EQ(cells, (std::set<std::string>{p.cells[0].id, p.cells[1].id}));
 }
 
+// A run's own folder reports the cells of its current sweep only: after a resumed run with another sweep (same base
+// config), cells of the earlier sweep stay in cells/ but reach neither results.jsonl nor report.md.
+TEST_F(SyntheticRun, ARunsOwnReportHoldsOnlyTheCellsOfItsCurrentSweep) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  const std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  const rkv::RunPlan first = plan(base + "[sweep]\n\"budget.fraction\" = [0.25, 0.5]\n");
+  ASSERT_EQ(rkv::run_ablation(first, o).cells_computed, 3);  // full cache + two fractions
+  const rkv::RunPlan second = plan(base + "[sweep]\n\"budget.fraction\" = [0.5, 0.75]\n");
+  o.resume = true;
+  EXPECT_EQ(rkv::run_ablation(second, o).cells_computed, 1);  // 0.75 is new; full cache and 0.5 are kept
+  std::set<std::string> want, got;
+  for (const auto& c : second.cells) want.insert(c.id);
+  for (const auto& r : result_rows(dir / "out")) got.insert(r.at("cell_id").get<std::string>());
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(fs::exists(dir / "out" / "cells" / (first.cells[1].id + ".json")));  // f = 0.25: kept on disk
+  const std::string report = rkv::read_file((dir / "out" / "report.md").string());
+  EXPECT_EQ(report.find("f=0.25"), std::string::npos) << report;
+  EXPECT_NE(report.find("f=0.75"), std::string::npos) << report;
+}
+
 // Issue 19, fault 11: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
 // A cell with lm_fidelity examples (B = 32) and needle examples (B = 1000): each row averages its own task only.
 TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
