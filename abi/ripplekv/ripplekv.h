@@ -111,8 +111,10 @@ typedef struct rkv_generate_options {
   const char* profile_path;       /**< profile.json (`ripplekv profile` or a run) for an allocator that needs a
                                        sensitivity profile (ripplekv); NULL otherwise */
   char** out_compression_json;    /**< NULL, or receives (caller frees with rkv_string_free) a JSON object
-                                       {"scorer", "allocator", "prompt_tokens", "budget_total", "budgets" (one per
-                                       model layer, positions), "kv_bytes_full", "kv_bytes_kept", "kv_bytes_end"
+                                       {"scorer", "allocator", "heads" (the per-head allocator or null),
+                                       "prompt_tokens", "budget_total", "budgets" (one per model layer,
+                                       positions), "head_budgets" (per model layer and KV head, only with a
+                                       per-head allocator), "kv_bytes_full", "kv_bytes_kept", "kv_bytes_end"
                                        (after decoding), "warnings"};
                                        set only when compression_config is given and the call succeeds */
 } rkv_generate_options;

@@ -37,10 +37,19 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
   const rkv::CompressedGeneration g = rkv::generate_compressed(backend, tok, ids, config_path, profile_path, max_new);
   std::cerr << "[" << backend.description() << "]\n";
   std::cerr << "[compressed " << g.prompt_tokens << " prompt positions with " << g.scorer << " + " << g.allocator
-            << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
+            << (g.heads.empty() ? "" : " / per head " + g.heads) << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
             << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
   for (int64_t b : g.budgets) std::cerr << " " << b;
   std::cerr << "]\n";
+  if (!g.head_budgets.empty()) {  // per model layer, the entries each KV head keeps
+    std::cerr << "[per-head budgets:";
+    for (const auto& row : g.head_budgets) {
+      std::cerr << " [";
+      for (size_t h = 0; h < row.size(); ++h) std::cerr << (h ? " " : "") << row[h];
+      std::cerr << "]";
+    }
+    std::cerr << "]\n";
+  }
   for (const auto& w : g.warnings) std::cerr << "warning: " << w << "\n";
   std::cout << tok.decode(g.tokens, false) << std::endl;
   std::cerr << "[" << g.tokens.size() << " generated on the compressed cache, decode " << g.decode_tokens_per_second

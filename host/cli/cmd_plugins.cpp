@@ -1,6 +1,7 @@
 // `ripplekv plugins list [--json]`, `ripplekv plugins describe ID` and `ripplekv plugins check ID` (the conformance
 // kit of conformance/conformance.hpp: exit 0 when every case passes, 1 when one fails, 2 for usage or load errors).
 #include <algorithm>
+#include <cstring>
 #include <boost/program_options.hpp>
 #include <iomanip>
 #include <iostream>
@@ -128,13 +129,19 @@ int run_plugins(const std::vector<std::string>& args) {
     std::cout << p.id() << " (" << plugin_kind_name(p.descriptor->kind) << ", version " << p.descriptor->version
               << ")\n  " << p.descriptor->description << "\n  library: " << p.library->path << "\n";
     if (p.descriptor->flags & RKV_FLAG_NEEDS_PROFILE) std::cout << "  needs a sensitivity profile\n";
+    if (p.descriptor->flags & RKV_FLAG_NEEDS_SCORES) std::cout << "  per-head allocator: needs the scorer's scores\n";
     std::cout << "\nparameters:\n";
     bool any = false;
+    size_t name_width = 11;  // the longest parameter name sets the column (names were cut into their type before)
+    if (p.descriptor->params)
+      for (const rkv_param_spec* const* sp = p.descriptor->params; *sp; ++sp)
+        name_width = std::max(name_width, std::strlen((*sp)->name));
     if (p.descriptor->params)
       for (const rkv_param_spec* const* sp = p.descriptor->params; *sp; ++sp) {
         any = true;
         const nlohmann::json j = param_spec_json(**sp);
-        std::cout << "  " << std::left << std::setw(12) << (*sp)->name << std::setw(8) << j["type"].get<std::string>()
+        std::cout << "  " << std::left << std::setw(static_cast<int>(name_width + 1)) << (*sp)->name << std::setw(8)
+                  << j["type"].get<std::string>()
                   << "default " << j["default"].dump();
         if (j.contains("min")) std::cout << ", min " << j["min"].dump();
         if (j.contains("max")) std::cout << ", max " << j["max"].dump();

@@ -121,8 +121,8 @@ const char* kMergeUsage =
     "examples.jsonl, budgets.json, report.md and plots. Corrupt or truncated cell files are reported and skipped.\n"
     "Cells of the sweep (run.json) that no DIR holds are named in a warning and at the top of report.md.\n"
     "Cells computed on different backends or compute dtypes, or with different model files (model_sha256), are\n"
-    "refused (one report, one backend, one model). A non-empty OUT that holds no ripplekv run or merge is refused\n"
-    "unless --force.\n";
+    "refused (one report, one backend, one model). A non-empty OUT that holds no ripplekv run or merge, or that\n"
+    "holds a run of its own that is not among the DIRs, is refused unless --force.\n";
 
 int run_merge(const std::vector<std::string>& args) {
   po::options_description opts("options");

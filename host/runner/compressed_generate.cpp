@@ -85,6 +85,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
 
   // Greedy decode on the compacted cache, under the config's decode policy.
   const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets, comp.head_budgets);
+  const std::string frozen = evict.frozen_heads_warning(mc.n_kv_heads);
   const GreedyResult r =
       greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids(), &evict);
 
@@ -92,6 +93,8 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.tokens = r.tokens;
   g.scorer = cc.scorer->id;
   g.allocator = cc.allocator->id;
+  if (cc.allocator->heads) g.heads = cc.allocator->heads->id;
+  g.head_budgets = comp.head_budgets;
   g.prompt_tokens = T;
   g.budget_total = B;
   g.budgets = comp.budgets;
@@ -99,6 +102,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.bytes_kept = comp.bytes_kept;
   g.warnings = alloc.warnings;
   g.warnings.insert(g.warnings.end(), comp.warnings.begin(), comp.warnings.end());
+  if (!frozen.empty()) g.warnings.push_back(frozen);
   g.decode_tokens_per_second = r.tokens_per_second;
   g.bytes_end = comp.cache->bytes_in_use();
   return g;

@@ -17,6 +17,8 @@ struct CompressedGeneration {
   std::vector<int32_t> tokens;        ///< generated ids, without the end-of-generation id
   std::string scorer;                 ///< scorer plugin id
   std::string allocator;              ///< allocator plugin id
+  std::string heads;                  ///< per-head allocator plugin id ([allocator] heads), empty when none
+  std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer b[l, h] with a per-head allocator; else empty
   int64_t prompt_tokens = 0;          ///< T
   int64_t budget_total = 0;           ///< B, positions over the compressible layers
   std::vector<int64_t> budgets;       ///< per model layer: b_l (T for a layer left whole)

@@ -13,6 +13,7 @@
 
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
+#include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "core/sha256.hpp"
 
@@ -218,6 +219,31 @@ DataConfig parse_data(const Ctx& c, const toml::table& t, const std::string& nam
   return d;
 }
 
+/// [allocator]: `plugin` must serve rkv.allocator/1 (layer budgets), or rkv.allocator/2 alone when there is no
+/// `heads`; `heads` must serve rkv.allocator/2 (per-head budgets). Checked on an instance of each (cheap: the
+/// allocators hold no state), so that `validate` catches what would otherwise fail in the middle of a run.
+void check_allocator_interfaces(const Ctx& c, const toml::table& t, const PluginChoice& choice) {
+  HostServices host;
+  const PluginInstance layer = PluginInstance::create(*choice.info, choice.params, host);
+  const bool layer_v1 = serves_layer_budgets(layer), layer_v2 = serves_head_budgets(layer);
+  const toml::node& pn = *t.get("plugin");
+  if (choice.heads) {
+    const PluginInstance heads = PluginInstance::create(*choice.heads->info, choice.heads->params, host);
+    if (!serves_head_budgets(heads))
+      throw InputError(where(c, *t.get("heads"), "allocator.heads") + ": '" + choice.heads->id +
+                       "' is not a per-head allocator (it does not serve " RKV_INTERFACE_ALLOCATOR_V2
+                       "); heads takes one such as \"adakv\", or \"none\"");
+    if (!layer_v1)
+      throw InputError(where(c, pn, "allocator.plugin") + ": '" + choice.id +
+                       "' gives no layer budgets (it does not serve " RKV_INTERFACE_ALLOCATOR_V1
+                       ") to split per head; use a layer allocator such as \"uniform\" with heads = \"" +
+                       short_id(choice.heads->id) + "\", or the per-head allocator alone");
+  } else if (!layer_v1 && !layer_v2) {
+    throw InputError(where(c, pn, "allocator.plugin") + ": '" + choice.id + "' serves neither " RKV_INTERFACE_ALLOCATOR_V1
+                     " nor " RKV_INTERFACE_ALLOCATOR_V2);
+  }
+}
+
 /// [signal] / [scorer] / [allocator]: resolves `plugin`, validates the params in [kind.<short id>].
 std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table& root, const std::string& kind_name,
                                                  rkv_plugin_kind kind, const PluginRegistry& reg) {
@@ -243,7 +269,8 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
       try {
         heads->info = &reg.resolve(hid, kind);
       } catch (const InputError& e) {
-        throw InputError(where(c, *hn, kind_name + ".heads") + ": " + e.what());
+        throw InputError(where(c, *hn, kind_name + ".heads") + ": " + e.what() +
+                         " (heads = \"none\" turns per-head budgets off)");
       }
       heads->id = heads->info->id();
       heads->params = ParamSet::validate(*heads->info->descriptor, {});
@@ -277,6 +304,7 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
   if (!t->get(short_id(choice.id)) && !t->get(choice.id))
     choice.params = ParamSet::validate(*choice.info->descriptor, {});
   if (heads) choice.heads = std::make_shared<PluginChoice>(*heads);
+  if (kind == RKV_KIND_ALLOCATOR) check_allocator_interfaces(c, *t, choice);
   return choice;
 }
 

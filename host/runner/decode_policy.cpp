@@ -29,6 +29,21 @@ int64_t DecodeEviction::head_budget(int64_t layer, int64_t head) const {
   return head_budgets_.empty() || head_budgets_[l].empty() ? budgets_[l] : head_budgets_[l][static_cast<size_t>(head)];
 }
 
+std::string DecodeEviction::frozen_heads_warning(int64_t n_kv_heads) const {
+  if (!rolling_) return "";
+  int64_t frozen = 0, first_l = -1, first_h = -1;
+  for (int64_t l = 0; l < static_cast<int64_t>(budgets_.size()); ++l)
+    for (int64_t h = 0; h < n_kv_heads; ++h)
+      if (sinks_ >= head_budget(l, h)) {
+        if (frozen++ == 0) first_l = l, first_h = h;
+      }
+  if (frozen == 0) return "";
+  return "rolling decode: sinks = " + std::to_string(sinks_) + " is at or above the budget of " +
+         std::to_string(frozen) + " (layer, KV head) pair(s), first layer " + std::to_string(first_l) + ", KV head " +
+         std::to_string(first_h) + " (" + std::to_string(head_budget(first_l, first_h)) +
+         " entries): those heads keep their first entries and evict every new token at once";
+}
+
 void DecodeEviction::apply(Backend& backend, BackendCache& cache) const {
   if (!rolling_) return;
   if (cache.n_layers() != static_cast<int64_t>(budgets_.size()))

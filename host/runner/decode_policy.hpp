@@ -42,6 +42,11 @@ class DecodeEviction {
   /// The entries KV head `head` of `layer` may hold.
   int64_t head_budget(int64_t layer, int64_t head) const;
 
+  /// For "rolling" with `sinks` at or above some head's budget (that head keeps its first entries and evicts every
+  /// new token at once): a warning naming the first such layer and head and how many there are; else "".
+  /// `n_kv_heads`: H_kv of the model.
+  std::string frozen_heads_warning(int64_t n_kv_heads) const;
+
  private:
   bool rolling_ = false;
   int64_t sinks_ = 0;

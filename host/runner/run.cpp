@@ -458,6 +458,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
           const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets, comp.head_budgets);
+          if (const std::string w = evict.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
           r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, &evict);
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }

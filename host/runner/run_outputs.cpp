@@ -201,6 +201,19 @@ std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
 
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force) {
   check_output_folder_is_ours(out_dir, force, "merge");
+  // A folder that holds a run of its own (run.json or cells/) keeps its report unless it is one of the inputs: merging
+  // other runs into it would leave its run.json and cells/ beside a report of something else.
+  std::error_code ec;
+  const fs::path out(out_dir);
+  const bool holds_run = fs::exists(out / "run.json", ec) || fs::is_directory(out / "cells", ec);
+  const bool is_input = std::any_of(inputs.begin(), inputs.end(), [&](const std::string& in) {
+    std::error_code e;
+    return fs::exists(in, e) && fs::exists(out, e) && fs::equivalent(fs::path(in), out, e);
+  });
+  if (holds_run && !is_input && !force)
+    throw InputError("merge: output folder '" + out_dir + "' holds a run of its own (run.json or cells/) that is not "
+                     "among the inputs; merging into it would overwrite its report. Merge into a new folder, list it "
+                     "among the inputs, or pass --force");
   const OutputFolderLock lock(out_dir);
   nlohmann::json j;
   j["inputs"] = inputs;
@@ -302,8 +315,10 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
       ej["kv_bytes_end"] = e.kv_bytes_end;
       examples << ej.dump() << "\n";
       budgets[cid]["label"] = m.at("label");
-      budgets[cid]["examples"].push_back(
-          {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total}, {"budgets", e.budgets}});
+      nlohmann::json bj = {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total},
+                           {"budgets", e.budgets}};
+      if (!e.head_budgets.empty()) bj["head_budgets"] = e.head_budgets;  // b[l, h] with a per-head allocator
+      budgets[cid]["examples"].push_back(bj);
     }
     for (const auto& [task, names] : metrics) {
       const auto tt = totals.find(task);
@@ -321,6 +336,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["signal"] = m.at("signal");
         r["scorer"] = m.at("scorer");
         r["allocator"] = m.at("allocator");
+        r["heads"] = m.contains("heads") ? m.at("heads") : nlohmann::json(nullptr);
         r["budget_fraction"] = m.at("budget_fraction");
         r["budget_tokens"] = m.at("budget_tokens");
         r["budget_total"] = t.B / ne;

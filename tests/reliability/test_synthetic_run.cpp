@@ -633,6 +633,27 @@ TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
   EXPECT_EQ(cells, (std::set<std::string>{p.cells[0].id, p.cells[1].id}));
 }
 
+// merge into a folder that holds another run (a typo in `merge shard-* --out ...`) overwrote that run's report with
+// exit 0. It is refused unless the folder is one of the inputs (a run re-assembling its own folder) or --force.
+TEST_F(SyntheticRun, MergeIntoAFolderHoldingAnotherRunIsRefused) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "a").string();
+  ASSERT_EQ(rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o).cells_computed, 2);
+  o.out_dir = (dir / "b").string();
+  ASSERT_EQ(rkv::run_ablation(plan(config("[scorer]\nplugin = \"h2o\"\n")), o).cells_computed, 2);
+  const std::string report_b = rkv::read_file((dir / "b" / "report.md").string());
+  try {
+    rkv::merge_outputs({(dir / "a").string()}, (dir / "b").string(), true);
+    FAIL() << "merged into another run's folder";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds a run of its own"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rkv::read_file((dir / "b" / "report.md").string()), report_b);  // untouched
+  EXPECT_NO_THROW(rkv::merge_outputs({(dir / "b").string()}, (dir / "b").string(), true));  // its own folder
+  EXPECT_NO_THROW(rkv::merge_outputs({(dir / "a").string()}, (dir / "b").string(), true, /*force=*/true));
+}
+
 // A run's own folder reports the cells of its current sweep only: after a resumed run with another sweep (same base
 // config), cells of the earlier sweep stay in cells/ but reach neither results.jsonl nor report.md.
 TEST_F(SyntheticRun, ARunsOwnReportHoldsOnlyTheCellsOfItsCurrentSweep) {

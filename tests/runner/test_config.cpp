@@ -245,6 +245,33 @@ TEST_F(Config, AllocatorThatNeedsAProfileNeedsASignal) {
   EXPECT_NE(error(t).find("needs a sensitivity profile: add a [signal] section"), std::string::npos) << error(t);
 }
 
+// Per-head budgets: [allocator] heads names a per-head allocator (rkv.allocator/2) composed after the layer allocator;
+// labels and effective keys carry it; a per-layer allocator as heads, or a per-head one as the layer allocator under
+// heads, is refused at validate time naming the key (it used to fail in the middle of a run).
+TEST_F(Config, PerHeadAllocatorsAreCheckedAtValidate) {
+  std::string t = base("[allocator.adakv]\nalpha_safeguard = 0.5\n", "[sweep]\n\"allocator.heads\" = [\"none\", \"adakv\"]\n");
+  const rkv::RunPlan p = load(t);
+  ASSERT_EQ(p.cells.size(), 3u);  // full cache, none, adakv
+  EXPECT_FALSE(p.cells[1].config.allocator->heads);
+  ASSERT_TRUE(p.cells[2].config.allocator->heads);
+  EXPECT_EQ(p.cells[2].config.allocator->heads->id, "org.ripplekv.allocator.adakv");
+  EXPECT_EQ(p.cells[2].config.allocator->heads->params.to_string(), "alpha_safeguard=0.5");
+  EXPECT_EQ(p.cells[2].label, "ripplekv(perturbation_kl)/adakv + snapkv @ f=0.2");
+  EXPECT_NE(p.cells[1].effective_key, p.cells[2].effective_key);
+  std::string e = error(base("", "[sweep]\n\"allocator.heads\" = [\"adakv\", \"uniform\"]\n"));
+  EXPECT_NE(e.find("'org.ripplekv.allocator.uniform' is not a per-head allocator"), std::string::npos) << e;
+  EXPECT_NE(e.find("cfg.toml"), std::string::npos) << e;
+  std::string only = base();
+  only.replace(only.find("plugin = \"ripplekv\""), 19, "plugin = \"adakv\"\nheads = \"adakv\"");
+  e = error(only);
+  EXPECT_NE(e.find("'allocator.plugin': 'org.ripplekv.allocator.adakv' gives no layer budgets"), std::string::npos) << e;
+  e = error(base("", "[sweep]\n\"allocator.heads\" = [\"adakv\", 5]\n"));
+  EXPECT_NE(e.find("allocator.heads"), std::string::npos) << e;
+  std::string alone = base();
+  alone.replace(alone.find("plugin = \"ripplekv\""), 19, "plugin = \"adakv\"");
+  EXPECT_NO_THROW(load(alone));  // a per-head allocator alone splits B itself
+}
+
 TEST_F(Config, DecodePolicy) {
   EXPECT_EQ(load(base()).decode_policy, "none");
   const rkv::RunPlan p = load(base("[compression.decode]\npolicy = \"rolling\"\nsinks = 2\n"));
