@@ -11,7 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "../backend/naive_forward.hpp"
+#include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
+#include "cache/budget.hpp"
+#include "runner/compression.hpp"
+#include "runner/decode_policy.hpp"
 #include "runner/sampling.hpp"
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
@@ -246,6 +250,44 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
               static_cast<long long>(checked), kMargin, kIssueMargin, static_cast<long long>(issue_disagree),
               static_cast<long long>(issue_checked));
   EXPECT_LT(mean_kl, kMaxMeanKl);
+}
+
+// Issue 13's memory case on the real model: T = 1024, f = 0.2 -> B = 0.2 x 1024 x 30 = 6144 positions held over the
+// 30 layers (uniform: 204 or 205 per layer). After 16 teacher-forced tokens the policy "none" holds 6144 + 16 x 30;
+// "rolling" holds 6144 after every token. The bytes follow: entries x H_kv x (2 x 64 x 4 + 4) = 1,548 B per position.
+TEST(SmolLM2, EntriesHeldAfterCompressionAndDecodingUnderEachPolicy) {
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
+  const rkv::Model& m = smollm2();
+  const int64_t T = 1024, L = m.config.n_layers, Hkv = m.config.n_kv_heads;
+  std::vector<int32_t> prompt(static_cast<size_t>(T)), next(16);
+  for (int64_t i = 0; i < T; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>(1000 + (i * 7919) % 20000);
+  for (size_t i = 0; i < next.size(); ++i) next[i] = static_cast<int32_t>(500 + 37 * i);
+  const int64_t B = rkv::budget_total_from_fraction(0.2, T, L);
+  ASSERT_EQ(B, 6144);
+  const std::vector<int64_t> budgets = rkv::integerize_budgets(std::vector<double>(static_cast<size_t>(L), 1.0), B, T);
+  auto backend = rkv::make_backend("cpu", m, rkv::BackendOptions{});
+  const rkv::PrefillResult full = backend->prefill(prompt, {});
+  const auto held = [&](const rkv::BackendCache& c) {
+    int64_t n = 0;
+    for (int64_t l = 0; l < L; ++l) n += c.length(l);
+    return n;
+  };
+  for (const std::string policy : {"none", "rolling"}) {
+    SCOPED_TRACE(policy);
+    auto cache = backend->clone(*full.cache);
+    std::vector<float> scores(static_cast<size_t>(Hkv * T), 0.0f);  // ties: the earliest positions, after protection
+    for (int64_t l = 0; l < L; ++l)
+      backend->compact_layer(*cache, l, rkv::select_positions(scores.data(), Hkv, T, budgets[static_cast<size_t>(l)],
+                                                              rkv::ProtectedSpec{4, 16}, l));
+    ASSERT_EQ(held(*cache), 6144);
+    const rkv::DecodeEviction evict(policy, 4, budgets);
+    for (size_t i = 0; i < next.size(); ++i) {
+      rkv::continuation_logits(*backend, {next[i]}, T + static_cast<int64_t>(i), *cache, &evict);
+      EXPECT_EQ(held(*cache), policy == "none" ? 6144 + 30 * static_cast<int64_t>(i + 1) : 6144) << "token " << i;
+    }
+    const int64_t want = policy == "none" ? 6144 + 16 * 30 : 6144;
+    EXPECT_EQ(cache->bytes_in_use(), static_cast<size_t>(want * Hkv) * (2 * 64 * 4 + 4));
+  }
 }
 
 TEST(SmolLM2, GenerateAnswersTheCapitalOfFrance) {
