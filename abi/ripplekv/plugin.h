@@ -36,7 +36,7 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 1
+#define RKV_ABI_VERSION_MINOR 2
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
@@ -316,6 +316,20 @@ typedef struct rkv_attention_shape {
  * What a scorer needs, filled by requirements(). Protected positions are kept regardless of scores, in priority
  * order: the first `sinks` positions, then the last `recent` positions (its observation or recent window). When a
  * layer's budget is below sinks + recent, the host keeps them in that order up to the budget and records a warning.
+ *
+ * Decode-time scoring (ABI minor 2; the host zero-fills the struct, so a plugin built before it reads as prefill-only):
+ * with `decode_scoring` nonzero, score() may also be called on a cache while decoding (decode policy "periodic",
+ * kvpress DecodingPress). Then rkv_scorer_inputs describes one layer as it is held at that moment: prefix_tokens = T
+ * is the number of entries held per KV head (the longest head when heads hold different counts; the host ignores
+ * the scores of a shorter head's padding, whose keys and values are zero), entries in cache order (ascending original
+ * position), and the statistics of `decode_stats` are decode-time ones:
+ *   RKV_STAT_WINDOW_ATTENTION / RKV_STAT_WINDOW_QUERIES: over the tokens decoded since the last compression (at most
+ *     `window` of them; `window` in the inputs says how many), each query seeing the entries at or before its own
+ *     position;
+ *   RKV_STAT_CUMULATIVE_ATTENTION: the attention each held entry has accumulated from every query so far (prompt and
+ *     decoded tokens), per query head;
+ *   RKV_STAT_KEYS / RKV_STAT_VALUES: the held entries.
+ * `sinks` and `recent` protect the first and last entries held.
  */
 typedef struct rkv_scorer_requirements {
   uint32_t struct_size;
@@ -323,6 +337,8 @@ typedef struct rkv_scorer_requirements {
   int64_t window;  /**< w for RKV_STAT_WINDOW_ATTENTION / RKV_STAT_WINDOW_QUERIES (clamped to T by the host) */
   int64_t sinks;   /**< leading positions protected */
   int64_t recent;  /**< trailing positions protected */
+  uint32_t decode_scoring; /**< ABI minor 2: nonzero when score() supports decode-time scoring (see above) */
+  uint64_t decode_stats;   /**< ABI minor 2: RKV_STAT_* mask needed for decode-time scoring */
 } rkv_scorer_requirements;
 
 /**

@@ -98,6 +98,25 @@ struct PrefillResult {
   double seconds = 0;                              ///< wall time of the prefill
 };
 
+/// What extend() observes of its own attention besides the logits (for decode-time compression: H2O's accumulated
+/// attention, a scorer's decode-time window). Each costs work only when asked.
+struct ExtendCapture {
+  bool attention_mass = false;  ///< ExtendObservation::attention_mass
+  bool queries = false;         ///< ExtendObservation::queries
+};
+
+/// What extend() observed, per model layer (vectors empty unless asked).
+struct ExtendObservation {
+  /// Per layer float32 [G x sum_g head_length(l, g)] after the append, grouped by KV head: KV head g's block starts
+  /// at G x sum_{g' < g} head_length(l, g') and holds its G query heads q = gG .. gG + G - 1 one after the other,
+  /// head_length(l, g) values each, in cache order: m[q, j] = sum over the n new rows i of A[q, i, j], the softmax
+  /// probability row i's query of head q put on entry j of its KV head (0 for entries a row does not see). Each row
+  /// adds 1 per query head (H2O's accumulated attention, Zhang et al. 2023, "accumulated attention scores").
+  std::vector<std::vector<float>> attention_mass;
+  /// Per layer float32 [H, n, d]: the new rows' queries after RoPE (unscaled).
+  std::vector<std::vector<float>> queries;
+};
+
 /// Peak memory of one named phase of a backend's work ("prefill", "compress", "decode", "profile").
 struct PhaseMemoryRecord {
   std::string phase;
@@ -161,8 +180,11 @@ class Backend {
   /// Feeds `tokens` at positions start_pos, start_pos + 1, ... on `cache` (appending them to every layer) and returns
   /// the logits after each of them, float32 [n, V] (All), after the last ([1, V], Last) or none. A compacted cache is
   /// fine: keys keep their original rotation, the new tokens continue at start_pos (= T after a prompt of T).
+  /// With `capture`, also fills `observed` (must be non-null then; rkv::InputError otherwise) with what it asks for;
+  /// the values agree between backends within float tolerance (the CPU is the oracle).
   virtual std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                    LogitsFor which) = 0;
+                                    LogitsFor which, const ExtendCapture& capture = {},
+                                    ExtendObservation* observed = nullptr) = 0;
 
   /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
   virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;

@@ -21,6 +21,7 @@ LayerCompression compress_layer(const PluginInstance& scorer, const ScorerRequir
     in.prefix_tokens = T;
     in.stats = r.stats;
     in.window_queries = r.window_queries;
+    in.window = r.window;
     ScoreResult scored = run_scorer(scorer, req, in);
     out.warnings = std::move(scored.warnings);
     out.selection = select_positions(scored.scores.data(), kv.n_kv_heads, T, r.budget, req.protected_spec(), r.layer);

@@ -25,6 +25,7 @@ struct LayerCompressionRequest {
                               ///< T .. kv.length-1 (e.g. the question when only the context is compressed) are kept
   const AttentionStats* stats = nullptr;              ///< [H, T] statistics the scorer asked for (or null)
   const std::vector<float>* window_queries = nullptr; ///< [H, w, d] when the scorer asked for them
+  int64_t window = -1;  ///< the statistics' window when not min(window, T) (decode time; ScorerCallInputs::window)
 };
 
 /// What compress_layer() did.

@@ -136,6 +136,7 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
       j["allocator"] = g.allocator;
       j["heads"] = g.heads.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.heads);
       if (!g.head_budgets.empty()) j["head_budgets"] = g.head_budgets;
+      j["decode"] = g.decode;
       j["prompt_tokens"] = g.prompt_tokens;
       j["budget_total"] = g.budget_total;
       j["budgets"] = g.budgets;

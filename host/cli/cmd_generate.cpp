@@ -40,7 +40,7 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
             << (g.heads.empty() ? "" : " / per head " + g.heads) << ": B = " << g.budget_total << ", KV bytes " << g.bytes_kept << " of " << g.bytes_full << " ("
             << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
   for (int64_t b : g.budgets) std::cerr << " " << b;
-  std::cerr << "]\n";
+  std::cerr << "]\n[decode policy: " << g.decode << "]\n";
   if (!g.head_budgets.empty()) {  // per model layer, the entries each KV head keeps
     std::cerr << "[per-head budgets:";
     for (const auto& row : g.head_budgets) {
@@ -73,8 +73,8 @@ int run_generate(const std::vector<std::string>& args) {
       "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
       "device is present); a backend that cannot be had is an error before the model is read.\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
-      "[budget]: the run config schema; [compression.decode] sets the decode policy (rolling keeps every layer at its\n"
-      "budget while decoding); other sections are ignored, the backend is --backend's) and decoding continues\n"
+      "[budget]: the run config schema; [compression.decode] sets the decode policy: none, rolling, h2o or periodic,\n"
+      "README \"Compression while decoding\"; other sections are ignored, the backend is --backend's) and decoding continues\n"
       "greedily on the compacted cache; the per-layer budgets and the KV bytes kept and at the end go to stderr.\n"
       "An allocator that uses a sensitivity profile (ripplekv) reads it from --profile FILE (a profile.json from\n"
       "`ripplekv profile` or a run).\n\noptions");

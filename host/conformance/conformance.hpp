@@ -46,6 +46,11 @@ struct ConformanceCase {
 ///   protected_kept      when b_l >= the protected count, every protected position is kept by every head
 ///   protected_priority  when b_l < the protected count, the first b_l protected positions (sinks, then the most
 ///                       recent) are kept and a warning is recorded
+///   decode_scores_finite, decode_budget_respected, decode_protected_kept
+///                       for a scorer that declares decode-time scoring (rkv_scorer_requirements.decode_scoring):
+///                       the same rules on decode-time inputs (T in {2, 9, 64} entries held, statistics of
+///                       decode_stats over 1 or `window` decoded queries); a prefill-only scorer gets one passing
+///                       "decode_time" case saying it is not applicable
 ///   short_prompt        scores_finite and the selection rules on a prompt shorter than the scorer's window /
 ///                       protected span (T = span - 1; not applicable when the span is at most 1)
 /// Inputs whose scores were rejected count under scores_finite only; the selection rules skip them (and fail when no

@@ -7,6 +7,7 @@
 #include <exception>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "cache/attention_stats.hpp"
 #include "cache/layer_compression.hpp"
@@ -51,6 +52,7 @@ struct Input {
   bool has_stats = false;
   std::vector<float> window_queries;
   bool has_window_queries = false;
+  int64_t window = -1;  ///< decode-time inputs: the number of decoded queries behind the window statistics
 
   ScorerCallInputs call() const {
     ScorerCallInputs in;
@@ -60,12 +62,13 @@ struct Input {
     in.prefix_tokens = T;
     in.stats = has_stats ? &stats : nullptr;
     in.window_queries = has_window_queries ? &window_queries : nullptr;
+    in.window = window;
     return in;
   }
 };
 
 Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, const ScorerRequirements& req,
-                 uint64_t seed) {
+                 uint64_t seed, int64_t decode_window = -1) {
   Input in;
   in.shape = s;
   in.T = T;
@@ -95,11 +98,19 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
   }
 
   // As ScoreMemo::scores (runner/compression.cpp): the statistics come from the last `needed` queries.
-  const AttentionStatsOptions opts = req.stats_options();
+  // Decode-time inputs (decode_window >= 1): the last decode_window entries are the decoded tokens, each query
+  // seeing the entries up to its own (the causal prefix rule), which is how the host builds them between
+  // compressions (runner/decode_periodic.cpp).
+  AttentionStatsOptions opts = req.stats_options();
+  if (decode_window >= 1) {
+    opts.window = std::min(decode_window, T);
+    in.window = opts.window;
+  }
+  const int64_t w = decode_window >= 1 ? opts.window : req.effective_window(T);
   in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts;
   in.has_window_queries = req.wants(RKV_STAT_WINDOW_QUERIES);
   if (in.has_stats || in.has_window_queries) {
-    const int64_t needed = opts.cumulative_attention ? T : req.effective_window(T);
+    const int64_t needed = opts.cumulative_attention ? T : w;
     std::vector<float> last(static_cast<size_t>(s.H * needed * s.d));
     for (int64_t h = 0; h < s.H; ++h)
       std::memcpy(last.data() + h * needed * s.d, q.data() + (h * T + (T - needed)) * s.d,
@@ -107,7 +118,7 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
     const QueriesView qv{last.data(), s.H, needed, s.d};
     const KeysView kview{kv.k.data(), kv.n_kv_heads, T, kv.head_dim, kv.capacity * kv.head_dim};
     if (in.has_stats) in.stats = compute_attention_stats(qv, kview, opts);
-    if (in.has_window_queries) in.window_queries = window_queries(qv, req.effective_window(T));
+    if (in.has_window_queries) in.window_queries = window_queries(qv, w);
   }
   return in;
 }
@@ -206,6 +217,7 @@ void check_input(const PluginInstance& inst, const ScorerRequirements& req, cons
     r.prefix_tokens = T;
     r.stats = in.has_stats ? &in.stats : nullptr;
     r.window_queries = in.has_window_queries ? &in.window_queries : nullptr;
+    r.window = in.window;
     LayerCompression res;
     try {
       res = compress_layer(inst, req, kv, r);
@@ -290,6 +302,62 @@ rkv_attention_shape attention_shape(const Shape& s) {
 
 }  // namespace
 
+/// A model shape whose requirements() succeeded, with its instance.
+struct Usable {
+  size_t shape_index;
+  Shape shape;
+  PluginInstance instance;
+  ScorerRequirements req;
+};
+
+/// The decode-time matrix: for a scorer that declares decode_scoring, every usable shape x held lengths
+/// {2, 9, 64} x decoded-window sizes {1, window} (clamped to T), random and peaked, through the rules of
+/// check_input with the decode requirements (decode_stats; protection of the first and last entries held).
+/// Appends decode_scores_finite, decode_budget_respected and decode_protected_kept, or one "not applicable" case
+/// "decode_time" for a prefill-only scorer.
+void check_decode_time(const std::vector<Usable>& usable, std::vector<ConformanceCase>& cases) {
+  if (usable.empty() || !usable.front().req.decode_scoring) {
+    cases.push_back({"decode_time", true,
+                     "not applicable: the scorer declares no decode-time scoring (decode_scoring = 0: prefill only)"});
+    return;
+  }
+  Tallies t;
+  int64_t n_inputs = 0;
+  const auto no_fresh = []() -> std::pair<PluginInstance, ScorerRequirements> {
+    throw std::logic_error("no determinism check at decode time");
+  };
+  for (const Usable& u : usable) {
+    const ScorerRequirements req = u.req.for_decode();
+    for (int64_t T : {2, 9, 64})
+      for (int64_t w : {int64_t{1}, std::max<int64_t>(1, req.window)})
+        for (Variant v : {Variant::random, Variant::peaked}) {
+          ++n_inputs;
+          const uint64_t seed = 7919ull * (u.shape_index + 1) + 101ull * static_cast<uint64_t>(T) + static_cast<uint64_t>(w);
+          Input in;
+          try {
+            in = make_input(u.shape, T, v, 1, req, seed, w);
+          } catch (const std::exception& e) {
+            t.finite.fail("decode time, T " + str(T) + ": the host could not build the statistics: " + e.what());
+            continue;
+          }
+          in.label = "decode time, " + in.label + ", " + str(in.window) + " decoded queries";
+          check_input(u.instance, req, in, no_fresh, false, t);
+        }
+  }
+  const std::string over = str(n_inputs) + " decode-time inputs (held T in {2, 9, 64} x 1 or window decoded queries)";
+  ConformanceCase finite = t.finite.result("[H_kv, T] float32, all finite on " + over);
+  finite.name = "decode_scores_finite";
+  cases.push_back(finite);
+  ConformanceCase budget = t.budget.result(str(t.budget.checked()) + " (input, target) pairs: min(target, T) entries "
+                                           "per head, protected entries first");
+  budget.name = "decode_budget_respected";
+  cases.push_back(budget);
+  ConformanceCase kept = t.kept.result(str(t.kept.checked()) + " (input, target) pairs with protected count <= target < T",
+                                       "not applicable: the scorer protects no entry below T");
+  kept.name = "decode_protected_kept";
+  cases.push_back(kept);
+}
+
 std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet& params) {
   std::vector<ConformanceCase> cases;
   HostServices host;
@@ -310,12 +378,6 @@ std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet
 
   // requirements: one instance per shape, requirements() once per instance (the ABI's rule: "called once per
   // instance and model"); a second instance must declare the same.
-  struct Usable {
-    size_t shape_index;
-    Shape shape;
-    PluginInstance instance;
-    ScorerRequirements req;
-  };
   RuleTally requirements("requirements");
   std::vector<Usable> usable;
   std::string first_declared;
@@ -377,6 +439,11 @@ std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet
                                         " (input, b_l) pairs with b_l below the protected count: sinks first, then "
                                         "the most recent, and a warning",
                                     "not applicable: the scorer protects at most one position"));
+
+  // decode_*: the same rules on decode-time inputs (abi/ripplekv/plugin.h "Decode-time scoring") for a scorer that
+  // declares decode_scoring: the cache as held while decoding (T entries), the decode_stats statistics over the
+  // 1 .. window tokens decoded since the last compression.
+  check_decode_time(usable, cases);
 
   // short_prompt: the same rules on a prompt shorter than the scorer's window or protected span.
   if (usable.empty()) {

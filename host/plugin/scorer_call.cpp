@@ -74,12 +74,17 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
   req.window = r.window;
   req.sinks = r.sinks;
   req.recent = r.recent;
+  req.decode_scoring = r.decode_scoring != 0;  // zero-filled above: 0 for a plugin built before ABI minor 2
+  req.decode_stats = req.decode_scoring ? r.decode_stats : 0;
+  if ((req.decode_stats & ~kKnownStats) != 0)
+    throw InputError(who + " asks for unknown decode-time statistics (mask " + std::to_string(req.decode_stats) + ")");
   if ((req.stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown statistics (mask " + std::to_string(req.stats) + ")");
   if (req.window < 0 || req.sinks < 0 || req.recent < 0)
     throw InputError(who + " declared negative requirements (window " + str(req.window) + ", sinks " +
                      str(req.sinks) + ", recent " + str(req.recent) + ")");
-  if ((req.wants(RKV_STAT_WINDOW_ATTENTION) || req.wants(RKV_STAT_WINDOW_QUERIES)) && req.window < 1)
+  const uint64_t windowed = RKV_STAT_WINDOW_ATTENTION | RKV_STAT_WINDOW_QUERIES;
+  if (((req.stats | req.decode_stats) & windowed) != 0 && req.window < 1)
     throw InputError(who + " asks for window statistics with window " + str(req.window) + " (must be >= 1)");
   return req;
 }
@@ -92,7 +97,7 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   const int64_t Hkv = kv.n_kv_heads, d = kv.head_dim, H = in.n_heads;
   if (T < 1 || T > kv.length)
     throw InputError(who + ": prefix length T = " + str(T) + " must be in [1, " + str(kv.length) + "] (the cache)");
-  const int64_t w = req.effective_window(T);
+  const int64_t w = in.window >= 0 ? in.window : req.effective_window(T);
   const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
 
   int64_t kv_shape[3] = {Hkv, T, d}, ht_shape[2] = {H, T}, wq_shape[3] = {H, w, d}, out_shape[2] = {Hkv, T};

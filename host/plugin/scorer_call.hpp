@@ -23,6 +23,15 @@ struct ScorerRequirements {
   int64_t window = 0;   ///< w for window attention / window queries (>= 1 when either is requested)
   int64_t sinks = 0;    ///< leading positions protected
   int64_t recent = 0;   ///< trailing positions protected
+  bool decode_scoring = false;  ///< score() also works on a cache while decoding (ABI minor 2; false for older plugins)
+  uint64_t decode_stats = 0;    ///< RKV_STAT_* mask needed then
+
+  /// The requirements of a decode-time call: these with `stats` replaced by decode_stats.
+  ScorerRequirements for_decode() const {
+    ScorerRequirements r = *this;
+    r.stats = decode_stats;
+    return r;
+  }
 
   bool wants(uint64_t stat) const { return (stats & stat) != 0; }
   /// The window after clamping to T (what rkv_scorer_inputs.window carries).
@@ -47,6 +56,9 @@ struct ScorerCallInputs {
   int64_t prefix_tokens = -1;      ///< T, positions eligible for compression; -1: all kv->length positions
   const AttentionStats* stats = nullptr;         ///< must hold every statistic the scorer asked for (else null)
   const std::vector<float>* window_queries = nullptr;  ///< [H, w, d] when RKV_STAT_WINDOW_QUERIES was asked
+  /// The window w of the statistics when it is not min(requirements' window, T): at decode time, the number of
+  /// queries decoded since the last compression (>= 1). -1: the prefill's rule.
+  int64_t window = -1;
 };
 
 /// The scorer's output for one layer.

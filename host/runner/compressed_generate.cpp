@@ -72,7 +72,10 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
 
   // Prefill once, computing the scorer's statistics on the way.
   const int64_t T = static_cast<int64_t>(prompt_ids.size()), A = static_cast<int64_t>(layers.size());
-  const PrefilledPrompt prompt = prefill_prompt(backend, prompt_ids, prefill_needs({&scorer}));
+  const bool cumulative_for_decode =
+      cc.decode.policy == "h2o" ||
+      (cc.decode.policy == "periodic" && (scorer.requirements.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION));
+  const PrefilledPrompt prompt = prefill_prompt(backend, prompt_ids, prefill_needs({&scorer}, cumulative_for_decode));
 
   // Allocation -> per-layer scoring, top-k and compaction.
   const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
@@ -84,16 +87,18 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
       compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads);
 
   // Greedy decode on the compacted cache, under the config's decode policy.
-  const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets, comp.head_budgets);
-  const std::string frozen = evict.frozen_heads_warning(mc.n_kv_heads);
-  const GreedyResult r =
-      greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids(), &evict);
+  const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
+  const std::string frozen = policy.frozen_heads_warning(mc.n_kv_heads);
+  const std::unique_ptr<DecodeSession> decode = policy.begin(backend, *comp.cache, prompt_cumulative_attention(prompt));
+  const GreedyResult r = greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens,
+                                       tok.end_of_generation_ids(), decode.get());
 
   CompressedGeneration g;
   g.tokens = r.tokens;
   g.scorer = cc.scorer->id;
   g.allocator = cc.allocator->id;
   if (cc.allocator->heads) g.heads = cc.allocator->heads->id;
+  g.decode = cc.decode.describe();
   g.head_budgets = comp.head_budgets;
   g.prompt_tokens = T;
   g.budget_total = B;

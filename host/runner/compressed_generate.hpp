@@ -18,6 +18,7 @@ struct CompressedGeneration {
   std::string scorer;                 ///< scorer plugin id
   std::string allocator;              ///< allocator plugin id
   std::string heads;                  ///< per-head allocator plugin id ([allocator] heads), empty when none
+  std::string decode;                 ///< the decode policy with its parameters (DecodeSpec::describe)
   std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer b[l, h] with a per-head allocator; else empty
   int64_t prompt_tokens = 0;          ///< T
   int64_t budget_total = 0;           ///< B, positions over the compressible layers

@@ -26,7 +26,7 @@ bool needs_stats(const AttentionStatsOptions& o) {
 
 }  // namespace
 
-PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers) {
+PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode) {
   PrefillNeeds n;
   for (const ScorerUse* s : scorers) {
     const AttentionStatsOptions o = s->requirements.stats_options();
@@ -34,6 +34,13 @@ PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers) {
                                        [&](const AttentionStatsOptions& x) { return same_request(x, o); }))
       n.stats.push_back(o);
     if (s->requirements.wants(RKV_STAT_WINDOW_QUERIES)) n.keep_queries = std::max(n.keep_queries, s->requirements.window);
+  }
+  if (cumulative_for_decode && std::none_of(n.stats.begin(), n.stats.end(), [](const AttentionStatsOptions& x) {
+        return x.cumulative_attention;
+      })) {
+    AttentionStatsOptions o;
+    o.cumulative_attention = true;
+    n.stats.push_back(o);
   }
   return n;
 }
@@ -181,23 +188,36 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
   return out;
 }
 
+const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPrompt& prompt) {
+  for (size_t k = 0; k < prompt.stats_options.size(); ++k)
+    if (prompt.stats_options[k].cumulative_attention) return &prompt.stats[k];
+  return nullptr;
+}
+
+std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t token, int64_t position,
+                                DecodeSession* decode) {
+  if (!decode) return backend.extend(cache, {token}, position, LogitsFor::Last);
+  ExtendObservation observed;
+  std::vector<float> logits = backend.extend(cache, {token}, position, LogitsFor::Last, decode->capture(), &observed);
+  decode->after_token(backend, cache, observed, position);
+  return logits;
+}
+
 std::vector<float> continuation_logits(Backend& backend, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                       BackendCache& cache, const DecodeEviction* evict) {
+                                       BackendCache& cache, DecodeSession* decode) {
   if (tokens.empty()) return {};
-  if (!evict || !evict->active()) return backend.extend(cache, tokens, start_pos, LogitsFor::All);
+  if (!decode) return backend.extend(cache, tokens, start_pos, LogitsFor::All);
   std::vector<float> logits;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const std::vector<float> row =
-        backend.extend(cache, {tokens[i]}, start_pos + static_cast<int64_t>(i), LogitsFor::Last);
+    const std::vector<float> row = decode_token(backend, cache, tokens[i], start_pos + static_cast<int64_t>(i), decode);
     logits.insert(logits.end(), row.begin(), row.end());
-    evict->apply(backend, cache);
   }
   return logits;
 }
 
 GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_logits, int64_t start_pos,
                            BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids,
-                           const DecodeEviction* evict) {
+                           DecodeSession* decode) {
   GreedyResult r;
   const int64_t V = backend.model().config.vocab_size;
   int32_t next = argmax(first_logits.data(), V);
@@ -207,8 +227,7 @@ GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_log
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
     r.tokens.push_back(next);
     if (i + 1 == max_new_tokens) break;
-    const std::vector<float> logits = backend.extend(cache, {next}, start_pos + i, LogitsFor::Last);
-    if (evict) evict->apply(backend, cache);
+    const std::vector<float> logits = decode_token(backend, cache, next, start_pos + i, decode);
     ++decoded;
     next = argmax(logits.data(), V);
   }

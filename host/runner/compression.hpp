@@ -38,8 +38,9 @@ struct PrefillNeeds {
   std::vector<AttentionStatsOptions> stats;   ///< distinct statistics requests
 };
 
-/// The union of what `scorers` need (each distinct statistics request once).
-PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers);
+/// The union of what `scorers` need (each distinct statistics request once), plus the cumulative attention of the
+/// whole prompt when `cumulative_for_decode` (a decode policy that seeds accumulated attention from it).
+PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode = false);
 
 /// A prompt after one full prefill.
 struct PrefilledPrompt {
@@ -102,11 +103,20 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
                                  ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr);
 
+/// The prefill's cumulative attention of every layer ([L] of [H, T]) when one of its statistics requests computed it,
+/// else null: what DecodePolicy::begin() seeds accumulated attention with.
+const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPrompt& prompt);
+
+/// Feeds one token at `position` on `cache` and returns its logits float32 [V]; with `decode` (may be null) the
+/// extend observes what the session needs and the session evicts or compresses afterwards.
+std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t token, int64_t position,
+                                DecodeSession* decode);
+
 /// Teacher-forced continuation on a cache: feeds `tokens` at positions start_pos.. (appending to `cache`) and
-/// returns the logits after each of them, float32 [n, V]. With an active `evict` (decode_policy.hpp) the tokens go
-/// one at a time, each followed by the eviction.
+/// returns the logits after each of them, float32 [n, V]. With a `decode` session (decode_policy.hpp) the tokens go
+/// one at a time through decode_token(); without, all at once.
 std::vector<float> continuation_logits(Backend& backend, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                       BackendCache& cache, const DecodeEviction* evict = nullptr);
+                                       BackendCache& cache, DecodeSession* decode = nullptr);
 
 /// Greedy decoding on a cache that holds a prompt of `start_pos` positions: the first token is argmax of
 /// `first_logits` (the prompt's last logits); stops after `max_new_tokens` or at an id in `stop_ids`.
@@ -115,9 +125,9 @@ struct GreedyResult {
   std::vector<int32_t> tokens;
   double tokens_per_second = 0;
 };
-/// With `evict`, the eviction follows every decoded token.
+/// With `decode`, the session follows every decoded token (decode_token()).
 GreedyResult greedy_decode(Backend& backend, const std::vector<float>& first_logits, int64_t start_pos,
                            BackendCache& cache, int64_t max_new_tokens, const std::vector<int32_t>& stop_ids,
-                           const DecodeEviction* evict = nullptr);
+                           DecodeSession* decode = nullptr);
 
 }  // namespace rkv

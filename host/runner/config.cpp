@@ -1,5 +1,7 @@
 #include "runner/config.hpp"
 
+#include "runner/decode_spec.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -308,6 +310,28 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
   return choice;
 }
 
+/// [compression.decode] of `root` (runner/decode_policy.hpp): policy ("none" | "rolling" | "h2o" | "periodic") and
+/// the parameters, each policy reading its own (sinks: rolling; recent: h2o; interval, target: periodic), so one
+/// section serves a sweep over policies. Integers are range-checked here.
+DecodeSpec parse_decode_section(const Ctx& c, const toml::table& root) {
+  DecodeSpec spec;
+  const toml::table* cp = sub_table(c, root, "compression", "compression");
+  const toml::table* dp = cp ? sub_table(c, *cp, "decode", "compression.decode") : nullptr;
+  if (!dp) return spec;
+  check_keys(c, *dp, "compression.decode", {"policy", "sinks", "recent", "interval", "target"});
+  spec.policy = get_string(c, *dp, "policy", "compression.decode.policy", "none");
+  const auto& names = decode_policy_names();
+  if (std::find(names.begin(), names.end(), spec.policy) == names.end())
+    throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
+                     " must be \"none\", \"rolling\", \"h2o\" or \"periodic\" (got \"" + spec.policy +
+                     "\"; did you mean '" + closest_match(spec.policy, names) + "'?)");
+  spec.sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0, kMaxCount);
+  spec.recent = get_int(c, *dp, "recent", "compression.decode.recent", -1, 0, kMaxTokens);
+  spec.interval = get_int(c, *dp, "interval", "compression.decode.interval", 16, 1, kMaxTokens);
+  spec.target = get_int(c, *dp, "target", "compression.decode.target", 0, 1, kMaxTokens);
+  return spec;
+}
+
 CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg, bool require_signal = true) {
   CellConfig cell;
   cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
@@ -336,6 +360,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   } else {
     cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1, kMaxTokens);
   }
+  cell.decode = parse_decode_section(c, root);
   return cell;
 }
 
@@ -371,11 +396,18 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   std::stringstream ss(key);
   std::vector<std::string> parts;
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-  const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget"};
+  const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget", "compression"};
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
-    fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget (did you mean '" +
-         closest_match(parts[0], sections) + "'?)");
+    fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode "
+         "(did you mean '" + closest_match(parts[0], sections) + "'?)");
+  if (parts[0] == "compression") {
+    const std::vector<std::string> keys = {"policy", "sinks", "recent", "interval", "target"};
+    if (parts.size() != 3 || parts[1] != "decode" || std::find(keys.begin(), keys.end(), parts[2]) == keys.end())
+      fail("of [compression] only the decode policy is swept: compression.decode.policy, .sinks, .recent, "
+           ".interval or .target");
+    return key;
+  }
   if (parts[0] == "budget") {
     const std::vector<std::string> keys = {"fraction", "tokens"};
     if (parts.size() != 2 || std::find(keys.begin(), keys.end(), parts[1]) == keys.end())
@@ -422,6 +454,7 @@ std::string cell_label(const CellConfig& cell) {
   os << " + " << short_id(cell.scorer->id);
   if (cell.budget_fraction) os << " @ f=" << *cell.budget_fraction;
   else os << " @ " << *cell.budget_tokens << " tok";
+  if (cell.decode.policy != "none") os << ", decode " << cell.decode.describe();
   return os.str();
 }
 
@@ -441,6 +474,7 @@ std::string effective_key(const CellConfig& cell) {
   }
   if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;
   else os << "tokens=" << *cell.budget_tokens;
+  os << "|decode=" << cell.decode.describe();
   return os.str();
 }
 
@@ -461,18 +495,6 @@ std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget
                          " twice; it is a set of layer indices");
   }
   return layers;
-}
-
-/// [compression.decode] inside the [compression] table `cp`: policy ("none" | "rolling") and sinks (0 .. 1e6).
-void parse_decode_section(const Ctx& c, const toml::table& cp, std::string& policy, int64_t& sinks) {
-  const toml::table* dp = sub_table(c, cp, "decode", "compression.decode");
-  if (!dp) return;
-  check_keys(c, *dp, "compression.decode", {"policy", "sinks"});
-  policy = get_string(c, *dp, "policy", "compression.decode.policy", "none");
-  if (policy != "none" && policy != "rolling")
-    throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
-                     " must be \"none\" or \"rolling\" (got \"" + policy + "\")");
-  sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0, kMaxCount);
 }
 
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
@@ -528,7 +550,6 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
     check_keys(c, *cp, "compression", {"query_aware", "decode"});
     plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
-    parse_decode_section(c, *cp, plan.decode_policy, plan.decode_sinks);
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
     check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});
@@ -726,8 +747,6 @@ CompressionConfig load_compression_config(const std::string& path) {
   out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
   out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b);
-  if (const toml::table* cp = sub_table(c, root, "compression", "compression"))
-    parse_decode_section(c, *cp, out.decode_policy, out.decode_sinks);
   return out;
 }
 

@@ -11,13 +11,16 @@
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
 //   [budget]      fraction = f in (0, 1]  |  tokens = N (average per-layer budget); layers = [] (A; empty: all)
-//   [compression] query_aware = false; [compression.decode] policy = "none"|"rolling", sinks = 4
+//   [compression] query_aware = false
+//   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half
+//                 the budget), interval = 16 and target (periodic; default the budget) -- a cell setting: sweepable
+//                 as "compression.decode.policy" etc. (runner/decode_policy.hpp)
 //   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
-//                 "budget.fraction", "scorer.snapkv.window")
+//                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
 //   [output]      dir, bootstrap_resamples
 //
 // Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
@@ -37,6 +40,7 @@
 
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
+#include "runner/decode_spec.hpp"
 
 namespace rkv {
 
@@ -84,6 +88,7 @@ struct CellConfig {
   std::optional<PluginChoice> allocator;
   std::optional<double> budget_fraction;
   std::optional<int64_t> budget_tokens;
+  DecodeSpec decode;      ///< [compression.decode]: the decode policy (the full-cache cell keeps every entry)
   bool full_cache = false;
 };
 
@@ -113,8 +118,6 @@ struct RunPlan {
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
   bool query_aware = false;
-  std::string decode_policy = "none";  ///< [compression.decode] policy: "none" | "rolling" (runner/decode_policy.hpp)
-  int64_t decode_sinks = 4;            ///< [compression.decode] sinks: leading entries "rolling" never evicts
   std::vector<std::string> tasks = {"lm_fidelity"};
   int64_t continuation_tokens = 64;
   NeedleConfig needle;
@@ -140,8 +143,6 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
 struct CompressionConfig {
   CellConfig cell;
   std::vector<int64_t> compressible_layers;  ///< empty: all
-  std::string decode_policy = "none";        ///< [compression.decode] policy (runner/decode_policy.hpp)
-  int64_t decode_sinks = 4;                  ///< [compression.decode] sinks
   std::shared_ptr<PluginRegistry> registry;
 };
 CompressionConfig load_compression_config(const std::string& path);

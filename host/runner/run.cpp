@@ -132,39 +132,39 @@ struct Example {
 /// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
 GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache,
                     const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
-                    const DecodeEviction* evict) {
+                    DecodeSession* decode) {
   const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, evict);
+  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, decode);
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(question.size());
   std::vector<float> last;
-  if (evict && evict->active()) {  // token by token, evicting after each
-    const std::vector<float> logits = continuation_logits(backend, question, T, cache, evict);
+  if (decode) {  // token by token, the policy after each
+    const std::vector<float> logits = continuation_logits(backend, question, T, cache, decode);
     last.assign(logits.end() - V, logits.end());
   } else {
     last = backend.extend(cache, question, T, LogitsFor::Last);
   }
-  return greedy_decode(backend, last, T + n, cache, max_new, stop, evict);
+  return greedy_decode(backend, last, T + n, cache, max_new, stop, decode);
 }
 
-/// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy `evict`
-/// (null: every appended token is kept).
+/// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy's session
+/// `decode` (null: every appended token is kept).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
                                             BackendCache& cache, double* decode_tps,
-                                            const DecodeEviction* evict = nullptr) {
+                                            DecodeSession* decode = nullptr) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
-    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, evict);
+    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, decode);
     v["kl"] = f.kl;
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
-    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), evict);
+    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), decode);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
-        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, evict);
+        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, decode);
     const std::string pred = longbench_prediction(tok, r.tokens);
     v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
     *decode_tps = r.tokens_per_second;
@@ -312,7 +312,20 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   }
   std::vector<const ScorerUse*> scorer_list;
   for (const auto& kv : scorers) scorer_list.push_back(&kv.second);
-  const PrefillNeeds needs = prefill_needs(scorer_list);  // every scorer's statistics, from the one shared prefill
+  // Every scorer's statistics, from the one shared prefill, and the prompt's cumulative attention when a cell's decode
+  // policy seeds accumulated attention from it.
+  bool cumulative_for_decode = false;
+  for (size_t c : pending) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache) continue;
+    const ScorerRequirements& req = scorers.at(choice_key(*cc.scorer)).requirements;
+    if (cc.decode.policy == "periodic" && !req.decode_scoring)  // before any cell is computed
+      throw InputError(plan.config_path + ": compression.decode.policy = \"periodic\" re-scores with the scorer, and '" +
+                       cc.scorer->id + "' does not support decode-time scoring (cell " + plan.cells[c].label + ")");
+    cumulative_for_decode = cumulative_for_decode || cc.decode.policy == "h2o" ||
+                            (cc.decode.policy == "periodic" && (req.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION));
+  }
+  const PrefillNeeds needs = prefill_needs(scorer_list, cumulative_for_decode);
 
   // Sensitivity profiles, one per (signal, scorer) that a cell's allocator uses.
   std::map<std::string, SensitivityProfile> profiles;
@@ -457,9 +470,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
-          const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets, comp.head_budgets);
-          if (const std::string w = evict.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
-          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, &evict);
+          const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
+          if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
+          const std::unique_ptr<DecodeSession> decode =
+              policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt));
+          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, decode.get());
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));

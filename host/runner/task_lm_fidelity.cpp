@@ -50,10 +50,10 @@ LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPromp
 
 LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
                                    const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   const DecodeEviction* evict) {
+                                   DecodeSession* decode) {
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(continuation.size());
   const std::vector<float> logits =
-      continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), compressed, evict);
+      continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), compressed, decode);
   LmFidelityValues v;
   for (int64_t r = 0; r < n; ++r) {
     const float* p = ref.logits.data() + r * V;

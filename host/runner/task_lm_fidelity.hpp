@@ -31,10 +31,10 @@ struct LmFidelityValues {
 };
 
 /// Scores the continuation on `compressed` (consumed: the continuation is appended to it) against `ref`.
-/// `evict` (may be null) is the decode policy applied while the continuation is fed.
+/// `decode` (may be null) is the decode policy's session applied while the continuation is fed.
 LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
                                    const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   const DecodeEviction* evict = nullptr);
+                                   DecodeSession* decode = nullptr);
 
 /// KL(P || Q) in nats between softmax(p_logits) and softmax(q_logits) over V entries, computed in double.
 double kl_from_logits(const float* p_logits, const float* q_logits, int64_t V);

@@ -38,6 +38,10 @@ class H2O final : public rkv::sdk::Scorer {
     r.window = 0;
     r.sinks = 0;
     r.recent = recent_;
+    // While decoding the host accumulates the attention of every query so far; the normalizer T - j counts prompt
+    // queries only, so a normalized h2o scores the prompt alone.
+    r.decode_scoring = normalize_ ? 0 : 1;
+    r.decode_stats = normalize_ ? 0 : RKV_STAT_CUMULATIVE_ATTENTION;
     return r;
   }
 

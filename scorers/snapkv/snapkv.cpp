@@ -1,7 +1,8 @@
 // SnapKV scorer (Li et al., "SnapKV: LLM Knows What You are Looking for Before Generation", 2024; reference:
 // FasterDecoding/SnapKV snapkv_utils.py, and KVCache-Factory), as DESIGN.md "snapkv" states it:
 //
-//   observation window = the last w prompt positions (w clamped to T by the host)
+//   observation window = the last w prompt positions (w clamped to T by the host); while decoding (decode policy
+//                        "periodic") the tokens decoded since the last compression, at most w of them
 //   a[h, j]  = sum_{t = T-w}^{T-1} A[h, t, j]               for the non-window keys j < T - w   (host statistic)
 //   p[h, j]  = pool_k(a[h, .])[j]                            stride 1, same padding (pad = k / 2, k odd):
 //              max: max over a[h, j-pad .. j+pad] with -inf padding          (torch max_pool1d)
@@ -64,6 +65,8 @@ class SnapKV final : public rkv::sdk::Scorer {
     r.window = window_;
     r.sinks = 0;
     r.recent = window_;
+    r.decode_scoring = 1;  // at decode time the window is the tokens decoded since the last compression
+    r.decode_stats = RKV_STAT_WINDOW_ATTENTION;
     return r;
   }
 
@@ -73,9 +76,11 @@ class SnapKV final : public rkv::sdk::Scorer {
     if (n_kv_heads != n_kv_heads_)
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: scores have " + std::to_string(n_kv_heads) +
                                                   " KV heads, the model shape said " + std::to_string(n_kv_heads_));
-    if (in.window != std::min(window_, T))
+    // After prefill the window is min(window, T); while decoding it may be shorter (the tokens decoded since the
+    // last compression, which are the last entries held).
+    if (in.window < 1 || in.window > std::min(window_, T))
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "snapkv: window attention over " + std::to_string(in.window) +
-                                                  " queries, expected min(window, T) = " +
+                                                  " queries, expected 1 .. min(window, T) = " +
                                                   std::to_string(std::min(window_, T)));
     rkv::sdk::require_tensor(in.window_attention, "window_attention", kDLFloat, 32, {n_heads_, T});
     const float* a = rkv::sdk::tensor_data<const float>(in.window_attention);

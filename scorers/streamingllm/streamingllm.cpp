@@ -28,6 +28,7 @@ class StreamingLLM final : public rkv::sdk::Scorer {
     r.window = 0;
     r.sinks = sinks_;
     r.recent = 0;
+    r.decode_scoring = 1;  // scores by cache index, which ascends with position while decoding too
     return r;
   }
 

@@ -203,19 +203,24 @@ TEST(CpuBackend, RollingDecodeKeepsEachHeadWithinItsOwnBudget) {
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 29) % 53);
   for (int64_t l = 0; l < L; ++l)
     be->compact_layer(*r.cache, l, rkv::select_positions_per_head(scores.data(), Hkv, T, heads, {2, 2}, l));
-  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), 9),
-                                    std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  rkv::DecodeSpec spec;
+  spec.policy = "rolling";
+  spec.sinks = 2;
+  const rkv::DecodePolicy rolling(spec, std::vector<int64_t>(static_cast<size_t>(L), 9),
+                                  std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
   EXPECT_EQ(rolling.frozen_heads_warning(Hkv), "");
-  const rkv::DecodeEviction frozen("rolling", 6, std::vector<int64_t>(static_cast<size_t>(L), 9),
-                                   std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  spec.sinks = 6;
+  const rkv::DecodePolicy frozen(spec, std::vector<int64_t>(static_cast<size_t>(L), 9),
+                                 std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
   const std::string w = frozen.frozen_heads_warning(Hkv);  // sinks 6 >= head 0's budget of 6 in every layer
   EXPECT_NE(w.find("sinks = 6 is at or above the budget of " + std::to_string(L) + " (layer, KV head) pair(s), first "
                    "layer 0, KV head 0 (6 entries)"),
             std::string::npos)
       << w;
   const int64_t row = 2 * c.head_dim * 4 + 4;  // bytes of one entry: key, value (f32) and its int32 position
+  const std::unique_ptr<rkv::DecodeSession> session = rolling.begin(*be, *r.cache, nullptr);
   for (int64_t s = 0; s < 12; ++s) {
-    rkv::continuation_logits(*be, {static_cast<int32_t>(s + 3)}, T + s, *r.cache, &rolling);
+    rkv::continuation_logits(*be, {static_cast<int32_t>(s + 3)}, T + s, *r.cache, session.get());
     for (int64_t l = 0; l < L; ++l)
       for (int64_t h = 0; h < Hkv; ++h)
         ASSERT_LE(r.cache->head_length(l, h), heads[static_cast<size_t>(h)]) << "step " << s << " layer " << l;

@@ -73,7 +73,12 @@ void expect_only_failures(const std::vector<rkv::ConformanceCase>& cases,
 
 const std::vector<std::string> kScorerCases = {"create",           "requirements",   "scores_finite",
                                                "deterministic",    "budget_respected", "protected_kept",
-                                               "protected_priority", "short_prompt"};
+                                               "protected_priority", "decode_scores_finite",
+                                               "decode_budget_respected", "decode_protected_kept", "short_prompt"};
+// A scorer without decode-time scoring: one "not applicable" case instead of the decode matrix.
+const std::vector<std::string> kPrefillOnlyScorerCases = {"create",           "requirements",   "scores_finite",
+                                                          "deterministic",    "budget_respected", "protected_kept",
+                                                          "protected_priority", "decode_time", "short_prompt"};
 const std::vector<std::string> kAllocatorCases = {"create",    "allocate_call",   "finite",       "non_negative",
                                                   "sums_to_B", "integer_budgets", "deterministic"};
 // A per-head allocator (rkv.allocator/2 only): the per-head matrix instead of the layer one.
@@ -150,7 +155,8 @@ TEST(Conformance, ScorerWithNaNOnLongPromptsFailsScoresFinite) {
   // NaN at KV head 0, position 1 for T >= 64: the first such input is the first shape at T 64.
   const auto cases = check("org.ripplekv.test.conform_scorer", {{"mode", "nan_long"}});
   expect_only_failures(cases, {{"scores_finite", "H 4 / H_kv 2 / d 8, T 64, random, layer 2: score nan at KV head 0, "
-                                                 "position 1"}});
+                                                 "position 1"},
+                                {"decode_scores_finite", "decode time, H 4 / H_kv 2 / d 8, T 64, random"}});
   // The rejected inputs are skipped (not failed) by the selection rules, which still ran on the short prompts.
   EXPECT_NE(by_name(cases)["budget_respected"].detail.find("skipped"), std::string::npos);
 }
@@ -162,7 +168,23 @@ TEST(Conformance, NondeterministicScorerFailsDeterministic) {
 
 TEST(Conformance, ScorerFailingOnShortPromptsFailsScoresFiniteAndShortPrompt) {
   const auto cases = check("org.ripplekv.test.conform_scorer", {{"mode", "fail_short"}});
-  expect_only_failures(cases, {{"scores_finite", "T 1, random"}, {"short_prompt", "prompt too short"}});
+  expect_only_failures(cases, {{"scores_finite", "T 1, random"},
+                               {"decode_scores_finite", "decode time, H 4 / H_kv 2 / d 8, T 2, random"},
+                               {"short_prompt", "prompt too short"}});
+}
+
+TEST(Conformance, ScorerRefusingAShortDecodeWindowFailsDecodeScoresFinite) {
+  // The prefill rules pass (the window is min(4, T) there, and T >= 4 in all but the T = 1 prompt, which asks no
+  // window statistics of a keys-only prefill); at decode time one decoded query is refused.
+  const auto cases = check("org.ripplekv.test.conform_scorer", {{"mode", "decode_window"}});
+  expect_only_failures(cases, {{"decode_scores_finite", "1 decoded queries: scorer 'org.ripplekv.test.conform_scorer'"}});
+}
+
+TEST(Conformance, PrefillOnlyScorerHasNoDecodeMatrix) {
+  const auto cases = check("org.ripplekv.test.conform_scorer", {{"mode", "prefill_only"}});
+  EXPECT_EQ(names(cases), kPrefillOnlyScorerCases);
+  EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);
+  EXPECT_NE(by_name(cases)["decode_time"].detail.find("not applicable"), std::string::npos);
 }
 
 TEST(Conformance, FixtureAllocatorInOkModePasses) {
@@ -272,7 +294,7 @@ TEST(ConformanceCli, PassingPluginPrintsTableAndExitsZero) {
   EXPECT_NE(r.out.find("check org.ripplekv.scorer.snapkv (scorer"), std::string::npos) << r.out;
   EXPECT_NE(row(r.out, "CASE").find("RESULT"), std::string::npos) << r.out;
   for (const auto& name : kScorerCases) EXPECT_NE(row(r.out, name).find(" PASS "), std::string::npos) << name;
-  EXPECT_NE(r.out.find("PASS: 8 of 8 cases passed (org.ripplekv.scorer.snapkv)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS: 11 of 11 cases passed (org.ripplekv.scorer.snapkv)"), std::string::npos) << r.out;
 }
 
 TEST(ConformanceCli, FailingPluginExitsOneAndNamesTheCase) {
@@ -281,7 +303,7 @@ TEST(ConformanceCli, FailingPluginExitsOneAndNamesTheCase) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(row(r.out, "scores_finite").find(" FAIL "), std::string::npos) << r.out;
   EXPECT_NE(row(r.out, "deterministic").find(" PASS "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("FAIL: 7 of 8 cases passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL: 9 of 11 cases passed"), std::string::npos) << r.out;
 }
 
 TEST(ConformanceCli, JsonHasTheSameCases) {

@@ -48,6 +48,15 @@ void expect_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, doub
   EXPECT_EQ(got.pos, want.pos) << what << " positions";
 }
 
+/// A decode policy of `policy` with rolling's sinks = 2 over `budgets` (and per-head budgets when given).
+rkv::DecodePolicy policy_of(const std::string& policy, std::vector<int64_t> budgets,
+                            std::vector<std::vector<int64_t>> heads = {}) {
+  rkv::DecodeSpec spec;
+  spec.policy = policy;
+  spec.sinks = 2;
+  return rkv::DecodePolicy(spec, std::move(budgets), std::move(heads));
+}
+
 class BackendConformance : public GpuTest {
  protected:
   void SetUp() override {
@@ -191,15 +200,16 @@ TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
   std::vector<float> scores(static_cast<size_t>(Hkv * T));
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 37) % 101);
   const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, b, rkv::ProtectedSpec{2, 2}, 0);
-  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), b));
+  const rkv::DecodePolicy rolling = policy_of("rolling", std::vector<int64_t>(static_cast<size_t>(L), b));
   std::vector<std::vector<float>> logits;
   for (rkv::Backend* be : {cpu.get(), dev.get()}) {
     const rkv::PrefillResult r = be->prefill(prompt, {});
     for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, sel);
+    const std::unique_ptr<rkv::DecodeSession> session = rolling.begin(*be, *r.cache, nullptr);
     std::vector<float> all;
     for (int64_t s = 0; s < 15; ++s) {
       const std::vector<float> row =
-          rkv::continuation_logits(*be, {static_cast<int32_t>(s + 1)}, T + s, *r.cache, &rolling);
+          rkv::continuation_logits(*be, {static_cast<int32_t>(s + 1)}, T + s, *r.cache, session.get());
       all.insert(all.end(), row.begin(), row.end());
       for (int64_t l = 0; l < L; ++l) ASSERT_LE(r.cache->length(l), b) << be->kind() << " step " << s << " layer " << l;
     }
@@ -219,10 +229,11 @@ TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
   // "none" keeps every token.
   const rkv::PrefillResult r = cpu->prefill(prompt, {});
   for (int64_t l = 0; l < L; ++l) cpu->compact_layer(*r.cache, l, sel);
-  const rkv::DecodeEviction none("none", 2, std::vector<int64_t>(static_cast<size_t>(L), b));
-  rkv::continuation_logits(*cpu, next, T, *r.cache, &none);
+  EXPECT_EQ(policy_of("none", std::vector<int64_t>(static_cast<size_t>(L), b)).begin(*cpu, *r.cache, nullptr), nullptr);
+  rkv::continuation_logits(*cpu, next, T, *r.cache, nullptr);
   EXPECT_EQ(r.cache->length(0), b + static_cast<int64_t>(next.size()));
-  EXPECT_THROW(rkv::DecodeEviction("h2o", 2, {b}), rkv::InputError);
+  EXPECT_THROW(policy_of("h2", {b}), rkv::InputError);
+  EXPECT_THROW(policy_of("periodic", {b}), rkv::InputError);  // periodic needs a decode-capable scorer
 }
 
 // Per-head budgets (the ragged per-head layout): compaction with a different count per KV head, decoding on it
@@ -236,9 +247,8 @@ TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 41) % 97);
   const rkv::Selection sel = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, rkv::ProtectedSpec{2, 2}, 0);
   ASSERT_TRUE(sel.per_head());
-  const rkv::DecodeEviction none("none", 2, std::vector<int64_t>(static_cast<size_t>(L), T));
-  const rkv::DecodeEviction rolling("rolling", 2, std::vector<int64_t>(static_cast<size_t>(L), T),
-                                    std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  const rkv::DecodePolicy rolling = policy_of("rolling", std::vector<int64_t>(static_cast<size_t>(L), T),
+                                              std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
   std::vector<std::vector<float>> logits;
   std::vector<std::vector<rkv::LayerKV>> after;
   std::vector<size_t> bytes;
@@ -247,11 +257,12 @@ TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
     for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, sel);
     for (int64_t h = 0; h < Hkv; ++h) EXPECT_EQ(r.cache->head_length(0, h), heads[static_cast<size_t>(h)]) << be->kind();
     EXPECT_THROW(be->layer_view(*r.cache, 0, false), rkv::InputError) << be->kind();
-    std::vector<float> all = rkv::continuation_logits(*be, next, T, *r.cache, &none);  // 8 rows at once, then
-    for (int64_t s = 0; s < 10; ++s) {                                                // one at a time, evicting
+    std::vector<float> all = rkv::continuation_logits(*be, next, T, *r.cache, nullptr);  // 8 rows at once, then
+    const std::unique_ptr<rkv::DecodeSession> session = rolling.begin(*be, *r.cache, nullptr);
+    for (int64_t s = 0; s < 10; ++s) {  // one at a time, evicting
       const std::vector<float> row = rkv::continuation_logits(*be, {static_cast<int32_t>(s + 5)},
                                                               T + static_cast<int64_t>(next.size()) + s, *r.cache,
-                                                              &rolling);
+                                                              session.get());
       all.insert(all.end(), row.begin(), row.end());
       for (int64_t l = 0; l < L; ++l)
         for (int64_t h = 0; h < Hkv; ++h)
@@ -272,6 +283,140 @@ TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
   const size_t per_entry = 2 * static_cast<size_t>(model.config.head_dim) * 4 + 4;
   EXPECT_EQ(bytes[0], static_cast<size_t>(L * entries) * per_entry);
   EXPECT_EQ(bytes[1], bytes[0]);
+}
+
+// Backend::extend's attention mass (ExtendCapture::attention_mass) on both backends, uniform and per-head layouts:
+// each query head's row sums to the number of new rows (softmax rows sum to 1), and the values agree with the CPU.
+// The CPU's own value is checked against a direct softmax of q . k / sqrt(d) from the captured queries and the
+// downloaded keys (an independent computation).
+TEST_F(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  const int64_t H = model.config.n_heads, G = H / Hkv, d = model.config.head_dim;
+  std::vector<int64_t> heads(static_cast<size_t>(Hkv));
+  for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 5 + 3 * h;
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 13) % 31);
+  const rkv::Selection per_head = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, {1, 1}, 0);
+  const rkv::Selection uniform = rkv::select_positions(scores.data(), Hkv, T, 9, {1, 1}, 0);
+  rkv::ExtendCapture capture;
+  capture.attention_mass = capture.queries = true;
+  for (const rkv::Selection* sel : {&uniform, &per_head}) {
+    std::vector<rkv::ExtendObservation> seen;
+    for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+      const rkv::PrefillResult r = be->prefill(prompt, {});
+      for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, *sel);
+      rkv::ExtendObservation o;
+      const std::vector<int32_t> two(next.begin(), next.begin() + 2);
+      be->extend(*r.cache, two, T, rkv::LogitsFor::Last, capture, &o);
+      ASSERT_EQ(o.attention_mass.size(), static_cast<size_t>(L)) << be->kind();
+      ASSERT_EQ(o.queries.size(), static_cast<size_t>(L)) << be->kind();
+      for (int64_t l = 0; l < L; ++l) {
+        size_t at = 0;
+        for (int64_t g = 0; g < Hkv; ++g) {
+          const int64_t len = r.cache->head_length(l, g);
+          for (int64_t c = 0; c < G; ++c, at += static_cast<size_t>(len)) {
+            double sum = 0;
+            for (int64_t j = 0; j < len; ++j) sum += o.attention_mass[static_cast<size_t>(l)][at + static_cast<size_t>(j)];
+            EXPECT_NEAR(sum, 2.0, 1e-4) << be->kind() << " layer " << l << " query head " << g * G + c;
+          }
+        }
+        ASSERT_EQ(at, o.attention_mass[static_cast<size_t>(l)].size());
+      }
+      if (be == cpu.get()) {  // the oracle against a direct softmax, layer 1, the second new row sees every entry
+        const rkv::LayerKV kv = be->download_layer(*r.cache, 1);
+        const std::vector<float>& q = o.queries[1];  // [H, 2, d]
+        std::vector<double> want;
+        for (int64_t g = 0; g < Hkv; ++g)
+          for (int64_t c = 0; c < G; ++c) {
+            const int64_t len = kv.head_length(g), qh = g * G + c;
+            std::vector<double> total(static_cast<size_t>(len), 0.0);
+            for (int64_t i = 0; i < 2; ++i) {
+              const int64_t seen_len = len - 1 + i;  // row 0 does not see the second new entry
+              std::vector<double> p(static_cast<size_t>(seen_len));
+              double mx = -1e300, z = 0;
+              for (int64_t j = 0; j < seen_len; ++j) {
+                double dot = 0;
+                for (int64_t e = 0; e < d; ++e) dot += double(q[static_cast<size_t>((qh * 2 + i) * d + e)]) * kv.k_at(g, j)[e];
+                p[static_cast<size_t>(j)] = dot / std::sqrt(double(d));
+                mx = std::max(mx, p[static_cast<size_t>(j)]);
+              }
+              for (double& x : p) z += (x = std::exp(x - mx));
+              for (int64_t j = 0; j < seen_len; ++j) total[static_cast<size_t>(j)] += p[static_cast<size_t>(j)] / z;
+            }
+            want.insert(want.end(), total.begin(), total.end());
+          }
+        ASSERT_EQ(want.size(), o.attention_mass[1].size());
+        for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(o.attention_mass[1][j], want[j], 1e-4) << "entry " << j;
+      }
+      seen.push_back(std::move(o));
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      EXPECT_LE(rel_diff(seen[1].attention_mass[static_cast<size_t>(l)], seen[0].attention_mass[static_cast<size_t>(l)]),
+                1e-4)
+          << "layer " << l << (sel->per_head() ? " per head" : " uniform");
+      EXPECT_LE(rel_diff(seen[1].queries[static_cast<size_t>(l)], seen[0].queries[static_cast<size_t>(l)]), 1e-4);
+    }
+  }
+  rkv::ExtendObservation* none = nullptr;
+  const rkv::PrefillResult r = cpu->prefill(prompt, {});
+  EXPECT_THROW(cpu->extend(*r.cache, next, T, rkv::LogitsFor::Last, capture, none), rkv::InputError);
+}
+
+// Decode policy "h2o" on both backends (per-head budgets, the accumulated attention seeded from the prompt's
+// cumulative attention): after every token each head holds at most its budget and keeps its recent entries; the two
+// backends keep the same positions and give the same logits.
+TEST_F(BackendConformance, H2oDecodeMatchesCpu) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  std::vector<int64_t> heads(static_cast<size_t>(Hkv));
+  for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 8 + 2 * h;
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 7) % 23);
+  const rkv::Selection sel = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, {1, 2}, 0);
+  rkv::DecodeSpec spec;
+  spec.policy = "h2o";
+  spec.recent = 3;
+  const rkv::DecodePolicy h2o(spec, std::vector<int64_t>(static_cast<size_t>(L), T),
+                              std::vector<std::vector<int64_t>>(static_cast<size_t>(L), heads));
+  rkv::PrefillRequest req;
+  rkv::AttentionStatsOptions cumulative;
+  cumulative.cumulative_attention = true;
+  req.stats.push_back(cumulative);
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<rkv::LayerKV>> after;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult r = be->prefill(prompt, req);
+    for (int64_t l = 0; l < L; ++l) be->compact_layer(*r.cache, l, sel);
+    const std::unique_ptr<rkv::DecodeSession> session = h2o.begin(*be, *r.cache, &r.stats[0]);
+    std::vector<float> all;
+    for (int64_t s = 0; s < 12; ++s) {
+      const std::vector<float> row =
+          rkv::continuation_logits(*be, {static_cast<int32_t>(s + 3)}, T + s, *r.cache, session.get());
+      all.insert(all.end(), row.begin(), row.end());
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t h = 0; h < Hkv; ++h)
+          ASSERT_LE(r.cache->head_length(l, h), heads[static_cast<size_t>(h)]) << be->kind() << " step " << s;
+    }
+    std::vector<rkv::LayerKV> layers;
+    for (int64_t l = 0; l < L; ++l) {
+      layers.push_back(be->download_layer(*r.cache, l));
+      for (int64_t h = 0; h < Hkv; ++h) {  // the 3 most recent tokens are always held
+        const rkv::LayerKV& kv = layers.back();
+        const int64_t n = kv.head_length(h);
+        for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(*kv.pos_at(h, n - 3 + i), T + 9 + i) << be->kind() << " head " << h;
+      }
+    }
+    after.push_back(std::move(layers));
+    logits.push_back(all);
+  }
+  EXPECT_LE(rel_diff(logits[1], logits[0]), 1e-4);
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < Hkv; ++h) {
+      const rkv::LayerKV& a = after[0][static_cast<size_t>(l)];
+      const rkv::LayerKV& b = after[1][static_cast<size_t>(l)];
+      EXPECT_EQ(std::vector<int32_t>(b.pos_at(h, 0), b.pos_at(h, 0) + b.head_length(h)),
+                std::vector<int32_t>(a.pos_at(h, 0), a.pos_at(h, 0) + a.head_length(h)))
+          << "layer " << l << " head " << h;
+    }
 }
 
 TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {

@@ -254,7 +254,7 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
 
 // Issue 13's memory case on the real model: T = 1024, f = 0.2 -> B = 0.2 x 1024 x 30 = 6144 positions held over the
 // 30 layers (uniform: 204 or 205 per layer). After 16 teacher-forced tokens the policy "none" holds 6144 + 16 x 30;
-// "rolling" holds 6144 after every token. The bytes follow: entries x H_kv x (2 x 64 x 4 + 4) = 1,548 B per position.
+// "rolling" and "h2o" hold 6144 after every token. The bytes follow: entries x H_kv x (2 x 64 x 4 + 4) = 1,548 B per position.
 TEST(SmolLM2, EntriesHeldAfterCompressionAndDecodingUnderEachPolicy) {
   REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
   const rkv::Model& m = smollm2();
@@ -266,13 +266,17 @@ TEST(SmolLM2, EntriesHeldAfterCompressionAndDecodingUnderEachPolicy) {
   ASSERT_EQ(B, 6144);
   const std::vector<int64_t> budgets = rkv::integerize_budgets(std::vector<double>(static_cast<size_t>(L), 1.0), B, T);
   auto backend = rkv::make_backend("cpu", m, rkv::BackendOptions{});
-  const rkv::PrefillResult full = backend->prefill(prompt, {});
+  rkv::PrefillRequest req;
+  rkv::AttentionStatsOptions cumulative;
+  cumulative.cumulative_attention = true;
+  req.stats.push_back(cumulative);  // h2o seeds each entry's accumulated attention from the prompt's
+  const rkv::PrefillResult full = backend->prefill(prompt, req);
   const auto held = [&](const rkv::BackendCache& c) {
     int64_t n = 0;
     for (int64_t l = 0; l < L; ++l) n += c.length(l);
     return n;
   };
-  for (const std::string policy : {"none", "rolling"}) {
+  for (const std::string policy : {"none", "rolling", "h2o"}) {
     SCOPED_TRACE(policy);
     auto cache = backend->clone(*full.cache);
     std::vector<float> scores(static_cast<size_t>(Hkv * T), 0.0f);  // ties: the earliest positions, after protection
@@ -280,9 +284,12 @@ TEST(SmolLM2, EntriesHeldAfterCompressionAndDecodingUnderEachPolicy) {
       backend->compact_layer(*cache, l, rkv::select_positions(scores.data(), Hkv, T, budgets[static_cast<size_t>(l)],
                                                               rkv::ProtectedSpec{4, 16}, l));
     ASSERT_EQ(held(*cache), 6144);
-    const rkv::DecodeEviction evict(policy, 4, budgets);
+    rkv::DecodeSpec spec;
+    spec.policy = policy;
+    const rkv::DecodePolicy decode(spec, budgets);
+    const std::unique_ptr<rkv::DecodeSession> session = decode.begin(*backend, *cache, &full.stats[0]);
     for (size_t i = 0; i < next.size(); ++i) {
-      rkv::continuation_logits(*backend, {next[i]}, T + static_cast<int64_t>(i), *cache, &evict);
+      rkv::continuation_logits(*backend, {next[i]}, T + static_cast<int64_t>(i), *cache, session.get());
       EXPECT_EQ(held(*cache), policy == "none" ? 6144 + 30 * static_cast<int64_t>(i + 1) : 6144) << "token " << i;
     }
     const int64_t want = policy == "none" ? 6144 + 16 * 30 : 6144;

@@ -273,16 +273,42 @@ TEST_F(Config, PerHeadAllocatorsAreCheckedAtValidate) {
 }
 
 TEST_F(Config, DecodePolicy) {
-  EXPECT_EQ(load(base()).decode_policy, "none");
+  EXPECT_EQ(load(base()).cells[1].config.decode.policy, "none");
   const rkv::RunPlan p = load(base("[compression.decode]\npolicy = \"rolling\"\nsinks = 2\n"));
-  EXPECT_EQ(p.decode_policy, "rolling");
-  EXPECT_EQ(p.decode_sinks, 2);
-  const std::string bad = error(base("[compression.decode]\npolicy = \"h2o\"\n"));
+  EXPECT_EQ(p.cells[1].config.decode.policy, "rolling");
+  EXPECT_EQ(p.cells[1].config.decode.sinks, 2);
+  EXPECT_EQ(p.cells[0].config.decode.policy, "none");  // the full-cache reference keeps every entry
+  EXPECT_NE(p.cells[1].label.find("decode rolling(sinks=2)"), std::string::npos) << p.cells[1].label;
+  const rkv::RunPlan h = load(base("[compression.decode]\npolicy = \"h2o\"\nrecent = 8\n"));
+  EXPECT_EQ(h.cells[1].config.decode.describe(), "h2o(recent=8)");
+  const rkv::RunPlan q = load(base("[compression.decode]\npolicy = \"periodic\"\ninterval = 32\n"));
+  EXPECT_EQ(q.cells[1].config.decode.describe(), "periodic(interval=32,target=budget)");
+  const std::string bad = error(base("[compression.decode]\npolicy = \"h20\"\n"));
   EXPECT_NE(bad.find("compression.decode.policy"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("did you mean 'h2o'"), std::string::npos) << bad;
   EXPECT_NE(bad.find("cfg.toml"), std::string::npos) << bad;
   EXPECT_NE(error(base("[compression.decode]\nsinks = -1\n")).find("compression.decode.sinks"), std::string::npos);
   EXPECT_NE(error(base("[compression.decode]\nsinks = 2000000\n")).find("<= 1000000"), std::string::npos);
   EXPECT_NE(error(base("[compression.decode]\nwindow = 3\n")).find("compression.decode.window"), std::string::npos);
+  EXPECT_NE(error(base("[compression.decode]\ninterval = 0\n")).find("compression.decode.interval' must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.decode]\ntarget = 0\n")).find("compression.decode.target' must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.decode]\nrecent = 99999999999\n")).find("compression.decode.recent' must be <="),
+            std::string::npos);
+}
+
+TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
+  const rkv::RunPlan p =
+      load(base("", "[sweep]\n\"compression.decode.policy\" = [\"none\", \"rolling\", \"h2o\", \"periodic\"]\n"));
+  ASSERT_EQ(p.cells.size(), 5u);  // the full cache, then one cell per policy
+  std::set<std::string> keys;
+  for (size_t i = 1; i < p.cells.size(); ++i) keys.insert(p.cells[i].effective_key);
+  EXPECT_EQ(keys.size(), 4u);  // four distinct computations
+  EXPECT_EQ(p.cells[3].config.decode.policy, "h2o");
+  EXPECT_EQ(p.cells[3].values["compression.decode.policy"], "h2o");
+  const std::string e = error(base("", "[sweep]\n\"compression.query_aware\" = [true]\n"));
+  EXPECT_NE(e.find("only the decode policy is swept"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -58,6 +58,19 @@ TEST(ScorerPlugins, DeclareTheirRequirements) {
   EXPECT_EQ(st.stats, 0u);
   EXPECT_EQ(st.sinks, 4);
   EXPECT_EQ(st.recent, 0);
+  // Decode-time scoring (ABI minor 2): all three support it; h2o only unnormalized (its normalizer counts prompt
+  // queries). What each reads then is what the plugin's requirements() sets, stated in its file comment.
+  EXPECT_TRUE(s.decode_scoring);
+  EXPECT_EQ(s.decode_stats, RKV_STAT_WINDOW_ATTENTION);
+  EXPECT_TRUE(h.decode_scoring);
+  EXPECT_EQ(h.decode_stats, RKV_STAT_CUMULATIVE_ATTENTION);
+  const auto hn = requirements_of("h2o", {{"normalize", true, false, "t"}});
+  EXPECT_FALSE(hn.decode_scoring);
+  EXPECT_EQ(hn.decode_stats, 0u);
+  EXPECT_TRUE(st.decode_scoring);
+  EXPECT_EQ(st.decode_stats, 0u);
+  EXPECT_EQ(h.for_decode().stats, RKV_STAT_CUMULATIVE_ATTENTION);
+  EXPECT_EQ(h.for_decode().recent, 32);
 }
 
 TEST(ScorerPlugins, ParamSpecsHaveDocsBoundsAndTheIssuesDefaults) {

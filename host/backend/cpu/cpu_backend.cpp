@@ -112,15 +112,28 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
 }
 
 std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
-                                      LogitsFor which) {
+                                      LogitsFor which, const ExtendCapture& capture, ExtendObservation* observed) {
   KVCache& kv = host_cache(cache);
-  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n = static_cast<int64_t>(tokens.size()), L = model_.config.n_layers;
   if (n == 0) return {};
+  const bool observe = capture.attention_mass || capture.queries;
+  if (observe && !observed) throw InputError("extend: a capture was asked for without an observation to fill");
+  if (observe) *observed = ExtendObservation{};
+  if (capture.attention_mass) observed->attention_mass.resize(static_cast<size_t>(L));
+  if (capture.queries) observed->queries.resize(static_cast<size_t>(L));
   std::vector<float> x = embed(model_, tokens);
   std::vector<int64_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = start_pos + i;
-  for (int64_t l = 0; l < model_.config.n_layers; ++l)
-    forward_layer(model_, l, x.data(), n, positions.data(), kv.layers[static_cast<size_t>(l)], ws_);
+  for (int64_t l = 0; l < L; ++l) {
+    LayerHooks hooks;
+    if (capture.attention_mass) hooks.attention_mass = &observed->attention_mass[static_cast<size_t>(l)];
+    if (capture.queries)
+      hooks.on_queries = [&, l](const float* q, int64_t n_heads, int64_t rows, int64_t head_dim) {
+        observed->queries[static_cast<size_t>(l)].assign(q, q + n_heads * rows * head_dim);
+      };
+    forward_layer(model_, l, x.data(), n, positions.data(), kv.layers[static_cast<size_t>(l)], ws_,
+                  observe ? &hooks : nullptr);
+  }
   if (which == LogitsFor::None) return {};
   std::vector<int64_t> rows;
   if (which == LogitsFor::Last) {

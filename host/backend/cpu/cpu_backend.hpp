@@ -41,7 +41,8 @@ class CpuBackend final : public Backend {
 
   PrefillResult prefill(const std::vector<int32_t>& tokens, const PrefillRequest& request) override;
   std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
-                            LogitsFor which) override;
+                            LogitsFor which, const ExtendCapture& capture = {},
+                            ExtendObservation* observed = nullptr) override;
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override;
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;

@@ -51,6 +51,13 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
   reserve_extra(kv, extra);
 }
 
+/// Entries of the KV heads before head g (g's offset in an attention-mass vector).
+int64_t head_offset(const LayerKV& kv, int64_t g) {
+  int64_t at = 0;
+  for (int64_t h = 0; h < g; ++h) at += kv.head_length(h);
+  return at;
+}
+
 /// One attention block: query rows [i0, i1) of KV head g against the head's cache entries [0, len_before + i1),
 /// len_before = (entries head g held before the n new ones).
 /// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d].
@@ -92,6 +99,16 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
       hooks->on_attention_probs(g * G + r % G, i0 + r / G, S + r * N, len_before + i0 + r / G + 1);
     }
   }
+  if (hooks && hooks->attention_mass) {  // KV head g's block: one query block per KV head at a time (see attention())
+    const int64_t len = kv.head_length(g);
+    float* block = hooks->attention_mass->data() + G * head_offset(kv, g);
+    for (int64_t r = 0; r < M; ++r) {
+      const float* row = S + r * N;
+      const float s = inv_sum[static_cast<size_t>(r)];
+      float* mass = block + (r % G) * len;  // query head gG + r % G
+      for (int64_t j = 0; j < len_before + i0 + r / G + 1; ++j) mass[j] += row[j] * s;
+    }
+  }
   // Fused scorer statistics: probability row = S row * inv_sum (1 when the rows were normalized above).
   for (AttentionStatsAccumulator* acc : stats)
     for (int64_t r = 0; r < M; ++r)
@@ -121,7 +138,10 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
   const int64_t max_scores = std::min(n, kQueryBlock) * G * kv.length;
   static const std::vector<AttentionStatsAccumulator*> kNoStats;
   const std::vector<AttentionStatsAccumulator*>& stats = hooks ? hooks->stats : kNoStats;
-  if (!(hooks && hooks->on_attention_probs) && threads > 1 && tasks > 1) {
+  // Blocks of one KV head write the same attention-mass segment: with several query blocks they run serially.
+  const bool serial_hooks = hooks && (hooks->on_attention_probs || (hooks->attention_mass && n_blocks > 1));
+  if (hooks && hooks->attention_mass) hooks->attention_mass->assign(static_cast<size_t>(G * kv.entries()), 0.0f);
+  if (!serial_hooks && threads > 1 && tasks > 1) {
     const int64_t slots = std::min<int64_t>(threads, tasks);
     const size_t per_slot = static_cast<size_t>(max_scores + std::min(n, kQueryBlock) * G * d);
     float* scratch = grow(ws.scores, per_slot * static_cast<size_t>(slots));
@@ -140,7 +160,8 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
         float* S = scratch + per_slot * static_cast<size_t>(slot);
         for (int64_t t = slot; t < tasks; t += slots) {
           attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, S, S + max_scores, out,
-                          false, nullptr, stats.empty() ? kNoStats : partial_ptrs[static_cast<size_t>(slot)]);
+                          false, hooks && hooks->attention_mass ? hooks : nullptr,
+                          stats.empty() ? kNoStats : partial_ptrs[static_cast<size_t>(slot)]);
         }
       }
     });

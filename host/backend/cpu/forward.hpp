@@ -57,6 +57,9 @@ struct LayerHooks {
   /// thread order afterwards (bit-reproducible at a fixed thread count). The accumulators must be sized for H heads
   /// and the whole prompt; they belong to the caller.
   std::vector<AttentionStatsAccumulator*> stats;
+  /// When set: receives float32 [G x sum_g head_length(g)] after the append, the attention probability each entry got
+  /// from the n new rows, summed over the rows, per query head (layout: rkv::ExtendObservation::attention_mass).
+  std::vector<float>* attention_mass = nullptr;
 };
 
 /// Token embeddings: x[t] = tok_embd[tokens[t]], float32 [n, D]. Throws rkv::InputError when a token id is outside

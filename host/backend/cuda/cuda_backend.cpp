@@ -207,9 +207,53 @@ class CudaBackend final : public Backend {
   }
 
   std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
-                            LogitsFor which) override {
+                            LogitsFor which, const ExtendCapture& capture = {},
+                            ExtendObservation* observed = nullptr) override {
     if (tokens.empty()) return {};
-    return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, device_cache(cache).kv, ws_, which);
+    if (!capture.attention_mass && !capture.queries)
+      return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, device_cache(cache).kv, ws_, which);
+    if (!observed) throw InputError("extend: a capture was asked for without an observation to fill");
+    return extend_observed(device_cache(cache).kv, tokens, start_pos, which, capture, *observed);
+  }
+
+  /// extend() with observations: the layer loop of RKV_CUDA_NS::prefill, with the attention-mass hook and a copy of
+  /// each layer's rotated queries (ws_.q, [n, H d] until the next layer) as float32 [H, n, d].
+  std::vector<float> extend_observed(DeviceKVCache& kv, const std::vector<int32_t>& tokens, int64_t start_pos,
+                                     LogitsFor which, const ExtendCapture& capture, ExtendObservation& observed) {
+    const ModelConfig& c = model_.config;
+    const int64_t n = static_cast<int64_t>(tokens.size()), H = c.n_heads, d = c.head_dim, L = c.n_layers;
+    if (start_pos < 0 || start_pos > INT32_MAX - n)
+      throw InputError("extend: positions " + str(start_pos) + " .. " + str(start_pos + n - 1) +
+                       " are outside [0, 2^31) (the cache stores positions as int32)");
+    if (static_cast<int64_t>(kv.layers.size()) != L)
+      throw InputError("extend: the cache has " + str(static_cast<int64_t>(kv.layers.size())) + " layers, the model " +
+                       str(L));
+    observed = ExtendObservation{};
+    if (capture.attention_mass) observed.attention_mass.resize(static_cast<size_t>(L));
+    if (capture.queries) observed.queries.resize(static_cast<size_t>(L));
+    float* x = embed(dmodel_, tokens, ws_);
+    std::vector<int64_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = start_pos + i;
+    const DeviceBuffer positions = upload(*ctx_, pos);
+    const size_t es = kernels::dtype_size(dmodel_.dtype());
+    for (int64_t l = 0; l < L; ++l) {
+      DeviceLayerHooks hooks;
+      if (capture.attention_mass) hooks.attention_mass = &observed.attention_mass[static_cast<size_t>(l)];
+      forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), kv.layers[static_cast<size_t>(l)], ws_, &hooks);
+      if (capture.queries) {
+        std::vector<char> rows(static_cast<size_t>(n * H * d) * es);
+        copy_to_host(*ctx_, rows.data(), ws_.q.data(), rows.size());
+        observed.queries[static_cast<size_t>(l)] = queries_by_head(rows, dmodel_.dtype(), n, H, d);
+      }
+    }
+    std::vector<float> logits;
+    if (which != LogitsFor::None) {
+      std::vector<int64_t> rows;
+      for (int64_t i = which == LogitsFor::Last ? n - 1 : 0; i < n; ++i) rows.push_back(i);
+      logits = final_logits(dmodel_, x, n, rows, ws_);
+    }
+    ctx_->synchronize();
+    return logits;
   }
 
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override {

@@ -71,12 +71,28 @@ const int64_t* upload_positions(Context& ctx, DeviceWorkspace& ws, int64_t start
   return ws.positions.as<int64_t>();
 }
 
+/// Attention mass of the n rows just attended over one head view (kernels::AttentionShape `shape`: n_heads query
+/// heads over n_kv_heads KV heads of `len` entries each, first new row at cache index len - n), from the rows'
+/// log-sum-exp `lse` [shape.n_heads, n]: the statistics kernel sums the probabilities per (query head, entry) into a
+/// zeroed device buffer [n_heads, len], appended to `out` (query heads in order, as ExtendObservation lays them out).
+void append_attention_mass(Context& ctx, DType t, const void* q, int64_t q_ld, int64_t n, const float* lse,
+                           const void* k, int64_t capacity, const kernels::AttentionShape& shape, int64_t len,
+                           DeviceBuffer& scratch, std::vector<float>& out) {
+  const size_t count = static_cast<size_t>(shape.n_heads) * static_cast<size_t>(len);
+  scratch.ensure(ctx, count * sizeof(float));
+  RKV_CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, count * sizeof(float), ctx.stream()));
+  RKV_CUDA_CHECK(kernels::attention_stats(t, q, q_ld, n, len - n, lse, k, capacity, shape, len, len, nullptr,
+                                          scratch.as<float>(), ctx.stream()));
+  const std::vector<float> mass = download<float>(ctx, scratch.as<float>(), count);
+  out.insert(out.end(), mass.begin(), mass.end());
+}
+
 /// Per-head budgets: rotates the n new rows into scratch [H_kv, n, d] (ws.k_new / ws.v_new), appends each head's rows
 /// and positions after its own head_length(g) entries, then attends with one launch per KV head g over its own
 /// entries for its G query heads (columns [g G d, (g + 1) G d) of q and out): decode_attention for one row,
 /// prefill_attention otherwise. The kernels are the uniform ones, each on a one-KV-head view.
 void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64_t n, const int64_t* positions,
-                        DeviceWorkspace& ws) {
+                        DeviceWorkspace& ws, std::vector<float>* mass) {
   const ModelConfig& c = m.config();
   Context& ctx = m.context();
   const DeviceLayerWeights& w = m.layer(layer);
@@ -107,22 +123,28 @@ void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, 
     const char* k = kv.k.as<char>() + static_cast<size_t>(kv.head_row(g)) * row;
     const char* v = kv.v.as<char>() + static_cast<size_t>(kv.head_row(g)) * row;
     const int64_t len = kv.head_length(g);
-    if (n == 1) {
+    if (n == 1 && !mass) {
       const int splits = kernels::decode_attention_splits(len, 1, ctx.sm_count());
       ws.decode.ensure(ctx, kernels::decode_attention_workspace_floats(splits, one) * sizeof(float));
       RKV_CUDA_CHECK(kernels::decode_attention(t, q, k, v, kv.head_capacity(g), len, one, splits,
                                                ws.decode.as<float>(), out, ctx.stream()));
-    } else {
-      RKV_CUDA_CHECK(kernels::prefill_attention(t, q, Hd, n, k, v, kv.head_capacity(g), len - n, one, out, Hd,
-                                                nullptr, ctx.stream()));
+      continue;
     }
+    float* lse = nullptr;
+    if (mass) {
+      ws.lse.ensure(ctx, static_cast<size_t>(G * n) * sizeof(float));
+      lse = ws.lse.as<float>();
+    }
+    RKV_CUDA_CHECK(kernels::prefill_attention(t, q, Hd, n, k, v, kv.head_capacity(g), len - n, one, out, Hd, lse,
+                                              ctx.stream()));
+    if (mass) append_attention_mass(ctx, t, q, Hd, n, lse, k, kv.head_capacity(g), one, len, ws.mass, *mass);
   }
 }
 
 /// Rotates and appends the n new rows to a uniform layer and runs the attention (decode_attention for one row
 /// without statistics, prefill_attention otherwise), then every requested statistic from its log-sum-exp.
 void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& kv, int64_t n, const int64_t* positions,
-                       DeviceWorkspace& ws, const std::vector<StatsCapture*>& captures) {
+                       DeviceWorkspace& ws, const std::vector<StatsCapture*>& captures, std::vector<float>* mass) {
   const ModelConfig& c = model.config();
   Context& ctx = model.context();
   cudaStream_t s = ctx.stream();
@@ -131,7 +153,7 @@ void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& k
   const int64_t H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, QKV = model.qkv_dim(), Hd = H * d;
   const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  const bool stats = !captures.empty();
+  const bool stats = !captures.empty() || mass;
   const int64_t first = kv.length;
   RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
                                           w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
@@ -167,6 +189,9 @@ void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& k
       RKV_CUDA_CHECK(kernels::attention_stats(t, ws.q.data(), Hd, n, first, lse, kv.k.data(), kv.capacity, shape, T,
                                               T - w_eff, win, cum, s));
     }
+    if (mass)
+      append_attention_mass(ctx, t, ws.q.data(), Hd, n, lse, kv.k.data(), kv.capacity, shape, kv.length, ws.mass,
+                            *mass);
   }
 }
 
@@ -233,9 +258,11 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   if (kv.per_head()) {
     if (!captures.empty())
       throw InputError("layer " + str(layer) + ": attention statistics need a uniform cache (a prefill)");
-    attention_per_head(model, layer, kv, n, positions, ws);
+    if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
+    attention_per_head(model, layer, kv, n, positions, ws, hooks ? hooks->attention_mass : nullptr);
   } else {
-    attention_uniform(model, layer, kv, n, positions, ws, captures);
+    if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
+    attention_uniform(model, layer, kv, n, positions, ws, captures, hooks ? hooks->attention_mass : nullptr);
   }
   if (hooks && hooks->attn_output) {
     linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, hooks->attn_output, DType::F32);

@@ -33,6 +33,7 @@ struct DeviceWorkspace {
   DeviceBuffer h, q, attn, act;  ///< T activations of one layer: normed rows, rotated queries, attention, SwiGLU
   DeviceBuffer qkv, gate_up;     ///< float32 GEMM outputs of one layer
   DeviceBuffer lse;        ///< float32 [H, n] (statistics)
+  DeviceBuffer mass;       ///< float32 [H, length] per-query-head attention mass (ExtendCapture::attention_mass)
   DeviceBuffer k_new, v_new;  ///< T [H_kv, n, d]: the new rotated keys and values before a per-head layer takes them
   DeviceBuffer decode;     ///< float32 split-K partials of decode attention
   DeviceBuffer tokens;     ///< int32 [n]
@@ -59,6 +60,10 @@ struct StatsCapture {
 struct DeviceLayerHooks {
   std::vector<StatsCapture*> stats;  ///< each adds this chunk's rows to the layer's statistics (see prefill)
   float* attn_output = nullptr;   ///< device float32 [n, D]: receives the attention output after o_proj
+  /// Host float32 [G x sum_g head_length(g)] after the append: the attention each entry got from the n new rows, per
+  /// query head (layout: rkv::ExtendObservation::attention_mass). Computed from the attention's log-sum-exp by the
+  /// statistics kernel (kernels::attention_stats), so the attention then runs the prefill kernel even for one row.
+  std::vector<float>* attention_mass = nullptr;
 };
 
 /// Uploads `tokens` (checked to lie in [0, V): rkv::InputError naming the index otherwise) and writes their
