@@ -81,13 +81,15 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);
   CompressedPrompt comp =
-      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads);
+      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
+                      cfg.rerotate);
 
-  // Greedy decode on the compacted cache, under the config's decode policy.
+  // Greedy decode on the compacted cache, under the config's decode policy, from T or (rerotate) the cache length.
   const DecodeEviction evict(cfg.decode_policy, cfg.decode_sinks, comp.budgets, comp.head_budgets);
   const std::string frozen = evict.frozen_heads_warning(mc.n_kv_heads);
   const GreedyResult r =
-      greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens, tok.end_of_generation_ids(), &evict);
+      greedy_decode(backend, prompt.last_logits, comp.next_position, *comp.cache, max_new_tokens,
+                    tok.end_of_generation_ids(), &evict);
 
   CompressedGeneration g;
   g.tokens = r.tokens;

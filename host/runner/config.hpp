@@ -12,6 +12,8 @@
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
 //   [budget]      fraction = f in (0, 1]  |  tokens = N (average per-layer budget); layers = [] (A; empty: all)
 //   [compression] query_aware = false; [compression.decode] policy = "none"|"rolling", sinks = 4
+//                 rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
+//                 later tokens continue at the cache length; false: original positions, later tokens at T)
 //   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
@@ -113,6 +115,7 @@ struct RunPlan {
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
   bool query_aware = false;
+  bool rerotate = false;  ///< [compression] rerotate: re-rotate kept keys to contiguous positions (compress_prompt)
   std::string decode_policy = "none";  ///< [compression.decode] policy: "none" | "rolling" (runner/decode_policy.hpp)
   int64_t decode_sinks = 4;            ///< [compression.decode] sinks: leading entries "rolling" never evicts
   std::vector<std::string> tasks = {"lm_fidelity"};
@@ -135,11 +138,13 @@ RunPlan load_run_plan(const std::string& path);
 RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir);
 
 /// A compression config for `ripplekv generate --compress`: [scorer], [allocator] and [budget] (fraction or tokens,
-/// layers) of the run schema, plus optional plugin_paths; other sections are ignored. No [signal] is needed: an
+/// layers) of the run schema, [compression] rerotate and [compression.decode], plus optional plugin_paths; other
+/// sections and keys are ignored. No [signal] is needed: an
 /// allocator that uses a profile gets it from --profile.
 struct CompressionConfig {
   CellConfig cell;
   std::vector<int64_t> compressible_layers;  ///< empty: all
+  bool rerotate = false;                     ///< [compression] rerotate (compress_prompt)
   std::string decode_policy = "none";        ///< [compression.decode] policy (runner/decode_policy.hpp)
   int64_t decode_sinks = 4;                  ///< [compression.decode] sinks
   std::shared_ptr<PluginRegistry> registry;

@@ -129,11 +129,12 @@ struct Example {
   size_t full_kv_bytes_end = 0;  // the full cache's bytes after the task
 };
 
-/// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
-GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache,
+/// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty, the
+/// first token at position `start_pos` (T, or the cache length after key re-rotation: CompressedPrompt::next_position).
+GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache, int64_t start_pos,
                     const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
                     const DecodeEviction* evict) {
-  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  const int64_t T = start_pos;
   if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, evict);
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(question.size());
   std::vector<float> last;
@@ -147,24 +148,27 @@ GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCach
 }
 
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy `evict`
-/// (null: every appended token is kept).
+/// (null: every appended token is kept); tokens fed after the prompt start at `start_pos` (T, or the cache length
+/// after key re-rotation).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
-                                            BackendCache& cache, double* decode_tps,
+                                            BackendCache& cache, int64_t start_pos, double* decode_tps,
                                             const DecodeEviction* evict = nullptr) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
-    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, evict);
+    const LmFidelityValues f =
+        lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, evict, start_pos);
     v["kl"] = f.kl;
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
-    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), evict);
+    const GreedyResult r =
+        answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, 16, tok.end_of_generation_ids(), evict);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
-        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, evict);
+        answer(backend, ex.prompt, cache, start_pos, {}, ex.dataset.max_new_tokens, ex.stop_ids, evict);
     const std::string pred = longbench_prediction(tok, r.tokens);
     v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
     *decode_tps = r.tokens_per_second;
@@ -400,7 +404,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
-    ex.full_values = score_example(*backend, tok, ex, *full, &ex.full_decode_tps);
+    ex.full_values = score_example(*backend, tok, ex, *full, static_cast<int64_t>(ex.prompt.tokens.size()),
+                                   &ex.full_decode_tps);
     ex.full_kv_bytes_end = full->bytes_in_use();
   }
 
@@ -446,7 +451,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
               allocate_cell(*backend, ex.prompt, scorer, ex.memo, instances.get(*cc.allocator),
                             cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
           CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.layers, ex.memo,
-                                                  alloc.heads.empty() ? nullptr : &alloc.heads);
+                                                  alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
           r.budget_total = B;
           r.budgets = comp.budgets;
           r.head_budgets = comp.head_budgets;
@@ -459,7 +464,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
                                  std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
           const DecodeEviction evict(plan.decode_policy, plan.decode_sinks, comp.budgets, comp.head_budgets);
           if (const std::string w = evict.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
-          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, &evict);
+          r.values =
+              score_example(*backend, tok, ex, *comp.cache, comp.next_position, &r.decode_tokens_per_second, &evict);
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));

@@ -2,7 +2,9 @@
 // backend and a seeded synthetic model, checked against values computed independently here:
 //  - every re-rotated key equals RoPE(k_raw, i) where k_raw is the key before RoPE from the naive double-precision
 //    forward (naive_forward.hpp) at the entry's original position p, and i its new position; positions are
-//    0 .. n - 1 per KV head (uniform and per-head layouts).
+//    0 .. n - 1 per KV head (uniform and per-head layouts);
+//  - compress_prompt with rerotate = true re-rotates exactly the compacted layers and puts the next token at the cache
+//    length (kvpress' pipeline), with rerotate = false it keeps the original positions and T.
 // (Decoding after re-rotation is not compared with a prefill of the kept tokens alone: that identity holds for the
 // keys only, not for the values and hidden states they were computed from.)
 #include <gtest/gtest.h>
@@ -18,6 +20,11 @@
 #include "model/rope.hpp"
 #include "model/synthetic_model.hpp"
 #include "naive_forward.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/params.hpp"
+#include "plugin/registry.hpp"
+#include "plugin/scorer_call.hpp"
+#include "runner/compression.hpp"
 
 namespace {
 
@@ -131,6 +138,49 @@ TEST(Rerotation, LayerWithoutPositionsOrWithOtherFrequenciesIsRefused) {
   EXPECT_NEAR(layer.k[5], std::cos(0.08) + std::sin(0.08), 1e-6);
   EXPECT_NEAR(layer.k[7], std::cos(0.08) - std::sin(0.08), 1e-6);
   EXPECT_NEAR(layer.k[0], std::cos(5.0) + std::sin(5.0), 1e-6);  // entry 0: position 5 -> 0, a shift of -5
+}
+
+/// compress_prompt on the CPU with the streamingllm scorer (sinks + most recent; no statistics), with and without
+/// rerotate: layer 0 keeps 10, layer 1 keeps 14, layer 2 is left whole.
+TEST(Rerotation, CompressPromptReRotatesTheCompactedLayersAndContinuesAtTheCacheLength) {
+  const rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 16, 3);
+  const rkv::Model m = rkv::synthetic_model(c, 33);
+  const auto backend = rkv::make_backend("cpu", m);
+  const int64_t T = 30;
+  const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
+  const rkv::PluginInfo& info = reg.resolve("streamingllm", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  const rkv::PluginInstance inst =
+      rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {}), host);
+  rkv::ScorerUse scorer;
+  scorer.instance = &inst;
+  scorer.requirements = rkv::query_scorer_requirements(
+      inst, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+  scorer.key = "streamingllm";
+  const rkv::PrefilledPrompt prompt =
+      rkv::prefill_prompt(*backend, random_tokens(T, c.vocab_size, 34), rkv::prefill_needs({&scorer}));
+  rkv::ScoreMemo memo;
+  const rkv::CompressedPrompt orig = rkv::compress_prompt(*backend, prompt, scorer, {0, 1}, {10, 14}, memo);
+  const rkv::CompressedPrompt rot = rkv::compress_prompt(*backend, prompt, scorer, {0, 1}, {10, 14}, memo, nullptr, true);
+  EXPECT_EQ(orig.next_position, T);  // original positions: the next token is at T
+  EXPECT_EQ(rot.next_position, T);   // layer 2 was left whole: the longest head holds T
+  const rkv::CompressedPrompt rot01 =
+      rkv::compress_prompt(*backend, prompt, scorer, {0, 1, 2}, {10, 14, 12}, memo, nullptr, true);
+  EXPECT_EQ(rot01.next_position, 14);  // every layer compressed: the cache length, max_l b_l
+  EXPECT_EQ(rot.bytes_kept, orig.bytes_kept);
+  for (int64_t l = 0; l < 3; ++l) {
+    const rkv::LayerKV a = backend->download_layer(*orig.cache, l), b = backend->download_layer(*rot.cache, l);
+    ASSERT_EQ(a.length, b.length);
+    EXPECT_EQ(a.v, b.v);
+    for (int64_t g = 0; g < c.n_kv_heads; ++g)
+      for (int64_t i = 0; i < b.length; ++i) {
+        EXPECT_EQ(*b.pos_at(g, i), i) << "layer " << l;
+        std::vector<float> want(a.k_at(g, i), a.k_at(g, i) + c.head_dim);  // original-position key, moved here
+        rkv::rope_rerotate(want.data(), m.rope_inv_freq, *a.pos_at(g, i), i);
+        for (int64_t e = 0; e < c.head_dim; ++e) ASSERT_NEAR(b.k_at(g, i)[e], want[static_cast<size_t>(e)], 1e-5);
+      }
+    if (l == 2) EXPECT_EQ(a.k, b.k) << "a layer left whole is already at 0 .. T - 1";
+  }
 }
 
 }  // namespace
