@@ -134,17 +134,16 @@ struct Example {
 GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache, int64_t start_pos,
                     const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
                     const DecodeEviction* evict) {
-  const int64_t T = start_pos;
-  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, evict);
+  if (question.empty()) return greedy_decode(backend, prompt.last_logits, start_pos, cache, max_new, stop, evict);
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(question.size());
   std::vector<float> last;
   if (evict && evict->active()) {  // token by token, evicting after each
-    const std::vector<float> logits = continuation_logits(backend, question, T, cache, evict);
+    const std::vector<float> logits = continuation_logits(backend, question, start_pos, cache, evict);
     last.assign(logits.end() - V, logits.end());
   } else {
-    last = backend.extend(cache, question, T, LogitsFor::Last);
+    last = backend.extend(cache, question, start_pos, LogitsFor::Last);
   }
-  return greedy_decode(backend, last, T + n, cache, max_new, stop, evict);
+  return greedy_decode(backend, last, start_pos + n, cache, max_new, stop, evict);
 }
 
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy `evict`
