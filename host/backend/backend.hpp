@@ -40,7 +40,8 @@
 namespace rkv {
 
 /// A KV cache held by a backend, in the backend's memory (host memory for cpu, device memory for cuda). Per layer and
-/// KV head: keys after RoPE at their original positions, values and positions, `head_length(l, h)` entries,
+/// KV head: keys after RoPE at their stored positions (the original ones, or 0 .. n - 1 after rerotate_layer), values
+/// and positions, `head_length(l, h)` entries,
 /// physically compact (uniform [H_kv, length, d] or ragged per head; DESIGN.md "The cache"). Created, copied and
 /// changed only through the Backend that made it.
 class BackendCache {
@@ -207,6 +208,18 @@ class Backend {
   /// selection is a no-op. rkv::InputError when the layer does not hold the selection's T entries, the head count
   /// differs or an index is out of range.
   virtual void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) = 0;
+
+  /// Key re-rotation (compression.rerotate; kvpress KeyRerotationPress, FINCH, transformers SinkCache): moves every
+  /// entry of layer `layer` to contiguous positions, KV head by KV head (each to its own head_length, in either
+  /// layout): entry i of head h, whose key was rotated at its stored position p, gets
+  ///   key <- R((i - p) inv_freq) key,   position <- i,     i = 0 .. head_length(layer, h) - 1
+  /// (RoPE rotations compose, R(a) R(b) = R(a + b): model/rope.hpp rope_rerotate, llama.cpp#3825), with the model's
+  /// own frequencies (Model::rope_inv_freq, angles in double, cos/sin rounded to float); values are untouched. Called
+  /// after compact_layer; tokens fed afterwards should continue at the cache length (the longest head over the
+  /// layers), as kvpress' pipeline does (runner/compression.hpp CompressedPrompt::next_position), not at T. A head
+  /// already at 0 .. n - 1 is left as it is. In place, no reallocation. rkv::InputError for a bad layer or a cache
+  /// that tracks no positions.
+  virtual void rerotate_layer(BackendCache& cache, int64_t layer) = 0;
 
   /// A profiler for prefixes of `prefix_tokens` and windows of `window_tokens`, never perturbing the positions
   /// `protect` covers. rkv::InputError for P < 1, n_w < 1 or negative counts.

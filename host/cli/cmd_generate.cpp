@@ -76,6 +76,8 @@ int run_generate(const std::vector<std::string>& args) {
       "[budget]: the run config schema; [compression.decode] sets the decode policy: none, rolling, h2o or periodic,\n"
       "README \"Compression while decoding\"; other sections are ignored, the backend is --backend's) and decoding continues\n"
       "greedily on the compacted cache; the per-layer budgets and the KV bytes kept and at the end go to stderr.\n"
+      "[compression] rerotate = true re-rotates the kept keys to positions 0 .. n - 1 after compaction and decodes\n"
+      "from the cache length instead of the prompt length (kvpress KeyRerotationPress; default false).\n"
       "An allocator that uses a sensitivity profile (ripplekv) reads it from --profile FILE (a profile.json from\n"
       "`ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(

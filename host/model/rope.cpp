@@ -59,4 +59,10 @@ void rope_tables(const std::vector<double>& inv_freq, const int64_t* positions, 
   }
 }
 
+void rope_rotate_by(float* x, const std::vector<double>& inv_freq, int64_t delta) {
+  std::vector<float> c, s;
+  rope_tables(inv_freq, &delta, 1, c, s);
+  rope_rotate_half(x, static_cast<int64_t>(inv_freq.size()), c.data(), s.data());
+}
+
 }  // namespace rkv

@@ -17,6 +17,10 @@
 // and x[i + d/2] with angle a = pos * inv_freq[i]:
 //   x'[i]       = x[i] cos a - x[i + d/2] sin a
 //   x'[i + d/2] = x[i + d/2] cos a + x[i] sin a
+//
+// Re-rotation (llama.cpp#3825 context shift, kvpress KeyRerotationPress, transformers SinkCache): each pair is a 2-D
+// rotation R(pos * inv_freq[i]), and 2-D rotations compose, R(a) R(b) = R(a + b), so a key rotated at position p is
+// moved to position p' by one more rotation by delta = p' - p:  R(p' f) k = R((p' - p) f) R(p f) k.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,6 +54,20 @@ inline void rope_rotate_half(float* x, int64_t half, const float* cos, const flo
     x[i] = a * cos[i] - b * sin[i];
     x[i + half] = b * cos[i] + a * sin[i];
   }
+}
+
+/// Rotates one head vector x[2 * half] (half = inv_freq.size()) in place by `delta` positions (rotate_half layout
+/// above): pair i turns by the angle delta * inv_freq[i] radians (computed in double, cos/sin rounded to float as
+/// rope_tables does; delta may be negative). On an unrotated vector this is RoPE at position delta; on a vector
+/// already rotated at position p it gives the vector rotated at p + delta. Pure, thread-safe.
+void rope_rotate_by(float* x, const std::vector<double>& inv_freq, int64_t delta);
+
+/// Re-rotates one key x[2 * half] that RoPE rotated at position `from_pos` so that it reads as rotated at `to_pos`
+/// (positions in tokens; kvpress KeyRerotationPress._rerotate_cos_sin, llama.cpp#3825):
+///   x <- R((to_pos - from_pos) inv_freq) x,   since R(to_pos f) k = R((to_pos - from_pos) f) R(from_pos f) k.
+/// In place; `inv_freq` [half] as rope_inv_freq returns (the model's Model::rope_inv_freq). Pure, thread-safe.
+inline void rope_rerotate(float* x, const std::vector<double>& inv_freq, int64_t from_pos, int64_t to_pos) {
+  rope_rotate_by(x, inv_freq, to_pos - from_pos);
 }
 
 }  // namespace rkv

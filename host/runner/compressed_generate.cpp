@@ -84,13 +84,15 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);
   CompressedPrompt comp =
-      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads);
+      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
+                      cfg.rerotate);
 
-  // Greedy decode on the compacted cache, under the config's decode policy.
+  // Greedy decode on the compacted cache, under the config's decode policy, from T or (rerotate) the cache length.
   const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
   const std::string frozen = policy.frozen_heads_warning(mc.n_kv_heads);
-  const std::unique_ptr<DecodeSession> decode = policy.begin(backend, *comp.cache, prompt_cumulative_attention(prompt));
-  const GreedyResult r = greedy_decode(backend, prompt.last_logits, T, *comp.cache, max_new_tokens,
+  const std::unique_ptr<DecodeSession> decode =
+      policy.begin(backend, *comp.cache, prompt_cumulative_attention(prompt), &comp.prompt_positions);
+  const GreedyResult r = greedy_decode(backend, prompt.last_logits, comp.next_position, *comp.cache, max_new_tokens,
                                        tok.end_of_generation_ids(), decode.get());
 
   CompressedGeneration g;

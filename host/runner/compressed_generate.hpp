@@ -31,8 +31,9 @@ struct CompressedGeneration {
 };
 
 /// Prefills `prompt_ids` (T >= 1) on `backend`, compresses the cache as the compression config at
-/// `config_path` says ([scorer], [allocator], [budget] of the run schema, and [compression.decode]; see
-/// load_compression_config), then decodes greedily on the compacted cache under its decode policy for at most
+/// `config_path` says ([scorer], [allocator], [budget] of the run schema, [compression] rerotate and
+/// [compression.decode]; see load_compression_config), then decodes greedily on the compacted cache under its decode
+/// policy, from position T (or the cache length when rerotate re-rotated the kept keys), for at most
 /// `max_new_tokens` (>= 0) tokens, stopping at an end-of-generation id
 /// of `tok`. An allocator that declares RKV_FLAG_NEEDS_PROFILE reads the sensitivity profile s[L] from
 /// `profile_path` (a profile.json of `ripplekv profile` or a run; one value per model layer).

@@ -24,6 +24,15 @@ bool needs_stats(const AttentionStatsOptions& o) {
   return o.window_attention || o.cumulative_attention || o.query_counts;
 }
 
+/// Where tokens fed after a compressed prompt of `prompt_length` tokens start (CompressedPrompt::next_position):
+/// `prompt_length` with original positions; with `rerotated` keys the longest KV head of any layer of `cache`.
+int64_t next_position_after(const BackendCache& cache, int64_t prompt_length, bool rerotated) {
+  if (!rerotated) return prompt_length;
+  int64_t longest = 0;
+  for (int64_t l = 0; l < cache.n_layers(); ++l) longest = std::max(longest, cache.length(l));
+  return longest;
+}
+
 }  // namespace
 
 PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode) {
@@ -154,7 +163,8 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
 
 CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
-                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets) {
+                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets,
+                                 bool rerotate) {
   if (layers.size() != budgets.size() || (head_budgets && head_budgets->size() != layers.size()))
     throw InputError("compress_prompt: " + std::to_string(layers.size()) + " layers but " +
                      std::to_string(budgets.size()) + " budgets");
@@ -180,10 +190,18 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
         heads ? select_positions_per_head(scores.scores.data(), Hkv, T, *heads, scorer.requirements.protected_spec(), l)
               : select_positions(scores.scores.data(), Hkv, T, b, scorer.requirements.protected_spec(), l);
     backend.compact_layer(*out.cache, l, sel);
+    if (rerotate) {
+      out.prompt_positions.resize(static_cast<size_t>(prompt.cache->n_layers()));
+      for (int64_t h = 0; h < Hkv; ++h)  // cache index in the prefilled prompt = position
+        for (int64_t i = 0; i < sel.head_kept_count(h); ++i)
+          out.prompt_positions[static_cast<size_t>(l)].push_back(static_cast<int32_t>(sel.head_positions(h)[i]));
+      backend.rerotate_layer(*out.cache, l);
+    }
     for (const auto& w : scores.warnings) out.warnings.push_back(w);
     for (const auto& w : sel.warnings) out.warnings.push_back(w);
   }
   out.bytes_kept = out.cache->bytes();
+  out.next_position = next_position_after(*out.cache, T, rerotate);
   out.seconds = seconds_since(t0);
   return out;
 }

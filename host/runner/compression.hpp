@@ -92,16 +92,29 @@ struct CompressedPrompt {
   std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer: b[l, h] (empty rows: the layer's b_l)
   size_t bytes_full = 0;                ///< cache bytes before compression (T positions every layer)
   size_t bytes_kept = 0;                ///< cache bytes after
+  /// Position of the first token fed after the prompt: T (original positions, the default), or with rerotate the
+  /// longest KV head over all layers after re-rotation, i.e. the cache length (kvpress' pipeline after
+  /// KeyRerotationPress: context_length = cache.get_seq_length(), kvpress/pipeline.py; equal to its value whenever
+  /// every layer keeps the same count, as kvpress does). Every kept key then lies before the new tokens.
+  int64_t next_position = 0;
+  /// With rerotate, per model layer the original prompt position of every entry held, KV head by KV head in cache
+  /// order (int32, the stored positions before re-rotation; DecodePolicy::begin seeds accumulated attention from
+  /// them); an empty row: the stored positions are the original ones (always without rerotate).
+  std::vector<std::vector<int32_t>> prompt_positions;
   std::vector<std::string> warnings;    ///< scorer and selection warnings (e.g. b_l below the protected count)
   double seconds = 0;                   ///< scoring + selection + compaction wall time
 };
 
 /// Copies `prompt`'s full cache and compresses every layer of `layers` (model layer indices, the set A) to
 /// `budgets` (one per entry of `layers`; b_l >= T leaves the layer whole) with `scorer`. With `head_budgets`
-/// ([|A|][H_kv], from allocate_cell) each KV head keeps its own count (select_positions_per_head).
+/// ([|A|][H_kv], from allocate_cell) each KV head keeps its own count (select_positions_per_head). With `rerotate`
+/// ([compression] rerotate; kvpress KeyRerotationPress) every compacted layer's kept keys are re-rotated right after
+/// its compaction to the contiguous positions 0 .. b_{l,h} - 1 of each KV head (Backend::rerotate_layer; a layer left
+/// whole already is at 0 .. T - 1), and next_position is the cache length instead of T.
 CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
-                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr);
+                                 ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr,
+                                 bool rerotate = false);
 
 /// The prefill's cumulative attention of every layer ([L] of [H, T]) when one of its statistics requests computed it,
 /// else null: what DecodePolicy::begin() seeds accumulated attention with.

@@ -478,6 +478,8 @@ std::string effective_key(const CellConfig& cell) {
   return os.str();
 }
 
+/// The keys of [compression], in run configs and compression configs alike.
+const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode"};
 /// The top-level keys of the run schema (DESIGN.md "Config").
 const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
                                                "budget",       "compression", "tasks", "sweep",  "output"};
@@ -548,8 +550,9 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
 
   // [compression], [tasks], [output]
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
-    check_keys(c, *cp, "compression", {"query_aware", "decode"});
+    check_keys(c, *cp, "compression", kCompressionKeys);
     plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
+    plan.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
     check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});
@@ -747,6 +750,10 @@ CompressionConfig load_compression_config(const std::string& path) {
   out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
   out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b);
+  if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
+    check_keys(c, *cp, "compression", kCompressionKeys);  // a misspelt rerotate is an error, not ignored
+    out.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
+  }
   return out;
 }
 

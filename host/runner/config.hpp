@@ -15,6 +15,8 @@
 //   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half
 //                 the budget), interval = 16 and target (periodic; default the budget) -- a cell setting: sweepable
 //                 as "compression.decode.policy" etc. (runner/decode_policy.hpp)
+//                 rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
+//                 later tokens continue at the cache length; false: original positions, later tokens at T)
 //   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
@@ -118,6 +120,7 @@ struct RunPlan {
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
   bool query_aware = false;
+  bool rerotate = false;  ///< [compression] rerotate: re-rotate kept keys to contiguous positions (compress_prompt)
   std::vector<std::string> tasks = {"lm_fidelity"};
   int64_t continuation_tokens = 64;
   NeedleConfig needle;
@@ -138,11 +141,13 @@ RunPlan load_run_plan(const std::string& path);
 RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir);
 
 /// A compression config for `ripplekv generate --compress`: [scorer], [allocator] and [budget] (fraction or tokens,
-/// layers) of the run schema, plus optional plugin_paths; other sections are ignored. No [signal] is needed: an
+/// layers) of the run schema, [compression] rerotate and [compression.decode], plus optional plugin_paths; other
+/// sections and keys are ignored. No [signal] is needed: an
 /// allocator that uses a profile gets it from --profile.
 struct CompressionConfig {
   CellConfig cell;
   std::vector<int64_t> compressible_layers;  ///< empty: all
+  bool rerotate = false;                     ///< [compression] rerotate (compress_prompt)
   std::shared_ptr<PluginRegistry> registry;
 };
 CompressionConfig load_compression_config(const std::string& path);

@@ -31,8 +31,9 @@ std::vector<int64_t> heavy_hitters_and_recent(const std::vector<double>& score, 
 class H2oSession final : public DecodeSession {
  public:
   H2oSession(const DecodePolicy& policy, Backend& backend, const BackendCache& cache,
-             const std::vector<AttentionStats>* prompt_cumulative)
-      : policy_(policy), acc_(backend, cache, prompt_cumulative) {}
+             const std::vector<AttentionStats>* prompt_cumulative,
+             const std::vector<std::vector<int32_t>>* prompt_positions)
+      : policy_(policy), acc_(backend, cache, prompt_cumulative, prompt_positions) {}
   ExtendCapture capture() const override { return policy_.capture(); }
 
   void after_token(Backend& backend, BackendCache& cache, const ExtendObservation& observed, int64_t) override {
@@ -67,8 +68,9 @@ class H2oSession final : public DecodeSession {
 }  // namespace
 
 std::unique_ptr<DecodeSession> make_h2o_session(const DecodePolicy& policy, Backend& backend, const BackendCache& cache,
-                                                const std::vector<AttentionStats>* prompt_cumulative) {
-  return std::make_unique<H2oSession>(policy, backend, cache, prompt_cumulative);
+                                                const std::vector<AttentionStats>* prompt_cumulative,
+                                                const std::vector<std::vector<int32_t>>* prompt_positions) {
+  return std::make_unique<H2oSession>(policy, backend, cache, prompt_cumulative, prompt_positions);
 }
 
 }  // namespace rkv::decode

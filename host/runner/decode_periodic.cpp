@@ -83,10 +83,11 @@ std::vector<float> decode_window_attention(const LayerKV& kv, const LayerKV& u, 
 class PeriodicSession final : public DecodeSession {
  public:
   PeriodicSession(const DecodePolicy& policy, const ScorerUse& scorer, Backend& backend, const BackendCache& cache,
-                  const std::vector<AttentionStats>* prompt_cumulative)
+                  const std::vector<AttentionStats>* prompt_cumulative,
+                  const std::vector<std::vector<int32_t>>* prompt_positions)
       : policy_(policy), scorer_(scorer), req_(scorer.requirements.for_decode()) {
     if (req_.wants(RKV_STAT_CUMULATIVE_ATTENTION))
-      acc_ = std::make_unique<AccumulatedAttention>(backend, cache, prompt_cumulative);
+      acc_ = std::make_unique<AccumulatedAttention>(backend, cache, prompt_cumulative, prompt_positions);
     window_.resize(static_cast<size_t>(cache.n_layers()));
   }
 
@@ -184,8 +185,9 @@ class PeriodicSession final : public DecodeSession {
 
 std::unique_ptr<DecodeSession> make_periodic_session(const DecodePolicy& policy, const ScorerUse& scorer,
                                                      Backend& backend, const BackendCache& cache,
-                                                     const std::vector<AttentionStats>* prompt_cumulative) {
-  return std::make_unique<PeriodicSession>(policy, scorer, backend, cache, prompt_cumulative);
+                                                     const std::vector<AttentionStats>* prompt_cumulative,
+                                                     const std::vector<std::vector<int32_t>>* prompt_positions) {
+  return std::make_unique<PeriodicSession>(policy, scorer, backend, cache, prompt_cumulative, prompt_positions);
 }
 
 }  // namespace rkv::decode

@@ -89,7 +89,8 @@ std::string DecodePolicy::frozen_heads_warning(int64_t n_kv_heads) const {
 }
 
 std::unique_ptr<DecodeSession> DecodePolicy::begin(Backend& backend, const BackendCache& cache,
-                                                   const std::vector<AttentionStats>* prompt_cumulative) const {
+                                                   const std::vector<AttentionStats>* prompt_cumulative,
+                                                   const std::vector<std::vector<int32_t>>* prompt_positions) const {
   if (spec_.policy == "none") return nullptr;
   if (cache.n_layers() != static_cast<int64_t>(budgets_.size()))
     throw InputError("decode policy: the cache has " + str(cache.n_layers()) + " layers but " +
@@ -99,9 +100,9 @@ std::unique_ptr<DecodeSession> DecodePolicy::begin(Backend& backend, const Backe
     if (!prompt_cumulative)
       throw InputError("decode policy h2o: the prefill's cumulative attention was not computed (it seeds the "
                        "accumulated attention of every prompt entry)");
-    return decode::make_h2o_session(*this, backend, cache, prompt_cumulative);
+    return decode::make_h2o_session(*this, backend, cache, prompt_cumulative, prompt_positions);
   }
-  return decode::make_periodic_session(*this, *scorer_, backend, cache, prompt_cumulative);
+  return decode::make_periodic_session(*this, *scorer_, backend, cache, prompt_cumulative, prompt_positions);
 }
 
 // ---- shared by the sessions ----
@@ -132,7 +133,8 @@ void keep_entries(Backend& backend, BackendCache& cache, int64_t layer, const Ke
 }
 
 AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache& cache,
-                                           const std::vector<AttentionStats>* prompt_cumulative) {
+                                           const std::vector<AttentionStats>* prompt_cumulative,
+                                           const std::vector<std::vector<int32_t>>* prompt_positions) {
   const ModelConfig& c = backend.model().config;
   H_ = c.n_heads;
   Hkv_ = c.n_kv_heads;
@@ -143,6 +145,14 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
     const LayerKV kv = backend.download_layer(cache, l);
     if (!kv.has_positions()) throw InputError("decode policy: layer " + str(l) + " of the cache has no positions");
     const AttentionStats* st = prompt_cumulative ? &(*prompt_cumulative)[static_cast<size_t>(l)] : nullptr;
+    // The entries' prompt positions: as stored, or as recorded before a re-rotation moved them.
+    const std::vector<int32_t>* moved = prompt_positions && static_cast<size_t>(l) < prompt_positions->size() &&
+                                                !(*prompt_positions)[static_cast<size_t>(l)].empty()
+                                            ? &(*prompt_positions)[static_cast<size_t>(l)]
+                                            : nullptr;
+    if (moved && static_cast<int64_t>(moved->size()) != kv.entries())
+      throw InputError("decode policy: layer " + str(l) + ": " + str(static_cast<int64_t>(moved->size())) +
+                       " recorded prompt positions for " + str(kv.entries()) + " entries");
     if (st && static_cast<int64_t>(st->cumulative_attention.size()) != H_ * st->prefix_tokens)
       throw InputError("decode policy: layer " + str(l) + "'s prompt statistics hold no cumulative attention");
     for (int64_t q = 0; q < H_; ++q) {
@@ -150,8 +160,10 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
       std::vector<double>& a = acc_[static_cast<size_t>(l)][static_cast<size_t>(q)];
       a.assign(static_cast<size_t>(n), 0.0);
       if (!st) continue;
+      int64_t first = 0;  // entries of the KV heads before g (the offset of g's positions in `moved`)
+      for (int64_t h = 0; h < g; ++h) first += kv.head_length(h);
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t p = *kv.pos_at(g, j);
+        const int64_t p = moved ? (*moved)[static_cast<size_t>(first + j)] : *kv.pos_at(g, j);
         if (p < 0 || p >= st->prefix_tokens)
           throw InputError("decode policy: layer " + str(l) + " holds position " + str(p) + ", outside the prompt of " +
                            str(st->prefix_tokens) + " positions");

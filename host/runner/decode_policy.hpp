@@ -86,10 +86,13 @@ class DecodePolicy {
   /// Starts the decode-time state of one sequence on `cache` (a compressed prompt cache, before the first decoded
   /// token). `prompt_cumulative` ([L] per layer [H, T], the prefill's cumulative attention of the whole prompt, or
   /// null) seeds the accumulated attention of h2o and periodic: each entry starts at its prompt position's value
-  /// (0 without it). Returns null for "none". rkv::InputError when the cache has another number of layers than
-  /// there are budgets, or h2o is asked without `prompt_cumulative`.
+  /// (0 without it). `prompt_positions` (CompressedPrompt::prompt_positions, or null) gives the entries' prompt
+  /// positions where the cache no longer stores them (after key re-rotation). Returns null for "none".
+  /// rkv::InputError when the cache has another number of layers than there are budgets, or h2o is asked without
+  /// `prompt_cumulative`.
   std::unique_ptr<DecodeSession> begin(Backend& backend, const BackendCache& cache,
-                                       const std::vector<AttentionStats>* prompt_cumulative) const;
+                                       const std::vector<AttentionStats>* prompt_cumulative,
+                                       const std::vector<std::vector<int32_t>>* prompt_positions = nullptr) const;
 
   /// True when begin() needs the prefill's cumulative attention (h2o; periodic with a scorer that reads it).
   bool needs_prompt_cumulative() const;

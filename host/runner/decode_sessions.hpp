@@ -31,7 +31,9 @@ class AccumulatedAttention {
   /// Seeds from `cache` (positions read with Backend::download_layer) and `prompt_cumulative` ([L] of [H, T]; null:
   /// every entry starts at 0). rkv::InputError when the cache does not track positions or a position lies outside
   /// the prompt's statistics.
-  AccumulatedAttention(Backend& backend, const BackendCache& cache, const std::vector<AttentionStats>* prompt_cumulative);
+  /// `prompt_positions`: DecodePolicy::begin's.
+  AccumulatedAttention(Backend& backend, const BackendCache& cache, const std::vector<AttentionStats>* prompt_cumulative,
+                       const std::vector<std::vector<int32_t>>* prompt_positions);
 
   /// Adds one token's observed mass (ExtendObservation::attention_mass) after it was appended to `cache`.
   /// rkv::InputError when the observation is missing or its size disagrees with the cache.
@@ -56,9 +58,11 @@ class AccumulatedAttention {
 
 std::unique_ptr<DecodeSession> make_rolling_session(const DecodePolicy& policy);
 std::unique_ptr<DecodeSession> make_h2o_session(const DecodePolicy& policy, Backend& backend, const BackendCache& cache,
-                                                const std::vector<AttentionStats>* prompt_cumulative);
+                                                const std::vector<AttentionStats>* prompt_cumulative,
+                                                const std::vector<std::vector<int32_t>>* prompt_positions);
 std::unique_ptr<DecodeSession> make_periodic_session(const DecodePolicy& policy, const ScorerUse& scorer,
                                                      Backend& backend, const BackendCache& cache,
-                                                     const std::vector<AttentionStats>* prompt_cumulative);
+                                                     const std::vector<AttentionStats>* prompt_cumulative,
+                                                     const std::vector<std::vector<int32_t>>* prompt_positions);
 
 }  // namespace rkv::decode

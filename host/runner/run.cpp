@@ -129,42 +129,45 @@ struct Example {
   size_t full_kv_bytes_end = 0;  // the full cache's bytes after the task
 };
 
-/// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty.
-GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache,
+/// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty, the
+/// first token at position `start_pos` (T, or the cache length after key re-rotation: CompressedPrompt::next_position).
+GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCache& cache, int64_t start_pos,
                     const std::vector<int32_t>& question, int64_t max_new, const std::vector<int32_t>& stop,
                     DecodeSession* decode) {
-  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (question.empty()) return greedy_decode(backend, prompt.last_logits, T, cache, max_new, stop, decode);
+  if (question.empty()) return greedy_decode(backend, prompt.last_logits, start_pos, cache, max_new, stop, decode);
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(question.size());
   std::vector<float> last;
   if (decode) {  // token by token, the policy after each
-    const std::vector<float> logits = continuation_logits(backend, question, T, cache, decode);
+    const std::vector<float> logits = continuation_logits(backend, question, start_pos, cache, decode);
     last.assign(logits.end() - V, logits.end());
   } else {
-    last = backend.extend(cache, question, T, LogitsFor::Last);
+    last = backend.extend(cache, question, start_pos, LogitsFor::Last);
   }
-  return greedy_decode(backend, last, T + n, cache, max_new, stop, decode);
+  return greedy_decode(backend, last, start_pos + n, cache, max_new, stop, decode);
 }
 
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy's session
-/// `decode` (null: every appended token is kept).
+/// `decode` (null: every appended token is kept); tokens fed after the prompt start at `start_pos` (T, or the cache
+/// length after key re-rotation).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
-                                            BackendCache& cache, double* decode_tps,
+                                            BackendCache& cache, int64_t start_pos, double* decode_tps,
                                             DecodeSession* decode = nullptr) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
-    const LmFidelityValues f = lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, decode);
+    const LmFidelityValues f =
+        lm_fidelity_score(backend, ex.prompt, cache, ex.continuation, ex.reference, decode, start_pos);
     v["kl"] = f.kl;
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
-    const GreedyResult r = answer(backend, ex.prompt, cache, ex.needle.question_part, 16, tok.end_of_generation_ids(), decode);
+    const GreedyResult r =
+        answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, 16, tok.end_of_generation_ids(), decode);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
-        answer(backend, ex.prompt, cache, {}, ex.dataset.max_new_tokens, ex.stop_ids, decode);
+        answer(backend, ex.prompt, cache, start_pos, {}, ex.dataset.max_new_tokens, ex.stop_ids, decode);
     const std::string pred = longbench_prediction(tok, r.tokens);
     v[ex.dataset.name] = 100.0 * longbench_example_score(ex.dataset, pred, *ex.record);
     *decode_tps = r.tokens_per_second;
@@ -413,7 +416,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
-    ex.full_values = score_example(*backend, tok, ex, *full, &ex.full_decode_tps);
+    ex.full_values = score_example(*backend, tok, ex, *full, static_cast<int64_t>(ex.prompt.tokens.size()),
+                                   &ex.full_decode_tps);
     ex.full_kv_bytes_end = full->bytes_in_use();
   }
 
@@ -459,7 +463,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
               allocate_cell(*backend, ex.prompt, scorer, ex.memo, instances.get(*cc.allocator),
                             cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
           CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.layers, ex.memo,
-                                                  alloc.heads.empty() ? nullptr : &alloc.heads);
+                                                  alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
           r.budget_total = B;
           r.budgets = comp.budgets;
           r.head_budgets = comp.head_budgets;
@@ -473,8 +477,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
           if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
           const std::unique_ptr<DecodeSession> decode =
-              policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt));
-          r.values = score_example(*backend, tok, ex, *comp.cache, &r.decode_tokens_per_second, decode.get());
+              policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+          r.values = score_example(*backend, tok, ex, *comp.cache, comp.next_position, &r.decode_tokens_per_second,
+                                   decode.get());
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));

@@ -50,10 +50,10 @@ LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPromp
 
 LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
                                    const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   DecodeSession* decode) {
+                                   DecodeSession* decode, std::optional<int64_t> start_pos) {
   const int64_t V = backend.model().config.vocab_size, n = static_cast<int64_t>(continuation.size());
-  const std::vector<float> logits =
-      continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), compressed, decode);
+  const int64_t first = start_pos.value_or(static_cast<int64_t>(prompt.tokens.size()));
+  const std::vector<float> logits = continuation_logits(backend, continuation, first, compressed, decode);
   LmFidelityValues v;
   for (int64_t r = 0; r < n; ++r) {
     const float* p = ref.logits.data() + r * V;

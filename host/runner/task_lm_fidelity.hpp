@@ -9,6 +9,7 @@
 // Softmax and KL in double from fp32 logits.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "runner/compression.hpp"
@@ -31,10 +32,12 @@ struct LmFidelityValues {
 };
 
 /// Scores the continuation on `compressed` (consumed: the continuation is appended to it) against `ref`.
-/// `decode` (may be null) is the decode policy's session applied while the continuation is fed.
+/// `decode` (may be null) is the decode policy's session applied while the continuation is fed. The continuation
+/// starts at position `start_pos` (CompressedPrompt::next_position: T, or the cache length after key re-rotation);
+/// nullopt: T.
 LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prompt, BackendCache& compressed,
                                    const std::vector<int32_t>& continuation, const LmFidelityReference& ref,
-                                   DecodeSession* decode = nullptr);
+                                   DecodeSession* decode = nullptr, std::optional<int64_t> start_pos = std::nullopt);
 
 /// KL(P || Q) in nats between softmax(p_logits) and softmax(q_logits) over V entries, computed in double.
 double kl_from_logits(const float* p_logits, const float* q_logits, int64_t V);

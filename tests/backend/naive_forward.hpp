@@ -18,6 +18,7 @@ struct NaiveOutput {
   std::vector<double> logits;  ///< [T, V]
   std::vector<double> probs;   ///< attention probabilities of layer `probe_layer`: [H, T, T]
   std::vector<double> attn_out;  ///< o_proj output of layer `probe_layer`: [T, D]
+  std::vector<std::vector<double>> keys_before_rope;  ///< per layer, the keys before RoPE: [T, H_kv, d]
 };
 
 inline NaiveOutput naive_forward(const rkv::Model& m, const std::vector<int32_t>& tokens, int64_t probe_layer = 0,
@@ -71,6 +72,7 @@ inline NaiveOutput naive_forward(const rkv::Model& m, const std::vector<int32_t>
     auto q = matmul(h, T, D, w.wq, H * d, &w.bq);
     auto k = matmul(h, T, D, w.wk, Hkv * d, &w.bk);
     const auto v = matmul(h, T, D, w.wv, Hkv * d, &w.bv);
+    out.keys_before_rope.push_back(k);
     rope(q, H);
     rope(k, Hkv);
     std::vector<double> a(static_cast<size_t>(T * H * d), 0.0);

@@ -63,6 +63,27 @@ class GenerateCompress(unittest.TestCase):
         self.assertEqual(sum(budgets), B)
         self.assertEqual(kept, full * B // (30 * T))  # bytes are proportional to positions kept
 
+    def test_rerotate_keeps_the_same_entries_and_a_misspelling_is_an_error(self):
+        """[compression] rerotate = true re-rotates the kept keys in place: the same budgets and KV bytes as without,
+        12 tokens decoded from the cache length; a wrong type is a usage error naming compression.rerotate."""
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 6
+        kept = {}
+        for rerotate in ("false", "true"):
+            p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", prompt, "--max-new-tokens", "12",
+                                "--threads", "2", "--compress",
+                                self.config("uniform", "[compression]\nrerotate = %s\n" % rerotate)],
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(int(re.search(r"\[(\d+) generated on the compressed cache", p.stderr).group(1)), 12)
+            kept[rerotate] = (re.search(r"\[budgets: ([\d ]+)\]", p.stderr).group(1),
+                              int(re.search(r"KV bytes (\d+) of", p.stderr).group(1)))
+        self.assertEqual(kept["true"], kept["false"])
+        p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", "Hello there", "--compress",
+                            self.config("uniform", "[compression]\nrerotate = 1\n")],
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("'compression.rerotate' must be true or false", p.stderr)
+
     def test_profile_allocator_needs_profile(self):
         p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", "Hello there", "--compress",
                             self.config("ripplekv")], capture_output=True, text=True, timeout=600)

@@ -6,5 +6,6 @@
 #include "backend/cuda/kernels/kl.cuh"
 #include "backend/cuda/kernels/perturb.cuh"
 #include "backend/cuda/kernels/prefill_attention.cuh"
+#include "backend/cuda/kernels/rerotate.cuh"
 #include "backend/cuda/kernels/rope.cuh"
 #include "backend/cuda/kernels/selection.cuh"

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
+#include "model/rope.hpp"
 #include "runner/compression.hpp"
 #include "runner/decode_policy.hpp"
 #include "gpu_test.hpp"
@@ -417,6 +418,68 @@ TEST_F(BackendConformance, H2oDecodeMatchesCpu) {
                 std::vector<int32_t>(a.pos_at(h, 0), a.pos_at(h, 0) + a.head_length(h)))
           << "layer " << l << " head " << h;
     }
+}
+
+// Key re-rotation (Backend::rerotate_layer, compression.rerotate) on a uniform compaction (layer 0) and a per-head
+// one (every other layer): on each backend every KV head then holds positions 0 .. n_h - 1 and each kept key equals
+// that backend's full-cache key at its original position p turned by i - p (rope_rerotate, computed here on the
+// host); keys, values and positions match the CPU's within 1e-4, and so do the logits of 8 tokens fed from the cache
+// length (where kvpress' pipeline puts the tokens after a re-rotated context).
+TEST_F(BackendConformance, RerotationMovesKeptKeysToContiguousPositionsAsTheCpu) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 37) % 101);
+  const rkv::Selection uniform = rkv::select_positions(scores.data(), Hkv, T, T / 3, rkv::ProtectedSpec{2, 2}, 0);
+  std::vector<int64_t> heads(static_cast<size_t>(Hkv));
+  for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 6 + 5 * h;  // 6, 11, 16, ...
+  const rkv::Selection ragged = rkv::select_positions_per_head(scores.data(), Hkv, T, heads, rkv::ProtectedSpec{2, 2}, 1);
+  ASSERT_TRUE(ragged.per_head());
+  std::vector<std::vector<rkv::LayerKV>> after;
+  std::vector<std::vector<float>> logits;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    SCOPED_TRACE(be->kind());
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    const auto c = be->clone(*r.cache);
+    int64_t longest = 0;
+    std::vector<rkv::LayerKV> layers;
+    for (int64_t l = 0; l < L; ++l) {
+      const rkv::Selection& sel = l == 0 ? uniform : ragged;
+      be->compact_layer(*c, l, sel);
+      be->rerotate_layer(*c, l);
+      const rkv::LayerKV full = be->download_layer(*r.cache, l), got = be->download_layer(*c, l);
+      double scale = 0;
+      for (float x : full.k) scale = std::max(scale, double(std::fabs(x)));
+      for (int64_t h = 0; h < Hkv; ++h) {
+        const int64_t n = sel.head_kept_count(h);
+        ASSERT_EQ(got.head_length(h), n) << "layer " << l << " head " << h;
+        longest = std::max(longest, n);
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(*got.pos_at(h, i), i) << "layer " << l << " head " << h;
+          const int64_t p = sel.head_positions(h)[i];
+          std::vector<float> want(full.k_at(h, p), full.k_at(h, p) + full.head_dim);
+          rkv::rope_rerotate(want.data(), model.rope_inv_freq, p, i);
+          for (int64_t e = 0; e < full.head_dim; ++e) {
+            worst = std::max(worst, std::fabs(double(got.k_at(h, i)[e]) - want[static_cast<size_t>(e)]));
+            ASSERT_EQ(got.v_at(h, i)[e], full.v_at(h, p)[e]) << "values are not rotated";
+          }
+        }
+        EXPECT_LE(worst, 1e-5 * scale) << "layer " << l << " head " << h;
+      }
+      layers.push_back(got);
+    }
+    EXPECT_EQ(longest, std::max(T / 3, heads.back()));
+    logits.push_back(be->extend(*c, next, longest, rkv::LogitsFor::All));
+    const rkv::LayerKV grown = be->download_layer(*c, 0);  // appended entries carry positions longest, longest + 1, ..
+    for (int64_t h = 0; h < Hkv; ++h)
+      for (int64_t i = 0; i < static_cast<int64_t>(next.size()); ++i)
+        EXPECT_EQ(*grown.pos_at(h, T / 3 + i), longest + i) << "head " << h;
+    after.push_back(std::move(layers));
+  }
+  for (int64_t l = 0; l < L; ++l)
+    expect_layers_match(after[1][static_cast<size_t>(l)], after[0][static_cast<size_t>(l)], 1e-4,
+                        "re-rotated layer " + std::to_string(l));
+  EXPECT_LE(rel_diff(logits[1], logits[0]), 1e-4);
 }
 
 TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {

@@ -1,7 +1,10 @@
-// RoPE frequencies (plain, linear, llama3) against hand-computed values, and the rotate_half rotation.
+// RoPE frequencies (plain, linear, llama3) against hand-computed values, the rotate_half rotation, and key
+// re-rotation (rope_rerotate: a key rotated at p moved to p').
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "model/rope.hpp"
@@ -73,6 +76,69 @@ TEST(Rope, RotateHalfPairsIWithIPlusHalf) {
   EXPECT_NEAR(x[2], std::sin(2.0), 1e-7);
   EXPECT_NEAR(x[1], -std::sin(0.02), 1e-7);
   EXPECT_NEAR(x[3], std::cos(0.02), 1e-7);
+}
+
+// SmolLM2-135M: head_dim 64, rope_theta 100000 (its config; tests/model/test_smollm2.cpp reads them from the GGUF).
+std::vector<double> smollm2_inv_freq() { return rkv::rope_inv_freq(64, 100000.0, {}); }
+
+/// A seeded unrotated key of 64 values in [-4, 4] (the scale of SmolLM2's keys).
+std::vector<float> seeded_key(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  std::vector<float> k(64);
+  for (float& x : k) x = u(rng);
+  return k;
+}
+
+/// The key rotated at `pos` the way the forward pass does it: rope_tables at that position, then rope_rotate_half.
+std::vector<float> rotated_at(std::vector<float> k, const std::vector<double>& inv, int64_t pos) {
+  std::vector<float> c, s;
+  rkv::rope_tables(inv, &pos, 1, c, s);
+  rkv::rope_rotate_half(k.data(), static_cast<int64_t>(inv.size()), c.data(), s.data());
+  return k;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+TEST(Rope, ReRotatingAKeyFrom700To100EqualsTheKeyRotatedAt100) {
+  const std::vector<double> inv = smollm2_inv_freq();
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const std::vector<float> k = seeded_key(seed);
+    std::vector<float> moved = rotated_at(k, inv, 700);
+    const std::vector<float> direct = rotated_at(k, inv, 100);
+    ASSERT_GT(max_abs_diff(moved, direct), 0.5) << "positions 700 and 100 must differ for the test to mean anything";
+    rkv::rope_rerotate(moved.data(), inv, 700, 100);
+    EXPECT_LE(max_abs_diff(moved, direct), 1e-5) << "seed " << seed;
+  }
+}
+
+TEST(Rope, RotatingByAThenByBEqualsRotatingOnceByTheSum) {
+  const std::vector<double> inv = smollm2_inv_freq();
+  const std::vector<float> k = seeded_key(4);
+  for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{700, -600}, {37, 1000}, {-5, 2047}, {3, 4}}) {
+    std::vector<float> twice = k, once = k;
+    rkv::rope_rotate_by(twice.data(), inv, a);
+    rkv::rope_rotate_by(twice.data(), inv, b);
+    rkv::rope_rotate_by(once.data(), inv, a + b);
+    EXPECT_LE(max_abs_diff(twice, once), 1e-5) << "a = " << a << ", b = " << b;
+    // Rotating an unrotated key by a is RoPE at position a.
+    std::vector<float> at_a = k;
+    rkv::rope_rotate_by(at_a.data(), inv, a);
+    EXPECT_LE(max_abs_diff(at_a, rotated_at(k, inv, a)), 1e-6) << "a = " << a;
+  }
+}
+
+TEST(Rope, ReRotatingToTheSamePositionChangesNothing) {
+  // delta = 0: cos 0 = 1 and sin 0 = 0 exactly, so the key is bit-identical.
+  const std::vector<double> inv = smollm2_inv_freq();
+  const std::vector<float> k = rotated_at(seeded_key(5), inv, 321);
+  std::vector<float> same = k;
+  rkv::rope_rerotate(same.data(), inv, 321, 321);
+  EXPECT_EQ(same, k);
 }
 
 }  // namespace

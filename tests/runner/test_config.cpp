@@ -347,6 +347,35 @@ TEST_F(Config, CompressionConfigRefusesMisspeltSectionsAndDuplicateLayers) {
   EXPECT_NE(dup.find("lists layer 3 twice"), std::string::npos) << dup;
 }
 
+// [compression] rerotate (key re-rotation to contiguous positions): off by default, a boolean, read by run configs
+// and compression configs alike; a wrong type or a misspelling names the key and its line.
+TEST_F(Config, RerotateIsABooleanOffByDefault) {
+  EXPECT_FALSE(load(base()).rerotate);
+  EXPECT_TRUE(load(base("[compression]\nrerotate = true\n")).rerotate);
+  EXPECT_FALSE(load(base("[compression]\nrerotate = false\nquery_aware = true\n")).rerotate);
+  const std::string type = error(base("[compression]\nrerotate = 1\n"));
+  EXPECT_NE(type.find("cfg.toml:19: 'compression.rerotate' must be true or false"), std::string::npos) << type;
+  const std::string typo = error(base("[compression]\nrerotat = true\n"));
+  EXPECT_NE(typo.find("'compression.rerotat' is not a known key"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("did you mean 'rerotate'"), std::string::npos) << typo;
+
+  const fs::path p = dir / "compress.toml";
+  const std::string ok = "[scorer]\nplugin = \"snapkv\"\n[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.3\n";
+  std::ofstream(p, std::ios::trunc) << ok;
+  EXPECT_FALSE(rkv::load_compression_config(p.string()).rerotate);
+  std::ofstream(p, std::ios::trunc) << ok << "[compression]\nrerotate = true\n";
+  EXPECT_TRUE(rkv::load_compression_config(p.string()).rerotate);
+  for (const std::string bad : {"rerotate = \"yes\"\n", "rerotat = true\n"}) {
+    std::ofstream(p, std::ios::trunc) << ok << "[compression]\n" << bad;
+    try {
+      rkv::load_compression_config(p.string());
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("compression.rerotat"), std::string::npos) << e.what();
+    }
+  }
+}
+
 namespace {
 
 /// base() with `keys` added to its [model] section.

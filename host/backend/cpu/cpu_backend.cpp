@@ -9,6 +9,7 @@
 #include "backend/cpu/profiler_session.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cache/compaction.hpp"
+#include "cache/rerotation.hpp"
 #include "core/errors.hpp"
 
 namespace rkv::cpu {
@@ -194,6 +195,12 @@ void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selecti
   KVCache& kv = host_cache(cache);
   check_layer(kv, layer);
   rkv::compact_layer(kv.layers[static_cast<size_t>(layer)], sel);
+}
+
+void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
+  KVCache& kv = host_cache(cache);
+  check_layer(kv, layer);
+  rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.rope_inv_freq, layer);
 }
 
 std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,

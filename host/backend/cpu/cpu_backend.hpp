@@ -1,6 +1,6 @@
 // The CPU implementation of rkv::Backend (backend/backend.hpp): float32, OpenBLAS, the reference every other backend
-// is checked against. A thin layer over forward.hpp (the layer-by-layer forward pass), cache/compaction.hpp and
-// profiler_session.hpp.
+// is checked against. A thin layer over forward.hpp (the layer-by-layer forward pass), cache/compaction.hpp,
+// cache/rerotation.hpp and profiler_session.hpp.
 //
 // Scorer statistics are fused into the prefill: forward_layer adds each attention probability row to the requested
 // AttentionStatsAccumulators while the attention runs (LayerHooks::stats), so H2O's cumulative sums cost column sums
@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
+  void rerotate_layer(BackendCache& cache, int64_t layer) override;
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
                                                 const ProtectedSpec& protect) override;
   void begin_phase(const std::string& name) override;

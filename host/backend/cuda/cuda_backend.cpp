@@ -13,6 +13,7 @@
 #include "backend/cuda/dlpack_view.hpp"
 #include "backend/cuda/forward.hpp"
 #include "backend/cuda/profiler.hpp"
+#include "backend/cuda/rerotation.hpp"
 #include "core/errors.hpp"
 #include "model/half.hpp"
 
@@ -278,6 +279,12 @@ class CudaBackend final : public Backend {
     CudaCache& c = device_cache(cache);
     c.check(layer);
     RKV_CUDA_NS::compact_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], sel);
+  }
+
+  void rerotate_layer(BackendCache& cache, int64_t layer) override {
+    CudaCache& c = device_cache(cache);
+    c.check(layer);
+    RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.rope_inv_freq(), layer);
   }
 
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,

@@ -126,6 +126,15 @@ cudaError_t select_topk(const float* scores, int64_t n_kv_heads, int64_t T, cons
 cudaError_t gather_rows(DType t, const void* src, int64_t src_capacity, const int64_t* positions, int64_t n_kv_heads,
                         int64_t kept, int head_dim, void* dst, cudaStream_t stream);
 
+/// Key re-rotation to contiguous positions (compression.rerotate; rkv::rerotate_layer in cache/rerotation.hpp): for
+/// every KV head h < n_kv_heads and entry i < length, with p = pos[h * capacity + i] the position its key was rotated
+/// at:  k[h, i] <- R((i - p) inv_freq) k[h, i],  pos[h * capacity + i] <- i.  R is RoPE's rotate_half rotation
+/// (model/rope.hpp): angle (i - p) * inv_freq[q] in double, cos/sin rounded to float, float32 arithmetic, the key
+/// rounded to `t` once. k_cache: `t` [n_kv_heads, capacity, d], rotated in place; pos: int32 [n_kv_heads, capacity];
+/// inv_freq: double [d / 2]. cudaErrorInvalidValue for an odd head_dim, one above 256 or length > capacity.
+cudaError_t rerotate_keys(DType t, void* k_cache, int32_t* pos, int64_t capacity, int64_t n_kv_heads, int64_t length,
+                          int head_dim, const double* inv_freq, cudaStream_t stream);
+
 /// The perturbation_kl noise (DESIGN.md): for every KV head h and prefix position u < prefix with
 /// protected_mask[u] == 0, v[h, u] <- perturb_value_row(v[h, u], alpha, seed, draw, example, layer, h, u)
 /// (kernels/perturb_row.hpp: v' = v + alpha ||v||_2 eps, eps from Philox4x32-10 + Box-Muller, core/philox.hpp).
