@@ -1,11 +1,15 @@
 // LongBench JSONL reader (see longbench_records.hpp).
 #include "eval/longbench_records.hpp"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 namespace {
@@ -83,6 +87,7 @@ LongBenchRecord parse_longbench_record(std::string_view json_line, const std::st
 }
 
 std::vector<LongBenchRecord> read_longbench_jsonl(const std::filesystem::path& path, size_t max_records) {
+  ::close(open_regular_file(path.string(), "LongBench file"));  // a FIFO or a device is refused without blocking
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open LongBench file " + path.string() + " (it must be a JSONL file of records)");
   std::vector<LongBenchRecord> records;
@@ -90,6 +95,7 @@ std::vector<LongBenchRecord> read_longbench_jsonl(const std::filesystem::path& p
   size_t line = 0;
   while (std::getline(in, text)) {
     ++line;
+    if ((line & 1023) == 0) throw_if_cancelled();
     if (line == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // UTF-8 byte order mark
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     records.push_back(parse_longbench_record(text, path.string(), line));
