@@ -318,6 +318,7 @@ struct Stopped {
 };
 Stopped sigterm_run(const fs::path& dir, const std::string& cfg, const std::string& phase_note, double delay) {
   const fs::path log = dir / "run.log";
+  fs::remove(log);  // an earlier run's notes must not count as this one's phase
   const pid_t pid = rkv::start_program({kCli, "run", cfg, "--out", "out"}, dir.string(), log.string());
   Stopped s;
   if (pid < 0) return s;
