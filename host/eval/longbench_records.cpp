@@ -1,8 +1,6 @@
 // LongBench JSONL reader (see longbench_records.hpp).
 #include "eval/longbench_records.hpp"
 
-#include <unistd.h>
-
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -87,7 +85,14 @@ LongBenchRecord parse_longbench_record(std::string_view json_line, const std::st
 }
 
 std::vector<LongBenchRecord> read_longbench_jsonl(const std::filesystem::path& path, size_t max_records) {
-  ::close(open_regular_file(path.string(), "LongBench file"));  // a FIFO or a device is refused without blocking
+  {  // a FIFO would block the open, a device never end: refused without opening them
+    std::string why;
+    const PathKind kind = path_kind(path.string(), &why);
+    if (kind == PathKind::directory || kind == PathKind::other)
+      throw InputError("cannot open LongBench file " + path.string() + ": it is " + describe_special_file(path.string()) +
+                       ", not a JSONL file of records");
+    if (kind == PathKind::error) throw InputError("cannot open LongBench file " + path.string() + ": " + why);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open LongBench file " + path.string() + " (it must be a JSONL file of records)");
   std::vector<LongBenchRecord> records;
