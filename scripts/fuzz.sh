@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(gguf safetensors tokenizer config)
+targets=(gguf safetensors tokenizer config run_folder)
 
 usage() {
   cat <<EOF
@@ -24,6 +24,8 @@ targets:
                 ../shared/tokenizer-vectors/ggml-vocab-llama-spm.gguf when present; RIPPLEKV_FUZZ_VOCABS
                 (':'-separated GGUF paths) overrides
   config        ablation-config validation, as 'ripplekv validate'
+  run_folder    a run's output folder (cells/*.json, run.json, results.jsonl) as --resume, merge and
+                rkv_results_json read it back
 
 environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (build jobs, default nproc), FUZZ_TIMEOUT (seconds
 per input, default 10), RIPPLEKV_CACHE (asset cache, default ~/.cache/ripplekv).

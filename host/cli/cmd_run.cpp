@@ -16,7 +16,14 @@ namespace rkv::cli {
 namespace {
 
 std::atomic<bool> g_cancel{false};
-extern "C" void on_sigint(int) { g_cancel.store(true); }
+/// The first Ctrl-C / SIGTERM asks the run to stop (every phase polls it: loading, tokenizing, each example); a
+/// second one ends the process at once with the signal's default action.
+extern "C" void on_sigint(int sig) {
+  if (g_cancel.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 
 const char* kRunUsage =
     "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N]\n"
@@ -26,7 +33,9 @@ const char* kRunUsage =
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
-    "shard folders with `ripplekv merge`). Ctrl-C stops after the current example; finished cells stay.\n"
+    "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
+    "(loading the model, reading and tokenizing texts, between examples; exit 130) and finished cells stay; a second\n"
+    "one ends it at once.\n"
     "One process writes DIR at a time (DIR/.ripplekv.lock): a second one exits 2 naming the first one's pid. A\n"
     "non-empty DIR that holds no ripplekv run is refused; --force writes there anyway, and in a folder that holds a\n"
     "run it starts over (the finished cells in DIR/cells are deleted).\n"

@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace po = boost::program_options;
@@ -34,15 +35,11 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (model.empty()) throw rkv::cli::UsageError("--model is required");
   if (text_file.empty()) throw rkv::cli::UsageError("--text-file is required");
 
-  if (!std::filesystem::is_regular_file(text_file))
-    throw rkv::InputError("--text-file '" + text_file + "' is not a readable file");
-  std::ifstream in(text_file, std::ios::binary);
-  if (!in) throw rkv::InputError(text_file + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // A FIFO, a device such as /dev/zero or a folder is refused without blocking.
+  const std::string text = rkv::read_regular_file(text_file, "--text-file");
 
   const rkv::Tokenizer tok = rkv::Tokenizer::from_path(model);
-  const std::vector<int32_t> ids = tok.encode(ss.str(), vm["add-bos"].as<bool>(), vm["parse-special"].as<bool>());
+  const std::vector<int32_t> ids = tok.encode(text, vm["add-bos"].as<bool>(), vm["parse-special"].as<bool>());
   std::string line;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) line += ' ';

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 
@@ -47,12 +48,6 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const std::string& path) { return read_regular_file(path, "file"); }
 
 }  // namespace rkv

@@ -10,7 +10,8 @@ namespace rkv {
 /// the folder is not writable or the disk is full.
 void write_file_atomically(const std::string& path, const std::string& content);
 
-/// Reads a whole file; throws rkv::InputError naming the path when it cannot be read.
+/// Reads a whole regular file; throws rkv::InputError naming the path when it cannot be read or is not a regular
+/// file (a FIFO, a device such as /dev/zero, a folder: see core/regular_file.hpp).
 std::string read_file(const std::string& path);
 
 }  // namespace rkv

@@ -1,12 +1,17 @@
 #include "core/sha256.hpp"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <vector>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 
@@ -43,14 +48,25 @@ std::string sha256_hex(const void* data, size_t n) {
 }
 
 std::string sha256_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("'" + path + "': cannot be opened to hash");
+  const int fd = open_regular_file(path, "file to hash");  // a FIFO or /dev/zero would never end
   Sha256 h;
   std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() > 0) h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  for (;;) {
+    if (cancellation_requested()) {
+      ::close(fd);
+      throw Cancelled();
+    }
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw InputError("file to hash '" + path + "': cannot read: " + why);
+    }
+    h.update(buf.data(), static_cast<size_t>(n));
   }
+  ::close(fd);
   return h.hex_digest();
 }
 

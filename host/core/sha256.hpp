@@ -26,7 +26,8 @@ class Sha256 {
 
 /// SHA-256 of a byte range, 64 lowercase hex characters.
 std::string sha256_hex(const void* data, size_t n);
-/// SHA-256 of a file's bytes; throws rkv::InputError naming the file when it cannot be read.
+/// SHA-256 of a file's bytes; throws rkv::InputError naming the file when it cannot be read or is not a regular file
+/// (core/regular_file.hpp), rkv::Cancelled when the thread's CancelScope (core/cancel.hpp) is cancelled meanwhile.
 std::string sha256_file(const std::string& path);
 
 }  // namespace rkv

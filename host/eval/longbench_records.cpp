@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 namespace {
@@ -83,6 +85,14 @@ LongBenchRecord parse_longbench_record(std::string_view json_line, const std::st
 }
 
 std::vector<LongBenchRecord> read_longbench_jsonl(const std::filesystem::path& path, size_t max_records) {
+  {  // a FIFO would block the open, a device never end: refused without opening them
+    std::string why;
+    const PathKind kind = path_kind(path.string(), &why);
+    if (kind == PathKind::directory || kind == PathKind::other)
+      throw InputError("cannot open LongBench file " + path.string() + ": it is " + describe_special_file(path.string()) +
+                       ", not a JSONL file of records");
+    if (kind == PathKind::error) throw InputError("cannot open LongBench file " + path.string() + ": " + why);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open LongBench file " + path.string() + " (it must be a JSONL file of records)");
   std::vector<LongBenchRecord> records;
@@ -90,6 +100,7 @@ std::vector<LongBenchRecord> read_longbench_jsonl(const std::filesystem::path& p
   size_t line = 0;
   while (std::getline(in, text)) {
     ++line;
+    if ((line & 1023) == 0) throw_if_cancelled();
     if (line == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // UTF-8 byte order mark
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     records.push_back(parse_longbench_record(text, path.string(), line));

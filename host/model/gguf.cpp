@@ -215,7 +215,17 @@ void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, 
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : map_(path) { parse(); }
+GgufFile::GgufFile(const std::string& path) : map_(path) {
+  // A file truncated while it is parsed reads as zeros past its new end (mapped_file.hpp): whatever error that
+  // causes, report the truncation.
+  try {
+    parse();
+  } catch (const InputError&) {
+    map_.check_unchanged("reading the GGUF header");
+    throw;
+  }
+  map_.check_unchanged("reading the GGUF header");
+}
 
 void GgufFile::parse() {
   const std::string& p = map_.path();

@@ -95,6 +95,9 @@ class GgufFile {
   uint64_t file_size() const { return map_.size(); }
   /// The whole mapped file (file_size() bytes), e.g. for hashing.
   const uint8_t* file_data() const { return map_.data(); }
+  /// Throws rkv::InputError naming the file when it was truncated since it was opened (MappedFile::check_unchanged);
+  /// `during` says what was being read. Call after reading tensor data.
+  void check_unchanged(const std::string& during) const { map_.check_unchanged(during); }
 
   // ---- metadata ----
   /// Keys in file order.

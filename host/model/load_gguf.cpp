@@ -1,6 +1,8 @@
 // Loading a model from a GGUF file (llama.cpp naming: token_embd, blk.N.attn_q, ..., output_norm, output).
+#include <algorithm>
 #include <cmath>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "model/dequant.hpp"
 #include "model/ggml_types.hpp"
@@ -44,6 +46,7 @@ struct GgufLoader {
 
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) const {
     const GgufTensorInfo& t = require(name, expected, what);
+    if (!check_only) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
     return check_only ? std::vector<float>() : dequant(t);
   }
 
@@ -82,9 +85,29 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
 
 }  // namespace
 
+namespace {
+
+Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file);
+
+}  // namespace
+
 Model load_gguf_model(const std::string& path) {
   auto file = std::make_shared<const GgufFile>(path);
+  try {
+    return load_gguf_model_from(file);
+  } catch (const InputError&) {
+    // A file truncated while it is read reads as zeros past its new end (model/mapped_file.hpp): report the
+    // truncation rather than whatever the zeros look like.
+    file->check_unchanged("loading the model");
+    throw;
+  }
+}
+
+namespace {
+
+Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
   const GgufFile& f = *file;
+  const std::string& path = f.path();
   const std::string& src = path;
   GgufLoader ld{f, src};
 
@@ -168,8 +191,17 @@ Model load_gguf_model(const std::string& path) {
 
   m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
   for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
-  m.sha256 = sha256_hex(f.file_data(), static_cast<size_t>(f.file_size()));
+  Sha256 hash;
+  constexpr size_t kChunk = size_t{16} << 20;  // poll cancellation between chunks
+  for (size_t off = 0; off < f.file_size(); off += kChunk) {
+    throw_if_cancelled();
+    hash.update(f.file_data() + off, std::min<size_t>(kChunk, static_cast<size_t>(f.file_size()) - off));
+  }
+  m.sha256 = hash.hex_digest();
+  f.check_unchanged("loading the model");  // every byte was read: a truncation meanwhile is known now
   return m;
 }
+
+}  // namespace
 
 }  // namespace rkv

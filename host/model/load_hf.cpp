@@ -9,7 +9,9 @@
 #include <map>
 #include <set>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
 #include "model/safetensors.hpp"
@@ -23,10 +25,9 @@ using nlohmann::json;
 namespace {
 
 json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw InputError(p.string() + ": cannot open");
+  const std::string text = read_regular_file(p.string(), "model folder file");  // no FIFO, device or folder
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw InputError(p.string() + ": invalid JSON: " + e.what());
   }
@@ -187,7 +188,11 @@ Model load_hf_model(const std::string& folder) {
     const SafetensorsFile& f = sh.files[it->second.first];
     const SafetensorsTensor& t = *it->second.second;
     detail::check_shape(f.path(), name, t.shape, expected, what);
-    return check_only ? std::vector<float>() : safetensors_to_f32(f, t);
+    if (check_only) return std::vector<float>();
+    throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
+    std::vector<float> out = safetensors_to_f32(f, t);
+    f.check_unchanged("loading the model");  // truncated meanwhile: the tensor read zeros (model/mapped_file.hpp)
+    return out;
   };
 
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff, V = c.vocab_size;

@@ -1,4 +1,11 @@
 // A read-only memory mapping of a whole file (POSIX mmap), used by the GGUF and safetensors readers.
+//
+// Truncation while mapped (issue 19, fault 2): when another process truncates a mapped file, reading a page past the
+// new end raises SIGBUS, which would kill the process (exit 135). Every MappedFile registers its address range with a
+// process-wide SIGBUS handler; a fault inside a registered range is answered by mapping a zero page in its place (the
+// read sees zeros) and marking the mapping as damaged. Readers then call check_unchanged() (also when they fail on
+// what they read), which throws an rkv::InputError naming the file. A SIGBUS anywhere else goes to the handler that
+// was installed before (or the default action) as before.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +18,8 @@ namespace rkv {
 class MappedFile {
  public:
   MappedFile() = default;
-  /// Maps `path` read-only. Throws rkv::InputError naming the path when it cannot be opened, is not a regular file,
-  /// or cannot be mapped.
+  /// Maps `path` read-only. Throws rkv::InputError naming the path when it cannot be opened, is not a regular file
+  /// (a FIFO is refused without blocking; see core/regular_file.hpp), or cannot be mapped.
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
@@ -24,11 +31,20 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  /// True when the file is no longer what was mapped: it is now shorter than size() (truncated by someone else), or
+  /// a read of the mapping hit a page past its end (SIGBUS, answered with zeros; see the file comment).
+  bool changed() const;
+  /// Throws rkv::InputError "<path>: the file changed while it was being read (...)" when changed(); `during` names
+  /// what was being read (e.g. "loading the model"). Does nothing otherwise.
+  void check_unchanged(const std::string& during) const;
+
  private:
   void release();
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;     ///< kept open to see the file's current size (fstat), even if the path is replaced meanwhile
+  int slot_ = -1;   ///< index in the SIGBUS handler's table of mapped ranges (-1: not registered)
 };
 
 }  // namespace rkv

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 
@@ -32,10 +33,17 @@ void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim,
 }
 
 Model load_model(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw InputError(path + ": no such file or folder (expected a .gguf file or a Hugging Face model folder)");
-  if (fs::is_directory(path, ec)) return load_hf_model(path);
+  std::string why;
+  switch (path_kind(path, &why)) {
+    case PathKind::missing:
+      throw InputError(path + ": no such file or folder (expected a .gguf file or a Hugging Face model folder)");
+    case PathKind::error: throw InputError(path + ": cannot be read: " + why);
+    case PathKind::other:  // a FIFO would block the open until someone writes to it; a device never ends
+      throw InputError(path + " is " + describe_special_file(path) +
+                       "; expected a .gguf file or a Hugging Face model folder");
+    case PathKind::directory: return load_hf_model(path);
+    case PathKind::regular: break;
+  }
   return load_gguf_model(path);
 }
 

@@ -98,7 +98,10 @@ struct Model {
 /// described at the top of this file; the SHA-256 of the source is computed.
 /// Throws rkv::InputError for a missing/unreadable path, an unsupported architecture (named), a missing required
 /// tensor or metadata key (named), a tensor of the wrong shape (named, with the expected shape), an unsupported
-/// tensor type, or an inconsistent configuration. Not thread-safe with respect to the files being modified.
+/// tensor type, or an inconsistent configuration; for a path that is neither a regular file nor a folder (a FIFO, a
+/// device: refused without blocking) or a symbolic-link loop; and for a file truncated while it is read
+/// (model/mapped_file.hpp: no SIGBUS). rkv::Cancelled between tensors when the thread's CancelScope
+/// (core/cancel.hpp) is cancelled.
 Model load_model(const std::string& path);
 
 /// Loaders for one source format (load_model dispatches on the path).

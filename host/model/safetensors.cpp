@@ -26,6 +26,18 @@ int64_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
+  // A file truncated while its header is read reads as zeros past its new end (mapped_file.hpp): whatever error that
+  // causes, report the truncation.
+  try {
+    parse();
+  } catch (const InputError&) {
+    map_.check_unchanged("reading the safetensors header");
+    throw;
+  }
+  map_.check_unchanged("reading the safetensors header");
+}
+
+void SafetensorsFile::parse() {
   const std::string& p = map_.path();
   const uint64_t size = map_.size();
   if (size < 8) throw InputError(p + ": invalid safetensors: file is " + std::to_string(size) + " bytes, too short for the header size");

@@ -43,8 +43,12 @@ class SafetensorsFile {
   /// First byte of a tensor's data (inside the mapping; valid while this object lives).
   const uint8_t* data(const SafetensorsTensor& t) const { return map_.data() + data_start_ + t.begin; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  /// Throws rkv::InputError naming the file when it was truncated since it was opened (MappedFile::check_unchanged);
+  /// `during` says what was being read. Call after reading tensor data.
+  void check_unchanged(const std::string& during) const { map_.check_unchanged(during); }
 
  private:
+  void parse();
   MappedFile map_;
   uint64_t data_start_ = 0;
   std::vector<SafetensorsTensor> tensors_;

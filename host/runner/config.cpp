@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "eval/stats.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
@@ -107,6 +108,21 @@ const toml::table* sub_table(const Ctx& c, const toml::table& t, const std::stri
 constexpr int64_t kMaxTokens = int64_t{1} << 24;  ///< any length in tokens (16,777,216)
 constexpr int64_t kMaxCount = 1000000;            ///< examples, trials, resamples, sinks, new tokens
 constexpr int64_t kMaxThreads = 4096;             ///< model.threads
+constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;  ///< a config file (TOML) of at most 64 MiB
+
+/// Why the file `p` cannot serve as an input text file, or "" when it is a readable regular file:
+/// missing, a folder, a FIFO or device (which would block or never end), a symbolic-link loop. Never throws.
+std::string input_file_problem(const std::string& p) {
+  std::string why;
+  switch (path_kind(p, &why)) {
+    case PathKind::regular: return "";
+    case PathKind::missing: return "does not exist";
+    case PathKind::error: return "cannot be read: " + why;
+    case PathKind::directory: return "is a folder, not a file";
+    case PathKind::other: return "is " + describe_special_file(p) + ", not a regular file";
+  }
+  return "is not a regular file";
+}
 constexpr int64_t kMaxLayer = 100000;             ///< budget.layers entries
 
 /// The integer at `key`, or `def` when absent; rkv::InputError naming the line and key when it is not an integer or
@@ -208,9 +224,9 @@ DataConfig parse_data(const Ctx& c, const toml::table& t, const std::string& nam
   DataConfig d;
   for (const auto& f : get_string_list(c, t, "files", name + ".files")) {
     const std::string p = resolve_config_path(f, c.base_dir);
-    if (!fs::is_regular_file(p))
-      throw InputError(where(c, *t.get("files"), name + ".files") + ": file '" + f + "' (" + p +
-                       ") does not exist" + (f.rfind("austen:", 0) == 0 ? "; fetch it with scripts/fetch-assets" : ""));
+    if (const std::string problem = input_file_problem(p); !problem.empty())
+      throw InputError(where(c, *t.get("files"), name + ".files") + ": file '" + f + "' (" + p + ") " + problem +
+                       (f.rfind("austen:", 0) == 0 && problem == "does not exist" ? "; fetch it with scripts/fetch-assets" : ""));
     d.files.push_back(p);
   }
   if (d.files.empty()) throw InputError(where_table(c, t, name) + " needs files = [...] (e.g. \"austen:emma\")");
@@ -499,6 +515,27 @@ std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget
   return layers;
 }
 
+/// The cartesian product of the sweep's lists must have at most `max_cells` cells ([output] max_cells): refused here,
+/// before any cell is built, naming [sweep], the count and the limit and how to raise it (issue 19, fault 14).
+void check_sweep_size(const Ctx& c, const toml::table& root, const std::vector<std::pair<std::string, toml::array>>& axes,
+                      int64_t max_cells) {
+  double cells = 1;  // a double: the product of many long lists must not wrap around
+  std::string factors;
+  for (const auto& [key, values] : axes) {
+    cells *= static_cast<double>(values.size());
+    factors += (factors.empty() ? "" : " x ") + std::to_string(values.size());
+  }
+  if (cells <= static_cast<double>(max_cells)) return;
+  const toml::node* sw = root.get("sweep");
+  std::ostringstream count;
+  count.precision(0);
+  count << std::fixed << cells;
+  throw InputError((sw ? where(c, *sw, "sweep") : c.origin + ": [sweep]") + ": the sweep has " + count.str() +
+                   " cells (" + factors + "), more than the limit of " + std::to_string(max_cells) +
+                   "; shorten its lists, split it into several configs, or raise the limit with max_cells = N in "
+                   "[output] (at most " + std::to_string(kMaxCount) + ")");
+}
+
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   RunPlan plan;
   plan.config_text = text;
@@ -516,9 +553,18 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   const std::string mp = get_string(c, *m, "path", "model.path", "");
   if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
   plan.model_path = resolve_config_path(mp, c.base_dir);
-  if (!fs::exists(plan.model_path))
-    throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path +
-                     "' does not exist (scripts/fetch-assets fetches SmolLM2)");
+  {
+    std::string why;
+    const PathKind kind = path_kind(plan.model_path, &why);
+    if (kind == PathKind::missing)
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path +
+                       "' does not exist (scripts/fetch-assets fetches SmolLM2)");
+    if (kind == PathKind::error)
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' cannot be read: " + why);
+    if (kind == PathKind::other)  // a FIFO would block the run in open() until someone writes to it
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' is " +
+                       describe_special_file(plan.model_path) + "; expected a .gguf file or a Hugging Face model folder");
+  }
   plan.backend = get_string(c, *m, "backend", "model.backend", "cpu");
   if (plan.backend != "cpu" && plan.backend != "cuda" && plan.backend != "auto")
     throw InputError(where(c, *m->get("backend"), "model.backend") + " must be \"cpu\", \"cuda\" or \"auto\"");
@@ -592,8 +638,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
       for (const auto& f : get_string_list(c, *lb, "files", "tasks.longbench.files")) {
         const std::string p = resolve_config_path(f, c.base_dir);
-        if (!fs::is_regular_file(p))
-          throw InputError(where(c, *lb->get("files"), "tasks.longbench.files") + ": file '" + p + "' does not exist");
+        if (const std::string problem = input_file_problem(p); !problem.empty())
+          throw InputError(where(c, *lb->get("files"), "tasks.longbench.files") + ": file '" + p + "' " + problem);
         plan.longbench.files.push_back(p);
       }
       plan.longbench.max_context_tokens = get_int(c, *lb, "max_context_tokens", "tasks.longbench.max_context_tokens", 0, 0,
@@ -614,10 +660,11 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       throw InputError(c.origin + ": task longbench needs [tasks.longbench] files = [\"...jsonl\"]");
   }
   if (const toml::table* o = sub_table(c, root, "output", "output")) {
-    check_keys(c, *o, "output", {"dir", "bootstrap_resamples"});
+    check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells"});
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
     if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
     plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
+    plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCount);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
     plan.compressible_layers = compressible_layers(c, *b);
@@ -639,6 +686,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       axes.emplace_back(key, *v.as_array());
     }
   }
+  check_sweep_size(c, root, axes, plan.max_cells);
   {
     std::ostringstream all;
     all << root;
@@ -727,14 +775,11 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
 }
 
 CompressionConfig load_compression_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (fs::is_directory(path)) throw InputError("compression config '" + path + "' is a folder; expected a TOML file");
-  if (!in) throw InputError("compression config '" + path + "': cannot be opened");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // Only a regular file of at most kMaxConfigBytes: a FIFO, /dev/zero or a folder is refused, naming the path.
+  const std::string text = read_regular_file(path, "compression config", kMaxConfigBytes);
   toml::table root;
   try {
-    root = toml::parse(ss.str(), path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
     os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": TOML syntax error: "
@@ -758,13 +803,11 @@ CompressionConfig load_compression_config(const std::string& path) {
 }
 
 RunPlan load_run_plan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (fs::is_directory(path)) throw InputError("config '" + path + "' is a folder; expected a TOML file");
-  if (!in) throw InputError("config '" + path + "': cannot be opened");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // Only a regular file of at most kMaxConfigBytes: `ripplekv validate /dev/zero` (or a FIFO, or a folder) is
+  // refused at once, naming the path, instead of reading forever.
+  const std::string text = read_regular_file(path, "config", kMaxConfigBytes);
   const std::string base = fs::absolute(fs::path(path)).parent_path().string();
-  return load_run_plan_from_string(ss.str(), path, base);
+  return load_run_plan_from_string(text, path, base);
 }
 
 }  // namespace rkv

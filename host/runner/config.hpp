@@ -23,7 +23,7 @@
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
-//   [output]      dir, bootstrap_resamples
+//   [output]      dir, bootstrap_resamples, max_cells = 10000 (the largest sweep accepted; at most 1,000,000)
 //
 // Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
 // counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most
@@ -127,14 +127,19 @@ struct RunPlan {
   LongBenchConfig longbench;
   std::string output_dir;
   int64_t bootstrap_resamples = 2000;
+  /// [output] max_cells: a [sweep] whose cartesian product has more cells is refused at validate time, before any
+  /// cell is built (a sweep of millions of cells would exhaust the memory of `validate` itself).
+  int64_t max_cells = 10000;
   std::vector<Cell> cells;        ///< the full-cache reference first, then the sweep's cartesian product
   std::shared_ptr<PluginRegistry> registry;
 };
 
 /// Parses and validates `path` (TOML). Checks: syntax (line and column), unknown sections and keys (closest match),
 /// types, lengths > 0, budget fraction in (0, 1], sweep keys that exist, plugin ids and their params (against the
-/// plugins' own param specs), files that exist, calibration and evaluation sets disjoint. Errors are rkv::InputError
-/// naming the file, the line and the key.
+/// plugins' own param specs), files that exist and are regular files (a FIFO or a device is refused without
+/// blocking; a symbolic-link loop is an error naming the key), calibration and evaluation sets disjoint, and a sweep
+/// of at most [output] max_cells cells. Errors are rkv::InputError naming the file, the line and the key; a config
+/// file that is not a regular file (a FIFO, /dev/zero, a folder) or is larger than 64 MiB is refused unread.
 RunPlan load_run_plan(const std::string& path);
 
 /// Same, from TOML text (`origin` names it in messages; relative paths resolve against `base_dir`).

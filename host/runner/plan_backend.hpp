@@ -9,7 +9,8 @@
 
 namespace rkv {
 
-/// BackendOptions of `plan`: its dtype, and `threads_override` CPU threads when > 0, else model.threads.
+/// BackendOptions of `plan`: its dtype, and `threads_override` CPU threads when > 0, else model.threads, bounded to
+/// cpu::max_threads() (a warning on stderr says when it was lowered).
 BackendOptions plan_backend_options(const RunPlan& plan, int64_t threads_override = 0);
 
 /// check_backend_available() for the plan's backend and `options`; the rkv::InputError says where the setting came

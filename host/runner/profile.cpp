@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "eval/stats.hpp"
@@ -214,6 +215,7 @@ void write_json_atomically(const std::string& path, const nlohmann::json& json) 
 }
 
 SensitivityProfile compute_profile(const ProfileRequest& r) {
+  const CancelScope cancel_scope(r.cancel);  // reading the cache and the texts polls it too (core/cancel.hpp)
   const std::string key = profile_cache_key(r);
   const Model& model = *r.model;
   const int64_t L = model.config.n_layers, N = static_cast<int64_t>(r.examples.size());

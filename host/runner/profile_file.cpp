@@ -8,15 +8,15 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 
 ProfileFile read_profile_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("profile file '" + path + "': cannot be opened");
+  const std::string text = read_regular_file(path, "profile file");  // a FIFO or a device is refused without blocking
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("profile file '" + path + "': not valid JSON: " + e.what());
   }

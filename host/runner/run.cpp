@@ -16,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "cache/budget.hpp"
 #include "core/atomic_file.hpp"
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "eval/longbench.hpp"
@@ -240,6 +241,9 @@ std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
 }  // namespace
 
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
+  // Model loading, reading and tokenizing texts and drawing windows poll this (core/cancel.hpp), not only the
+  // per-example loops below: a cancelled run stops within a fraction of a second in every phase.
+  const CancelScope cancel_scope(opt.cancel);
   const auto t_run = Clock::now();
   if (opt.out_dir.empty()) throw InputError("run: an output folder is required (--out DIR or [output] dir)");
   if (opt.shard_count < 1 || opt.shard_index < 1 || opt.shard_index > opt.shard_count)

@@ -60,6 +60,38 @@ std::string group_of(const nlohmann::json& m) {
   return g + " + " + short_id(m.at("scorer"));
 }
 
+/// Everything the tables, the report and the plots read from a cell file's fields (besides its examples) has the
+/// type they read it as: a hand-edited cell file is skipped with a warning naming the key, never an internal error.
+void check_cell_meta(const nlohmann::json& m) {
+  auto require = [&](const char* key, bool ok, const char* what) {
+    if (!ok) throw InputError(std::string("'") + key + "' is missing or not " + what);
+  };
+  auto field = [&](const char* key) { return m.contains(key) ? &m.at(key) : nullptr; };
+  for (const char* key : {"cell_id", "base_sha256", "run_id", "config_sha256", "label", "backend"}) {
+    const nlohmann::json* v = field(key);
+    require(key, v && v->is_string(), "a string");
+  }
+  for (const char* key : {"model_sha256", "compute_dtype"}) {
+    const nlohmann::json* v = field(key);
+    require(key, !v || v->is_string(), "a string");
+  }
+  require("cell", field("cell") != nullptr, "present");
+  require("seconds", field("seconds") && field("seconds")->is_number(), "a number");
+  require("full_cache", field("full_cache") && field("full_cache")->is_boolean(), "true or false");
+  const nlohmann::json* fraction = field("budget_fraction");
+  require("budget_fraction", fraction && (fraction->is_null() || fraction->is_number()), "null or a number");
+  const nlohmann::json* tokens = field("budget_tokens");
+  require("budget_tokens", tokens && (tokens->is_null() || tokens->is_number_integer()), "null or an integer");
+  const bool full = m.at("full_cache").get<bool>();
+  for (const char* key : {"signal", "scorer", "allocator", "heads"}) {
+    const nlohmann::json* v = field(key);
+    const bool optional = std::string(key) == "heads" || std::string(key) == "signal" || full;
+    const bool ok = v ? (v->is_null() ? optional : v->is_object() && v->contains("id") && v->at("id").is_string())
+                      : std::string(key) == "heads";
+    require(key, ok, "a plugin record with a string id");
+  }
+}
+
 double budget_x(const nlohmann::json& m) {
   if (!m.at("budget_fraction").is_null()) return m.at("budget_fraction").get<double>();
   if (!m.at("budget_tokens").is_null()) return static_cast<double>(m.at("budget_tokens").get<int64_t>());
@@ -105,11 +137,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         if (cd.examples.empty()) throw InputError("it holds no examples");
         j.erase("examples");
         cd.meta = std::move(j);
-        (void)cd.meta.at("cell_id").get<std::string>();
-        (void)cd.meta.at("base_sha256").get<std::string>();
-        (void)backend_of(cd.meta);  // backend and compute_dtype must be strings
-        (void)cd.meta.value("model_sha256", std::string());  // a string when present
-        (void)group_of(cd.meta);
+        check_cell_meta(cd.meta);
       } catch (const std::exception& e) {
         std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
         continue;

@@ -40,18 +40,47 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   return j;
 }
 
+namespace {
+
+// A hand-edited or fuzzed cell file may hold anything: integers must be JSON integers (nlohmann would cast 1e300 to
+// int64 with undefined behaviour), sizes non-negative ones. Violations are InputError naming the key.
+int64_t integer_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) throw InputError(std::string("'") + key + "' is not an integer");
+  return v.get<int64_t>();
+}
+size_t size_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_unsigned()) throw InputError(std::string("'") + key + "' is not a non-negative integer");
+  return v.get<size_t>();
+}
+std::vector<int64_t> integer_list(const nlohmann::json& v, const char* key) {
+  if (!v.is_array()) throw InputError(std::string("'") + key + "' is not a list");
+  std::vector<int64_t> out;
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) throw InputError(std::string("'") + key + "' holds a value that is not an integer");
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
 ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   ExampleOutcomeRecord r;
   r.task = j.at("task").get<std::string>();
-  r.example = j.at("example").get<int64_t>();
+  r.example = integer_field(j, "example");
   r.values = j.at("values").get<std::map<std::string, double>>();
   r.full_values = j.at("full_values").get<std::map<std::string, double>>();
-  r.prefix_tokens = j.at("T").get<int64_t>();
-  r.budget_total = j.at("B").get<int64_t>();
-  r.budgets = j.at("budgets").get<std::vector<int64_t>>();
-  if (j.contains("head_budgets")) r.head_budgets = j.at("head_budgets").get<std::vector<std::vector<int64_t>>>();
-  r.kv_bytes = j.at("kv_bytes").get<size_t>();
-  r.kv_bytes_full = j.at("kv_bytes_full").get<size_t>();
+  r.prefix_tokens = integer_field(j, "T");
+  r.budget_total = integer_field(j, "B");
+  r.budgets = integer_list(j.at("budgets"), "budgets");
+  if (j.contains("head_budgets")) {
+    if (!j.at("head_budgets").is_array()) throw InputError("'head_budgets' is not a list");
+    for (const auto& row : j.at("head_budgets")) r.head_budgets.push_back(integer_list(row, "head_budgets"));
+  }
+  r.kv_bytes = size_field(j, "kv_bytes");
+  r.kv_bytes_full = size_field(j, "kv_bytes_full");
   // Cells written before the field existed have none: their caches ended as they were compressed.
   if (!j.contains("kv_bytes_end")) {
     r.kv_bytes_end = r.kv_bytes;
@@ -171,9 +200,12 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
     }
     const bool has_cells = !fs::is_empty(fs::path(out) / "cells", ec);
     if (resume) {
-      if (old.is_object() && old.value("base_sha256", "") != plan.base_sha256)
+      // A hand-edited run.json may hold anything under base_sha256: anything but the same string is a change.
+      const nlohmann::json* old_base = old.is_object() && old.contains("base_sha256") ? &old["base_sha256"] : nullptr;
+      const std::string then = old_base ? (old_base->is_string() ? old_base->get<std::string>() : old_base->dump()) : "";
+      if (old.is_object() && then != plan.base_sha256)
         throw InputError("--resume: the non-swept part of the config has changed since the run in '" + out +
-                         "' (base config sha256 " + old.value("base_sha256", "?").substr(0, 12) + " then, " +
+                         "' (base config sha256 " + (old_base ? then.substr(0, 12) : std::string("?")) + " then, " +
                          plan.base_sha256.substr(0, 12) +
                          " now); results would not be comparable. Use another --out folder, or restore the config");
     } else if (has_cells && !force) {

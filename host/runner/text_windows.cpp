@@ -4,7 +4,9 @@
 #include <random>
 #include <sstream>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace rkv {
 
@@ -12,12 +14,10 @@ std::vector<TokenizedFile> tokenize_files(const Tokenizer& tok, const std::vecto
   std::vector<TokenizedFile> out;
   out.reserve(files.size());
   for (const auto& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError("text file '" + path + "' cannot be opened");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw InputError("text file '" + path + "' cannot be read");
-    out.push_back(TokenizedFile{path, tok.encode(text.str(), /*add_bos=*/false, /*parse_special=*/false)});
+    // Only a regular file: a FIFO would block and /dev/zero never end. Reading and encoding poll the thread's
+    // CancelScope (core/cancel.hpp), so a run's Ctrl-C / SIGTERM stops a long text at once.
+    const std::string text = read_regular_file(path, "text file");
+    out.push_back(TokenizedFile{path, tok.encode(text, /*add_bos=*/false, /*parse_special=*/false)});
   }
   return out;
 }

@@ -32,7 +32,9 @@ struct TextWindow {
 };
 
 /// Reads and tokenizes each file (tok.encode(text, add_bos = false, parse_special = false)).
-/// Throws rkv::InputError naming a file that cannot be read. Thread-safe (the tokenizer is immutable).
+/// Throws rkv::InputError naming a file that cannot be read or is not a regular file (a FIFO, a device, a folder);
+/// rkv::Cancelled when the thread's CancelScope (core/cancel.hpp) is cancelled while a file is read or encoded.
+/// Thread-safe (the tokenizer is immutable).
 std::vector<TokenizedFile> tokenize_files(const Tokenizer& tok, const std::vector<std::string>& files);
 
 /// Draws n non-overlapping windows of `length` tokens from `files` as described at the top of this file, in stratum

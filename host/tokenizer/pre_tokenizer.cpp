@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "tokenizer/utf8.hpp"
 
@@ -228,6 +229,7 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   std::vector<Span> pieces, next;
   if (!text.empty()) pieces.push_back({0, text.size()});
   MatchData m;
+  uint32_t polls = 0;
   for (std::size_t r = 0; r < compiled_.size(); ++r) {
     const pcre2_code* code = compiled_[r]->code;
     next.clear();
@@ -236,6 +238,7 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
       std::size_t pos = 0, prev_end = 0;
       uint32_t options = 0;
       while (pos <= subject.size()) {
+        if ((++polls & 4095) == 0) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp)
         const int rc = match_once(code, subject, pos, options, m);
         if (rc == PCRE2_ERROR_NOMATCH) {
           if (options == 0) break;

@@ -52,7 +52,8 @@ class PreTokenizer {
 
   /// Cuts `text` into pieces (views into `text`, in order, non-empty, concatenating to `text`). `text` should be
   /// valid UTF-8 (callers replace invalid bytes first); invalid sequences never match a regex and end up inside the
-  /// stretches between matches. Throws std::runtime_error only if PCRE2 itself fails (e.g. its match limit).
+  /// stretches between matches. Throws std::runtime_error only if PCRE2 itself fails (e.g. its match limit), and
+  /// rkv::Cancelled when the thread's CancelScope (core/cancel.hpp) is cancelled meanwhile.
   std::vector<std::string_view> split(std::string_view text) const;
 
   const std::string& name() const { return name_; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "core/cancel.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace rkv {
@@ -52,7 +53,9 @@ std::vector<std::string_view> spm_merge(std::string_view text, const std::unorde
   };
   for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) consider(i - 1, i);
 
+  uint32_t polls = 0;
   while (!queue.empty()) {
+    if ((++polls & 4095) == 0) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp)
     const Candidate c = queue.top();
     queue.pop();
     Symbol& l = sym[c.left];

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_level.hpp"
@@ -115,7 +116,9 @@ struct Tokenizer::Impl {
 
   void encode_bpe(std::string_view raw, std::vector<int32_t>& out) const {
     const std::string text = utf8::sanitize(raw);
+    uint32_t polls = 0;
     for (std::string_view piece : pre->split(text)) {
+      if ((++polls & 1023) == 0) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp)
       const std::string word = byte_level::encode(piece);
       if (v.ignore_merges) {
         const int32_t whole = find(word);

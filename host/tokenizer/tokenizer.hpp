@@ -72,7 +72,8 @@ class Tokenizer {
 
   /// Token ids of `text`. `add_bos`: prepend bos() (throws rkv::InputError when the vocabulary has no BOS token);
   /// `parse_special`: also cut control tokens (e.g. "<|im_start|>") out of the text, for prompts made by a chat template.
-  /// Never fails on any byte string (see the file comment for invalid UTF-8 and NUL).
+  /// Never fails on any byte string (see the file comment for invalid UTF-8 and NUL). Throws rkv::Cancelled when the
+  /// thread's CancelScope (core/cancel.hpp) is cancelled meanwhile (polled every few thousand pieces).
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
 
   /// Text of `ids` (see the file comment). Throws rkv::InputError for an id outside [0, n_vocab()).

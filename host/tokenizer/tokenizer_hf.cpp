@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rkv {
@@ -18,12 +19,9 @@ namespace fs = std::filesystem;
 const char* const kByteLevelRegex = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
 
 json read_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_regular_file(path.string(), "tokenizer file");  // no FIFO, device or folder
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw InputError(path.string() + ": not valid JSON (" + e.what() + ")");
   }

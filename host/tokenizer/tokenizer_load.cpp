@@ -1,15 +1,18 @@
 // Tokenizer::from_path: picks the loader from what the path is.
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "model/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace rkv {
 
 Tokenizer Tokenizer::from_path(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return from_hf_dir(path);
-  if (!std::filesystem::exists(path, ec)) throw InputError(path.string() + ": no such file or folder");
-  const GgufFile file(path.string());
+  std::string why;
+  const PathKind kind = path_kind(path.string(), &why);
+  if (kind == PathKind::directory) return from_hf_dir(path);
+  if (kind == PathKind::missing) throw InputError(path.string() + ": no such file or folder");
+  if (kind == PathKind::error) throw InputError(path.string() + ": cannot be read: " + why);
+  const GgufFile file(path.string());  // refuses a FIFO or a device without blocking
   return from_gguf(file);
 }
 

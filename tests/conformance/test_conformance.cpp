@@ -4,10 +4,11 @@
 //    fail that rule, with a detail naming the input, and pass the rules they keep;
 //  - the CLI: table, summary, JSON, exit codes 0 / 1 / 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "conformance/conformance.hpp"
+#include "core/atomic_file.hpp"
+#include "core/subprocess.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 
@@ -264,15 +267,20 @@ struct CliResult {
   std::string out;
 };
 
-CliResult cli(const std::string& args) {
-  const std::string cmd = std::string(RKV_CLI_PATH) + " " + args + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
+/// Runs the CLI with an argument vector (no shell: core/subprocess.hpp); returns its exit status and stdout + stderr.
+CliResult cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {RKV_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = (std::filesystem::temp_directory_path() /
+                           ("rkv_conformance_cli_" + std::to_string(::getpid()) + ".log")).string();
+  const int code = rkv::run_program(argv, "", log);
   std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  try {
+    out = rkv::read_file(log);
+  } catch (const std::exception&) {
+  }
+  std::remove(log.c_str());
+  return {code, out};
 }
 
 /// The table row of `name` (the line starting with it), or "".
@@ -289,7 +297,7 @@ std::string row(const std::string& out, const std::string& name) {
 }
 
 TEST(ConformanceCli, PassingPluginPrintsTableAndExitsZero) {
-  const CliResult r = cli("plugins check snapkv");
+  const CliResult r = cli({"plugins", "check", "snapkv"});
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("check org.ripplekv.scorer.snapkv (scorer"), std::string::npos) << r.out;
   EXPECT_NE(row(r.out, "CASE").find("RESULT"), std::string::npos) << r.out;
@@ -298,8 +306,8 @@ TEST(ConformanceCli, PassingPluginPrintsTableAndExitsZero) {
 }
 
 TEST(ConformanceCli, FailingPluginExitsOneAndNamesTheCase) {
-  const CliResult r = cli("plugins check conform_scorer --plugin-path " + kFixtures +
-                          "conform_scorer --param mode=nan_long");
+  const CliResult r = cli({"plugins", "check", "conform_scorer", "--plugin-path", kFixtures + "conform_scorer", "--param",
+                           "mode=nan_long"});
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(row(r.out, "scores_finite").find(" FAIL "), std::string::npos) << r.out;
   EXPECT_NE(row(r.out, "deterministic").find(" PASS "), std::string::npos) << r.out;
@@ -307,8 +315,8 @@ TEST(ConformanceCli, FailingPluginExitsOneAndNamesTheCase) {
 }
 
 TEST(ConformanceCli, JsonHasTheSameCases) {
-  const CliResult r = cli("plugins check org.ripplekv.test.conform_allocator --plugin-path " + kFixtures +
-                          "conform_allocator --param mode=short_by_one --json");
+  const CliResult r = cli({"plugins", "check", "org.ripplekv.test.conform_allocator", "--plugin-path",
+                           kFixtures + "conform_allocator", "--param", "mode=short_by_one", "--json"});
   EXPECT_EQ(r.code, 1) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["id"], "org.ripplekv.test.conform_allocator");
@@ -326,20 +334,20 @@ TEST(ConformanceCli, JsonHasTheSameCases) {
   EXPECT_EQ(j["summary"]["failed"], 1);
   EXPECT_EQ(j["summary"]["ok"], false);
 
-  const CliResult ok = cli("plugins check depth --json");
+  const CliResult ok = cli({"plugins", "check", "depth", "--json"});
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_EQ(nlohmann::json::parse(ok.out)["summary"]["ok"], true);
 }
 
 TEST(ConformanceCli, UsageAndLoadErrorsExitTwo) {
-  EXPECT_EQ(cli("plugins check no_such_plugin").code, 2);
-  EXPECT_EQ(cli("plugins check").code, 2);
-  EXPECT_EQ(cli("plugins check snapkv --param window").code, 2);       // not KEY=VALUE
-  EXPECT_EQ(cli("plugins check snapkv --param no_such_key=1").code, 2);  // unknown param
-  EXPECT_EQ(cli("plugins check snapkv --param window=0").code, 2);      // below the spec's minimum
-  EXPECT_EQ(cli("plugins list --param window=3").code, 2);              // --param belongs to check
-  EXPECT_EQ(cli("plugins check snapkv --plugin-path " + kFixtures + "wrong_abi").code, 2);  // a library that fails to load
-  const CliResult help = cli("plugins check --help");
+  EXPECT_EQ(cli({"plugins", "check", "no_such_plugin"}).code, 2);
+  EXPECT_EQ(cli({"plugins", "check"}).code, 2);
+  EXPECT_EQ(cli({"plugins", "check", "snapkv", "--param", "window"}).code, 2);       // not KEY=VALUE
+  EXPECT_EQ(cli({"plugins", "check", "snapkv", "--param", "no_such_key=1"}).code, 2);  // unknown param
+  EXPECT_EQ(cli({"plugins", "check", "snapkv", "--param", "window=0"}).code, 2);      // below the spec's minimum
+  EXPECT_EQ(cli({"plugins", "list", "--param", "window=3"}).code, 2);              // --param belongs to check
+  EXPECT_EQ(cli({"plugins", "check", "snapkv", "--plugin-path", kFixtures + "wrong_abi"}).code, 2);  // a library that fails to load
+  const CliResult help = cli({"plugins", "check", "--help"});
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("ripplekv plugins check ID [--param KEY=VALUE]..."), std::string::npos) << help.out;
 }

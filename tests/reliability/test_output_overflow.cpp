@@ -4,11 +4,15 @@
 // plugin's function and the host call it came through. Each case runs rkv_overflow_probe as a child process (ASan
 // aborts the process it finds the error in).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+
+#include "core/atomic_file.hpp"
+#include "core/subprocess.hpp"
 
 namespace {
 
@@ -17,17 +21,23 @@ struct Outcome {
   std::string output;
 };
 
+/// Runs the probe with an argument vector (no shell: core/subprocess.hpp) and ASAN_OPTIONS set for it (the child
+/// inherits this process's environment, restored afterwards).
 Outcome probe(const std::string& kind) {
-  const std::string cmd = "ASAN_OPTIONS=symbolize=1:detect_leaks=0 " RKV_OVERFLOW_PROBE " " RKV_OVERFLOW_LIBRARY " " +
-                          kind + " 2>&1";
+  const char* old_options = std::getenv("ASAN_OPTIONS");
+  const std::string saved = old_options ? old_options : "";
+  ::setenv("ASAN_OPTIONS", "symbolize=1:detect_leaks=0", 1);
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("rkv_overflow_" + kind + "_" + std::to_string(::getpid()))).string();
   Outcome o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return o;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
-  const int rc = ::pclose(p);
-  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  o.status = rkv::run_program({RKV_OVERFLOW_PROBE, RKV_OVERFLOW_LIBRARY, kind}, "", log);
+  if (old_options) ::setenv("ASAN_OPTIONS", saved.c_str(), 1);
+  else ::unsetenv("ASAN_OPTIONS");
+  try {
+    o.output = rkv::read_file(log);
+  } catch (const std::exception&) {
+  }
+  std::remove(log.c_str());
   return o;
 }
 

@@ -106,7 +106,8 @@ TEST_F(Config, SyntaxErrorsGiveLineAndColumn) {
 
 TEST_F(Config, UnknownKeysNameTheLineAndClosestMatch) {
   EXPECT_EQ(error(base("[output]\ndri = \"x\"\n")),
-            "cfg.toml:19: 'output.dri' is not a known key in [output]; valid: dir, bootstrap_resamples; did you mean "
+            "cfg.toml:19: 'output.dri' is not a known key in [output]; valid: dir, bootstrap_resamples, max_cells; "
+            "did you mean "
             "'dir'?");
   const std::string e = error(base("[modle]\n"));
   EXPECT_NE(e.find("'modle' is not a known key at the top level"), std::string::npos) << e;

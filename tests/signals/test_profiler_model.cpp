@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "backend/cpu/threads.hpp"
 #include "common/assets.hpp"
+#include "core/atomic_file.hpp"
+#include "core/subprocess.hpp"
 #include "model/model.hpp"
 #include "profiler_helpers.hpp"
 #include "runner/profile.hpp"
@@ -202,16 +205,31 @@ TEST(SmolLM2Profile, ThirtyLayersThenTheCacheIsReused) {
   fs::remove_all(dir);
 }
 
-/// Runs the CLI; returns its exit code and stdout + stderr.
-std::pair<int, std::string> run_cli(const std::string& args, const fs::path& cache) {
-  const std::string cmd = "RIPPLEKV_PLUGIN_PATH= RIPPLEKV_CACHE='" + cache.string() + "' '" RKV_CLI_PATH "' " + args +
-                          " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
+/// Runs the CLI with an argument vector (no shell: core/subprocess.hpp) and RIPPLEKV_CACHE = `cache`,
+/// RIPPLEKV_PLUGIN_PATH empty; returns its exit code and stdout + stderr.
+std::pair<int, std::string> run_cli(const std::vector<std::string>& args, const fs::path& cache) {
+  struct Env {  // the child inherits this process's environment; restored afterwards
+    std::string name;
+    std::optional<std::string> old;
+    Env(const char* n, const std::string& value) : name(n) {
+      if (const char* v = std::getenv(n)) old = v;
+      ::setenv(n, value.c_str(), 1);
+    }
+    ~Env() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
+  };
+  const Env plugins("RIPPLEKV_PLUGIN_PATH", ""), asset_cache("RIPPLEKV_CACHE", cache.string());
+  std::vector<std::string> argv = {RKV_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  fs::create_directories(cache);
+  const fs::path log = cache / ("cli_" + std::to_string(::getpid()) + ".log");
+  const int status = rkv::run_program(argv, "", log.string());
   std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  try {
+    out = rkv::read_file(log.string());
+  } catch (const std::exception&) {
+  }
+  fs::remove(log);
+  return {status, out};
 }
 
 TEST(SmolLM2Profile, CommandLine) {
@@ -221,10 +239,10 @@ TEST(SmolLM2Profile, CommandLine) {
   const fs::path cfg = write_config(dir, "");
   const fs::path out = dir / "p.json";
   // The config has no [signal]: a clear error unless --signal names one.
-  auto [rc, text] = run_cli("profile '" + cfg.string() + "'", dir / "cache");
+  auto [rc, text] = run_cli({"profile", cfg.string()}, dir / "cache");
   EXPECT_EQ(rc, 2) << text;
   EXPECT_NE(text.find("no [signal] section"), std::string::npos) << text;
-  std::tie(rc, text) = run_cli("profile '" + cfg.string() + "' --signal depth --out '" + out.string() + "'", dir / "cache");
+  std::tie(rc, text) = run_cli({"profile", cfg.string(), "--signal", "depth", "--out", out.string()}, dir / "cache");
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("split-half Spearman"), std::string::npos) << text;
   const rkv::ProfileFile pf = rkv::read_profile_file(out.string());
@@ -234,15 +252,15 @@ TEST(SmolLM2Profile, CommandLine) {
   EXPECT_EQ(j["signal"], "org.ripplekv.signal.depth");
   EXPECT_EQ(j["calibration"]["prefix_tokens"], kP);
   EXPECT_TRUE(fs::exists(dir / "cache" / "profiles" / (j["cache_key"].get<std::string>() + ".json")));
-  std::tie(rc, text) = run_cli("allocate --allocator ripplekv --profile '" + out.string() +
-                                   "' --prefix-tokens 256 --budget-fraction 0.2 --json",
+  std::tie(rc, text) = run_cli({"allocate", "--allocator", "ripplekv", "--profile", out.string(), "--prefix-tokens", "256",
+                                "--budget-fraction", "0.2", "--json"},
                                dir / "cache");
   EXPECT_EQ(rc, 0) << text;
-  std::tie(rc, text) = run_cli("profile '" + cfg.string() + "' --signal nosuchsignal", dir / "cache");
+  std::tie(rc, text) = run_cli({"profile", cfg.string(), "--signal", "nosuchsignal"}, dir / "cache");
   EXPECT_EQ(rc, 2) << text;
-  std::tie(rc, text) = run_cli("profile", dir / "cache");
+  std::tie(rc, text) = run_cli({"profile"}, dir / "cache");
   EXPECT_EQ(rc, 2) << text;
-  std::tie(rc, text) = run_cli("profile --help", dir / "cache");
+  std::tie(rc, text) = run_cli({"profile", "--help"}, dir / "cache");
   EXPECT_EQ(rc, 0) << text;
   fs::remove_all(dir);
 }

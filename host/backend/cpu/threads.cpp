@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <atomic>
 #include <exception>
+#include <iostream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -131,7 +133,27 @@ int ensure_init() {
 
 }  // namespace
 
+int max_threads() { return kThreadsPerCore * available_cores(); }
+
+int bounded_thread_count(int64_t requested, std::string* warning) {
+  if (requested <= 0) return 0;
+  const int most = max_threads();
+  if (requested <= most) return static_cast<int>(requested);
+  if (warning)
+    *warning = std::to_string(requested) + " CPU threads requested (--threads / model.threads), more than " +
+               std::to_string(kThreadsPerCore) + " per core on the " + std::to_string(available_cores()) +
+               " cores this process may use: using " + std::to_string(most);
+  return most;
+}
+
 void set_num_threads(int n) {
+  {
+    std::string warning;
+    const int bounded = bounded_thread_count(n, &warning);
+    static std::atomic<int> warned_for{0};
+    if (!warning.empty() && warned_for.exchange(n) != n) std::cerr << "ripplekv: warning: " << warning << "\n";
+    n = bounded;
+  }
   if (n <= 0) n = available_cores();
   State& s = state();
   std::lock_guard<std::mutex> busy(s.pool.busy);

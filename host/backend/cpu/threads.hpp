@@ -3,14 +3,25 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace rkv::cpu {
 
 /// Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cores();
 
-/// Sets the thread count for OpenBLAS and the backend pool (n >= 1; n = 0 means available_cores()).
-/// Process-wide; call it between forward passes, not while one runs on another thread.
+/// The most CPU threads the backend runs: kThreadsPerCore x available_cores(). More threads than that only add
+/// contention, and thousands of them (`--threads 10000`) make the machine appear hung (issue 19, fault 14).
+constexpr int kThreadsPerCore = 4;
+int max_threads();
+
+/// `requested` bounded to [0, max_threads()] (0 stays 0: every core). When it is lowered, `*warning` (when given)
+/// gets one sentence saying so; otherwise it is left alone.
+int bounded_thread_count(int64_t requested, std::string* warning = nullptr);
+
+/// Sets the thread count for OpenBLAS and the backend pool (n >= 1; n = 0 means available_cores()). A count above
+/// max_threads() is lowered to it with a warning on stderr (once per requested count). Process-wide; call it between
+/// forward passes, not while one runs on another thread.
 void set_num_threads(int n);
 
 /// The current thread count (available_cores() until set_num_threads is called).
