@@ -114,6 +114,40 @@ TEST(DecodePolicy, H2oWorkedExample) {
   EXPECT_THROW(h2o.begin(*be, *r.cache, nullptr), rkv::InputError);  // h2o needs the prompt's statistics
 }
 
+// With compression.rerotate the cache stores positions 0 .. n - 1, so the prompt positions recorded before the
+// re-rotation (CompressedPrompt::prompt_positions) seed the accumulated attention: the example above, re-rotated,
+// keeps what it kept before ([0, 5, 7, 8] stored as [0, 2, 3, 4]); seeded from the stored positions instead it would
+// read positions 1 and 2 (9.0 each) and keep [1, 2, 3, 4].
+TEST(DecodePolicy, H2oSeedsFromThePromptPositionsRecordedBeforeReRotation) {
+  auto be = rkv::make_backend("cpu", one_head_model());
+  rkv::AttentionStats prompt;
+  prompt.n_heads = 1;
+  prompt.prefix_tokens = 8;
+  prompt.cumulative_attention = {2.0f, 9.0f, 9.0f, 0.1f, 9.0f, 0.5f, 9.0f, 0.3f};
+  const std::vector<rkv::AttentionStats> stats = {prompt};
+  rkv::DecodeSpec spec = spec_of("h2o");
+  spec.recent = 2;
+  const rkv::DecodePolicy h2o(spec, {4});
+  const std::vector<std::vector<int32_t>> recorded = {{0, 3, 5, 7}};
+  for (const bool with_record : {true, false}) {
+    const rkv::PrefillResult r = be->prefill(tokens(8), {});
+    be->compact_layer(*r.cache, 0, keep_uniform(0, 1, 8, {0, 3, 5, 7}));
+    be->rerotate_layer(*r.cache, 0);
+    ASSERT_EQ(head_positions(*be, *r.cache, 0, 0), (std::vector<int32_t>{0, 1, 2, 3}));
+    const auto session = h2o.begin(*be, *r.cache, &stats, with_record ? &recorded : nullptr);
+    be->extend(*r.cache, {7}, 4, rkv::LogitsFor::Last);  // the next token at the cache length
+    rkv::ExtendObservation seen;
+    seen.attention_mass = {{0.5f, 0.1f, 0.1f, 0.2f, 0.1f}};
+    session->after_token(*be, *r.cache, seen, 4);
+    EXPECT_EQ(head_positions(*be, *r.cache, 0, 0),
+              with_record ? (std::vector<int32_t>{0, 2, 3, 4}) : (std::vector<int32_t>{1, 2, 3, 4}));
+  }
+  const std::vector<std::vector<int32_t>> short_record = {{0, 3}};
+  const rkv::PrefillResult r = be->prefill(tokens(8), {});
+  be->compact_layer(*r.cache, 0, keep_uniform(0, 1, 8, {0, 3, 5, 7}));
+  EXPECT_THROW(h2o.begin(*be, *r.cache, &stats, &short_record), rkv::InputError);
+}
+
 // Under GQA, H2O ranks an entry by its accumulated attention summed over the group's query heads: with the real
 // attention of the model (ExtendCapture), every head of every layer stays within its budget after every token, keeps
 // its `recent` newest entries (each decoded token among them), and the total held is exactly the budgets' sum.
