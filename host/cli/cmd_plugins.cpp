@@ -28,6 +28,8 @@ const char* kUsage =
     "check runs the rules every plugin of ID's kind must follow on seeded synthetic inputs, through the host's own\n"
     "call paths, and prints one line per rule (case, PASS or FAIL, detail) and a summary:\n"
     "  scorer     requirements, scores_finite, deterministic, budget_respected, protected_kept, protected_priority,\n"
+    "             decode_scores_finite, decode_budget_respected, decode_protected_kept (decode-time inputs, for a\n"
+    "             scorer that declares decode_scoring; otherwise one decode_time case, not applicable),\n"
     "             short_prompt (shapes (H, H_kv, d) = (4, 2, 8), (3, 1, 16), (2, 2, 4); T in {1, 7, 64, 300})\n"
     "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic\n"
     "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"

@@ -34,8 +34,12 @@ const char* kRunUsage =
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
-    "(loading the model, reading and tokenizing texts, between examples; exit 130) and finished cells stay; a second\n"
-    "one ends it at once.\n"
+    "(loading the model, reading and tokenizing texts, between examples and between decoded tokens; exit 130) and\n"
+    "finished cells stay; a second one ends it at once.\n"
+    "Besides plugins and budgets, a cell sets its decode policy ([compression.decode] policy = none | rolling | h2o |\n"
+    "periodic, sweepable as \"compression.decode.policy\"); [compression] rerotate = true re-rotates kept keys for\n"
+    "every cell (README \"Decisions\"). A sweep may have at most [output] max_cells cells (default 10000);\n"
+    "--threads above 4 per core is lowered to that, with a warning.\n"
     "One process writes DIR at a time (DIR/.ripplekv.lock): a second one exits 2 naming the first one's pid. A\n"
     "non-empty DIR that holds no ripplekv run is refused; --force writes there anyway, and in a folder that holds a\n"
     "run it starts over (the finished cells in DIR/cells are deleted).\n"
@@ -101,8 +105,9 @@ const char* kValidateUsage =
     "usage: ripplekv validate CONFIG [--backend cpu|cuda|auto] [--dtype f32|bf16]\n\n"
     "Checks CONFIG without running: TOML syntax, known sections and keys, types and ranges, that files exist, that\n"
     "plugins exist and their params are valid for them, sweep keys, and that calibration and evaluation sets are\n"
-    "disjoint, and that this machine can run the backend (model.backend / --backend, model.dtype / --dtype). Errors\n"
-    "name the TOML line. Prints the cells of the sweep.\n";
+    "disjoint, that the sweep has at most [output] max_cells cells, that a \"periodic\" decode policy's scorer can\n"
+    "re-score while decoding, and that this machine can run the backend (model.backend / --backend, model.dtype /\n"
+    "--dtype). Errors name the TOML line. Prints the cells of the sweep.\n";
 
 int run_validate(const std::vector<std::string>& args) {
   po::options_description opts("options");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "runner/sampling.hpp"
 
@@ -214,6 +215,7 @@ const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPr
 
 std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t token, int64_t position,
                                 DecodeSession* decode) {
+  throw_if_cancelled();  // a run's SIGTERM stops a long continuation between two tokens (core/cancel.hpp)
   if (!decode) return backend.extend(cache, {token}, position, LogitsFor::Last);
   ExtendObservation observed;
   std::vector<float> logits = backend.extend(cache, {token}, position, LogitsFor::Last, decode->capture(), &observed);

@@ -121,7 +121,8 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
 const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPrompt& prompt);
 
 /// Feeds one token at `position` on `cache` and returns its logits float32 [V]; with `decode` (may be null) the
-/// extend observes what the session needs and the session evicts or compresses afterwards.
+/// extend observes what the session needs and the session evicts or compresses afterwards. rkv::Cancelled when the
+/// enclosing CancelScope's flag is set (core/cancel.hpp), checked before the token.
 std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t token, int64_t position,
                                 DecodeSession* decode);
 

@@ -18,6 +18,7 @@
 #include "eval/stats.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
+#include "plugin/scorer_call.hpp"
 #include "core/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -107,6 +108,7 @@ const toml::table* sub_table(const Ctx& c, const toml::table& t, const std::stri
 // hold (int counts, memory for per-token buffers) with room to spare, never a silent narrowing.
 constexpr int64_t kMaxTokens = int64_t{1} << 24;  ///< any length in tokens (16,777,216)
 constexpr int64_t kMaxCount = 1000000;            ///< examples, trials, resamples, sinks, new tokens
+constexpr int64_t kMaxCells = 100000;             ///< [output] max_cells
 constexpr int64_t kMaxThreads = 4096;             ///< model.threads
 constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;  ///< a config file (TOML) of at most 64 MiB
 
@@ -533,7 +535,28 @@ void check_sweep_size(const Ctx& c, const toml::table& root, const std::vector<s
   throw InputError((sw ? where(c, *sw, "sweep") : c.origin + ": [sweep]") + ": the sweep has " + count.str() +
                    " cells (" + factors + "), more than the limit of " + std::to_string(max_cells) +
                    "; shorten its lists, split it into several configs, or raise the limit with max_cells = N in "
-                   "[output] (at most " + std::to_string(kMaxCount) + ")");
+                   "[output] (at most " + std::to_string(kMaxCells) + ")");
+}
+
+/// compression.decode.policy = "periodic" re-scores with the cell's scorer while decoding, so the scorer must declare
+/// decode-time scoring (rkv_scorer_requirements.decode_scoring). Checked at validate time on a nominal model shape
+/// (30 layers, H 8 over H_kv 2, d 64; no model is loaded here): a scorer that refuses that shape is left to the run's
+/// own check on the real one.
+void check_decode_scoring(const Ctx& c, const Cell& cell, const HostServices& host) {
+  const PluginChoice& scorer = *cell.config.scorer;
+  ScorerRequirements req;
+  try {
+    const PluginInstance inst = PluginInstance::create(*scorer.info, scorer.params, host);
+    req = query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64});
+  } catch (const InputError&) {
+    return;
+  }
+  if (req.decode_scoring) return;
+  const std::string params = scorer.params.to_string();
+  throw InputError(c.origin + ": compression.decode.policy = \"periodic\" re-scores with the cell's scorer while "
+                   "decoding, and scorer '" + scorer.id + "'" + (params.empty() ? "" : " with " + params) +
+                   " does not support decode-time scoring" +
+                   (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
 }
 
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
@@ -664,7 +687,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
     if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
     plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
-    plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCount);
+    // At most 100,000: validate holds every cell's config (about 3 KB each; a million took 3.4 GB and two minutes).
+    plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCells);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
     plan.compressible_layers = compressible_layers(c, *b);
@@ -728,6 +752,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     cell.values = values;
     cell.id = hex16(fnv1a64(values.dump()));
     cell.label = cell_label(cell.config);
+    if (plan.rerotate) cell.label += ", rerotated keys";  // [compression] rerotate: a run-level setting, named per cell
     cell.effective_key = effective_key(cell.config);
     if (seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
     size_t a = 0;
@@ -752,6 +777,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
         throw InputError(c.origin + ": " + e.what() + (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
       }
     }
+    if (cell.config.decode.policy == "periodic") check_decode_scoring(c, cell, host);
   }
   return plan;
 }

@@ -23,7 +23,7 @@
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
-//   [output]      dir, bootstrap_resamples, max_cells = 10000 (the largest sweep accepted; at most 1,000,000)
+//   [output]      dir, bootstrap_resamples, max_cells = 10000 (the largest sweep accepted; at most 100,000)
 //
 // Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
 // counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most

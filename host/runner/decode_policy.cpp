@@ -41,7 +41,8 @@ DecodePolicy::DecodePolicy(DecodeSpec spec, std::vector<int64_t> budgets,
       throw InputError("compression.decode.policy = \"periodic\" re-scores with the cell's scorer, and none is given");
     if (!scorer_->requirements.decode_scoring)
       throw InputError("compression.decode.policy = \"periodic\": scorer '" + scorer_->instance->id() +
-                       "' does not support decode-time scoring (its requirements leave decode_scoring at 0)");
+                       "' does not support decode-time scoring with these parameters (its requirements leave "
+                       "decode_scoring at 0; h2o, for one, supports it only with normalize = false)");
   }
 }
 

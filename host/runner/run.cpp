@@ -328,7 +328,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     const ScorerRequirements& req = scorers.at(choice_key(*cc.scorer)).requirements;
     if (cc.decode.policy == "periodic" && !req.decode_scoring)  // before any cell is computed
       throw InputError(plan.config_path + ": compression.decode.policy = \"periodic\" re-scores with the scorer, and '" +
-                       cc.scorer->id + "' does not support decode-time scoring (cell " + plan.cells[c].label + ")");
+                       cc.scorer->id + "'" +
+                       (cc.scorer->params.to_string().empty() ? "" : " with " + cc.scorer->params.to_string()) +
+                       " does not support decode-time scoring (cell " + plan.cells[c].label +
+                       (plan.cells[c].values.empty() ? "" : ", sweep values " + plan.cells[c].values.dump()) + ")");
     cumulative_for_decode = cumulative_for_decode || cc.decode.policy == "h2o" ||
                             (cc.decode.policy == "periodic" && (req.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION));
   }

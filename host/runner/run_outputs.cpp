@@ -57,8 +57,13 @@ std::string group_of(const nlohmann::json& m) {
   std::string g = short_id(m.at("allocator"));
   if (!m.at("signal").is_null()) g += "(" + short_id(m.at("signal")) + ")";
   if (m.contains("heads") && !m.at("heads").is_null()) g += "/" + short_id(m.at("heads"));
-  return g + " + " + short_id(m.at("scorer"));
+  g += " + " + short_id(m.at("scorer"));
+  if (m.contains("decode") && m.at("decode") != "none") g += ", decode " + m.at("decode").get<std::string>();
+  return g;
 }
+
+/// The decode policy a cell ran under ("none" for cell files written before it was recorded).
+std::string decode_of(const nlohmann::json& m) { return m.contains("decode") ? m.at("decode").get<std::string>() : "none"; }
 
 /// Everything the tables, the report and the plots read from a cell file's fields (besides its examples) has the
 /// type they read it as: a hand-edited cell file is skipped with a warning naming the key, never an internal error.
@@ -76,6 +81,8 @@ void check_cell_meta(const nlohmann::json& m) {
     require(key, !v || v->is_string(), "a string");
   }
   require("cell", field("cell") != nullptr, "present");
+  require("decode", !field("decode") || field("decode")->is_string(), "a string");
+  require("rerotate", !field("rerotate") || field("rerotate")->is_boolean(), "true or false");
   require("seconds", field("seconds") && field("seconds")->is_number(), "a number");
   require("full_cache", field("full_cache") && field("full_cache")->is_boolean(), "true or false");
   const nlohmann::json* fraction = field("budget_fraction");
@@ -365,6 +372,8 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["scorer"] = m.at("scorer");
         r["allocator"] = m.at("allocator");
         r["heads"] = m.contains("heads") ? m.at("heads") : nlohmann::json(nullptr);
+        r["decode"] = decode_of(m);
+        r["rerotate"] = m.contains("rerotate") ? m.at("rerotate") : nlohmann::json(false);
         r["budget_fraction"] = m.at("budget_fraction");
         r["budget_tokens"] = m.at("budget_tokens");
         r["budget_total"] = t.B / ne;
@@ -454,9 +463,9 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
     // lm_fidelity compares against the full cache by construction (kl, top1_agreement, ppl_full).
     const bool full_column = task != "lm_fidelity";
     if (full_column) md << " full cache (" << names.front() << ") |";
-    md << " KV kept |\n|---|";
+    md << " KV kept | KV at end |\n|---|";
     for (size_t i = 0; i < names.size(); ++i) md << "---|";
-    md << (full_column ? "---|" : "") << "---:|\n";
+    md << (full_column ? "---|" : "") << "---:|---:|\n";
     // Plot data: per group, x = budget, y = value with CI.
     std::map<std::string, std::map<std::string, std::vector<std::array<double, 4>>>> series;  // metric -> group -> pts
     std::map<std::string, double> full_line;
@@ -473,11 +482,16 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         if (c.meta.at("full_cache").get<bool>()) full_line[metric] = s.value;
         else series[metric][group_of(c.meta)].push_back({budget_x(c.meta), s.value, s.ci_low, s.ci_high});
       }
-      double kv = 0, kvf = 0;
+      // Bytes held after compression and after the task's decoding, as % of the full prompt cache (the decode
+      // policy decides the second: "none" grows by one entry per token, rolling and h2o stay at the first).
+      double kv = 0, kvf = 0, kve = 0;
       for (const auto& e : c.examples)
-        if (e.task == task) kv += static_cast<double>(e.kv_bytes), kvf += static_cast<double>(e.kv_bytes_full);
+        if (e.task == task)
+          kv += static_cast<double>(e.kv_bytes), kvf += static_cast<double>(e.kv_bytes_full),
+              kve += static_cast<double>(e.kv_bytes_end);
       if (full_column) md << " " << fmt(full_first) << " |";
-      md << " " << fmt(kvf > 0 ? 100.0 * kv / kvf : NAN, 3) << "% |\n";
+      md << " " << fmt(kvf > 0 ? 100.0 * kv / kvf : NAN, 3) << "% | " << fmt(kvf > 0 ? 100.0 * kve / kvf : NAN, 3)
+         << "% |\n";
     }
     md << "\n";
 
@@ -493,7 +507,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
       for (const auto& u : cells)
         if (!u.meta.at("full_cache").get<bool>() && is_uniform(u.meta) &&
             u.meta.at("scorer") == m.at("scorer") && u.meta.at("budget_fraction") == m.at("budget_fraction") &&
-            u.meta.at("budget_tokens") == m.at("budget_tokens"))
+            u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m))
           base = &u;
       if (!base) continue;
       for (const auto& metric : names) {

@@ -295,6 +295,8 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
     j["heads"] = plugin_json(std::optional<PluginChoice>(*cc.allocator->heads), true);
   j["budget_fraction"] = cc.budget_fraction ? nlohmann::json(*cc.budget_fraction) : nlohmann::json(nullptr);
   j["budget_tokens"] = cc.budget_tokens ? nlohmann::json(*cc.budget_tokens) : nlohmann::json(nullptr);
+  j["decode"] = cc.decode.describe();  // the decode policy with its parameters ("none" for the full cache)
+  j["rerotate"] = !cc.full_cache && plan.rerotate;
   j["model_path"] = plan.model_path;
   j["backend"] = id.backend;
   j["compute_dtype"] = id.compute_dtype;

@@ -414,7 +414,7 @@ TEST_F(SharedMachine, ASweepOfMillionsOfCellsIsRefusedAtValidateTimeNamingTheLim
   std::tie(rc, log) = cli({"validate", "cfg.toml"}, dir);
   EXPECT_EQ(rc, 0) << log;
   EXPECT_TRUE(contains(log, "4 cells")) << log;  // the full-cache reference is not counted against the limit
-  write("cfg.toml", config("max_cells = 1000001\n"));
+  write("cfg.toml", config("max_cells = 100001\n"));
   std::tie(rc, log) = cli({"validate", "cfg.toml"}, dir);
   EXPECT_EQ(rc, 2) << log;
   EXPECT_TRUE(contains(log, "output.max_cells")) << log;

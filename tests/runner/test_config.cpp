@@ -299,6 +299,18 @@ TEST_F(Config, DecodePolicy) {
             std::string::npos);
 }
 
+TEST_F(Config, PeriodicWithAScorerThatCannotScoreWhileDecodingFailsAtValidate) {
+  std::string text = base("[compression.decode]\npolicy = \"periodic\"\n");
+  text.replace(text.find("plugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 16"), 45,
+               "plugin = \"h2o\"\n[scorer.h2o]\nnormalize = true");
+  const std::string e = error(text);
+  EXPECT_NE(e.find("scorer 'org.ripplekv.scorer.h2o' with "), std::string::npos) << e;
+  EXPECT_NE(e.find("normalize=true"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not support decode-time scoring"), std::string::npos) << e;
+  text.replace(text.find("normalize = true"), 16, "normalize = false");
+  EXPECT_NO_THROW(load(text));  // unnormalized h2o re-scores while decoding
+}
+
 TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
   const rkv::RunPlan p =
       load(base("", "[sweep]\n\"compression.decode.policy\" = [\"none\", \"rolling\", \"h2o\", \"periodic\"]\n"));

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "cache/selection.hpp"
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
 #include "plugin/params.hpp"
@@ -303,6 +305,23 @@ TEST_F(PeriodicDecode, RefusesAScorerWithoutDecodeTimeScoring) {
     EXPECT_NE(std::string(e.what()).find("does not support decode-time scoring"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("org.ripplekv.scorer.h2o"), std::string::npos) << e.what();
   }
+}
+
+// A run's SIGTERM reaches token-by-token decoding (issue 19 fault 13: a 1024-token continuation under rolling took
+// 19 s to stop when only examples polled): with the scope's flag set, the next token throws rkv::Cancelled.
+TEST(DecodePolicy, CancellationStopsDecodingBetweenTwoTokens) {
+  auto be = rkv::make_backend("cpu", one_head_model());
+  const rkv::PrefillResult r = be->prefill(tokens(12), {});
+  rkv::DecodeSpec spec = spec_of("rolling");
+  const rkv::DecodePolicy rolling(spec, {6});
+  const auto session = rolling.begin(*be, *r.cache, nullptr);
+  std::atomic<bool> cancel{false};
+  const rkv::CancelScope scope(&cancel);
+  rkv::continuation_logits(*be, {1, 2}, 12, *r.cache, session.get());
+  EXPECT_EQ(r.cache->length(0), 6);
+  cancel = true;
+  EXPECT_THROW(rkv::continuation_logits(*be, {3, 4}, 14, *r.cache, session.get()), rkv::Cancelled);
+  EXPECT_THROW(rkv::greedy_decode(*be, std::vector<float>(40, 0.0f), 14, *r.cache, 5, {}, nullptr), rkv::Cancelled);
 }
 
 TEST(DecodePolicy, DescribesItselfAndRejectsBadParameters) {
