@@ -88,6 +88,10 @@ std::string resolve_backend_kind(const std::string& kind) {
   return cuda_unavailable().empty() ? "cuda" : "cpu";
 }
 
+int bounded_thread_count(int64_t requested, std::string* warning) {
+  return cpu::bounded_thread_count(requested, warning);
+}
+
 void check_backend_available(const std::string& kind, const BackendOptions& options) {
   if (kind != "cpu" && kind != "cuda" && kind != "auto")
     throw InputError("model.backend = " + kind + ": unknown backend (expected \"cpu\", \"cuda\" or \"auto\")");

@@ -249,6 +249,11 @@ struct BackendOptions {
 /// `model` must outlive the result.
 std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options = {});
 
+/// `requested` CPU threads (BackendOptions::threads) bounded to what this machine's backends will use: at most a few
+/// per core (0 stays 0: every core). When it is lowered, `*warning` (when given) gets one sentence saying so.
+/// Reentrant.
+int bounded_thread_count(int64_t requested, std::string* warning = nullptr);
+
 /// Throws the rkv::InputError make_backend() would throw for `kind` and `options` before any model is loaded (unknown
 /// kind or dtype, cuda without a device or without the CUDA backend, bf16 on cpu); returns otherwise.
 void check_backend_available(const std::string& kind, const BackendOptions& options);

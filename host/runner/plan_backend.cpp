@@ -2,7 +2,6 @@
 
 #include <iostream>
 
-#include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
 
 namespace rkv {
@@ -11,7 +10,7 @@ BackendOptions plan_backend_options(const RunPlan& plan, int64_t threads_overrid
   BackendOptions o;
   // Never narrowed silently (--threads 4294967297 is not 1): bounded to the CPU backend's maximum, with a warning.
   std::string warning;
-  o.threads = cpu::bounded_thread_count(threads_override > 0 ? threads_override : plan.threads, &warning);
+  o.threads = bounded_thread_count(threads_override > 0 ? threads_override : plan.threads, &warning);
   if (!warning.empty()) std::cerr << "ripplekv: warning: " << warning << "\n";
   o.dtype = plan.dtype;
   return o;
