@@ -46,6 +46,26 @@ void relayout(LayerKV& layer, const std::vector<int64_t>& new_begin, int64_t tot
 
 }  // namespace
 
+LayerKV build_exact_layer(int64_t n_kv_heads, int64_t head_dim, int64_t length,
+                          const std::vector<int64_t>& head_lengths, bool positions) {
+  LayerKV out;
+  out.n_kv_heads = n_kv_heads;
+  out.head_dim = head_dim;
+  out.length = length;
+  if (head_lengths.empty()) {
+    out.capacity = length;
+  } else {
+    out.head_lengths = head_lengths;
+    out.head_begin.assign(static_cast<size_t>(n_kv_heads) + 1, 0);
+    for (int64_t h = 0; h < n_kv_heads; ++h)
+      out.head_begin[static_cast<size_t>(h) + 1] = out.head_begin[static_cast<size_t>(h)] + out.head_length(h);
+  }
+  out.k.assign(static_cast<size_t>(out.entries() * head_dim), 0.0f);
+  out.v.assign(out.k.size(), 0.0f);
+  if (positions) out.pos.assign(static_cast<size_t>(out.entries()), 0);
+  return out;
+}
+
 void reserve_layer(LayerKV& layer, int64_t capacity) {
   if (layer.per_head()) {
     reserve_extra(layer, capacity - layer.length);

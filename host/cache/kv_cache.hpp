@@ -81,6 +81,13 @@ struct KVCache {
 /// Allocate an empty cache: every layer [n_kv_heads, capacity, head_dim] with positions, length 0.
 KVCache build_kv_cache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t capacity);
 
+/// An exactly sized, zeroed layer with the given layout: `length` entries per KV head (capacity = length) when
+/// `head_lengths` is empty, else the per-head layout with head h's region exactly head_lengths[h] rows. k and v hold
+/// entries() x head_dim floats, pos entries() positions when `positions` (else empty). What a copy of a layer in the
+/// same layout (Backend::download_layer) is written into.
+LayerKV build_exact_layer(int64_t n_kv_heads, int64_t head_dim, int64_t length,
+                          const std::vector<int64_t>& head_lengths, bool positions);
+
 /// Grow one uniform layer's capacity to at least `capacity` positions per head, keeping its contents.
 /// A per-head layer grows so that every head has room for (capacity - length) more entries.
 void reserve_layer(LayerKV& layer, int64_t capacity);

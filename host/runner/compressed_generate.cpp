@@ -72,10 +72,8 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
 
   // Prefill once, computing the scorer's statistics on the way.
   const int64_t T = static_cast<int64_t>(prompt_ids.size()), A = static_cast<int64_t>(layers.size());
-  const bool cumulative_for_decode =
-      cc.decode.policy == "h2o" ||
-      (cc.decode.policy == "periodic" && (scorer.requirements.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION));
-  const PrefilledPrompt prompt = prefill_prompt(backend, prompt_ids, prefill_needs({&scorer}, cumulative_for_decode));
+  const PrefilledPrompt prompt = prefill_prompt(
+      backend, prompt_ids, prefill_needs({&scorer}, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
   const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)

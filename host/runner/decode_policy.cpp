@@ -57,10 +57,11 @@ ExtendCapture DecodePolicy::capture() const {
   return c;
 }
 
-bool DecodePolicy::needs_prompt_cumulative() const {
-  if (spec_.policy == "h2o") return true;
-  return spec_.policy == "periodic" && (scorer_->requirements.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION) != 0;
+bool decode_needs_prompt_cumulative(const DecodeSpec& spec, const ScorerRequirements& scorer) {
+  return spec.policy == "h2o" ||
+         (spec.policy == "periodic" && (scorer.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION) != 0);
 }
+
 
 int64_t DecodePolicy::head_budget(int64_t layer, int64_t head) const {
   const auto l = static_cast<size_t>(layer);

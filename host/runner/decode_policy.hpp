@@ -37,11 +37,17 @@
 
 #include "backend/backend.hpp"
 #include "cache/attention_stats.hpp"
+#include "plugin/scorer_call.hpp"
 #include "runner/decode_spec.hpp"
 
 namespace rkv {
 
 struct ScorerUse;  // runner/compression.hpp
+
+/// True when a cell decoding under `spec` with a scorer that declared `scorer` seeds accumulated attention from the
+/// prefill's cumulative attention (h2o; periodic with a scorer that reads cumulative attention at decode time): the
+/// prefill must then compute it (prefill_needs' cumulative_for_decode).
+bool decode_needs_prompt_cumulative(const DecodeSpec& spec, const ScorerRequirements& scorer);
 
 /// The decode-time work of one sequence: after_token() follows every appended token.
 class DecodeSession {
@@ -94,8 +100,6 @@ class DecodePolicy {
                                        const std::vector<AttentionStats>* prompt_cumulative,
                                        const std::vector<std::vector<int32_t>>* prompt_positions = nullptr) const;
 
-  /// True when begin() needs the prefill's cumulative attention (h2o; periodic with a scorer that reads it).
-  bool needs_prompt_cumulative() const;
 
  private:
   DecodeSpec spec_;

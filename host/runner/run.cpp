@@ -332,8 +332,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
                        (cc.scorer->params.to_string().empty() ? "" : " with " + cc.scorer->params.to_string()) +
                        " does not support decode-time scoring (cell " + plan.cells[c].label +
                        (plan.cells[c].values.empty() ? "" : ", sweep values " + plan.cells[c].values.dump()) + ")");
-    cumulative_for_decode = cumulative_for_decode || cc.decode.policy == "h2o" ||
-                            (cc.decode.policy == "periodic" && (req.decode_stats & RKV_STAT_CUMULATIVE_ATTENTION));
+    cumulative_for_decode = cumulative_for_decode || decode_needs_prompt_cumulative(cc.decode, req);
   }
   const PrefillNeeds needs = prefill_needs(scorer_list, cumulative_for_decode);
 

@@ -31,6 +31,7 @@
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
 #include "core/sha256.hpp"
+#include "common/child_process.hpp"
 #include "core/subprocess.hpp"
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
@@ -49,14 +50,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 const std::string kCli = std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv";
 
-/// Waits for `pid` at most `limit` seconds; past it the child is killed (SIGKILL) and -2 is returned.
-int finish(pid_t pid, double limit) {
-  const int rc = rkv::wait_program(pid, limit);
-  if (rc != -2) return rc;
-  ::kill(pid, SIGKILL);
-  rkv::wait_program(pid);
-  return -2;
-}
+using rkv_test::finish;
 
 /// Runs the CLI with an argument vector in `cwd`, at most `limit` seconds (a hang is killed and reads as -2);
 /// returns its exit status and its stdout + stderr.

@@ -13,6 +13,7 @@
 
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
+#include "common/child_process.hpp"
 #include "core/subprocess.hpp"
 
 namespace fs = std::filesystem;
@@ -22,13 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 const std::string kCli = std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv";
 
-int finish(pid_t pid, double limit) {
-  const int rc = rkv::wait_program(pid, limit);
-  if (rc != -2) return rc;
-  ::kill(pid, SIGKILL);
-  rkv::wait_program(pid);
-  return -2;
-}
+using rkv_test::finish;
 
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("rkv-truncated-" + std::to_string(::getpid()));

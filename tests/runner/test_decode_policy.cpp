@@ -92,7 +92,7 @@ TEST(DecodePolicy, H2oWorkedExample) {
   spec.recent = 2;
   const rkv::DecodePolicy h2o(spec, {4});
   EXPECT_TRUE(h2o.capture().attention_mass);
-  EXPECT_TRUE(h2o.needs_prompt_cumulative());
+  EXPECT_TRUE(rkv::decode_needs_prompt_cumulative(spec, rkv::ScorerRequirements{}));
   const auto session = h2o.begin(*be, *r.cache, &stats);
   be->extend(*r.cache, {7}, 8, rkv::LogitsFor::Last);
   rkv::ExtendObservation seen;

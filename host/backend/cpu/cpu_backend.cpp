@@ -153,22 +153,9 @@ LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
   const KVCache& kv = host_cache(cache);
   check_layer(kv, layer);
   const LayerKV& src = kv.layers[static_cast<size_t>(layer)];
-  LayerKV out;
-  out.n_kv_heads = src.n_kv_heads;
-  out.head_dim = src.head_dim;
-  out.length = src.length;
-  if (src.per_head()) {  // the same head lengths, each region exactly its length
-    out.head_lengths = src.head_lengths;
-    out.head_begin.assign(static_cast<size_t>(src.n_kv_heads) + 1, 0);
-    for (int64_t h = 0; h < src.n_kv_heads; ++h)
-      out.head_begin[static_cast<size_t>(h) + 1] = out.head_begin[static_cast<size_t>(h)] + src.head_length(h);
-  } else {
-    out.capacity = src.length;
-  }
-  const int64_t rows = out.entries(), d = src.head_dim;
-  out.k.resize(static_cast<size_t>(rows * d));
-  out.v.resize(out.k.size());
-  if (src.has_positions()) out.pos.resize(static_cast<size_t>(rows));
+  // The same head lengths, each region exactly its length.
+  LayerKV out = build_exact_layer(src.n_kv_heads, src.head_dim, src.length, src.head_lengths, src.has_positions());
+  const int64_t d = src.head_dim;
   for (int64_t h = 0; h < src.n_kv_heads; ++h) {
     const int64_t n = src.head_length(h);
     if (n == 0) continue;

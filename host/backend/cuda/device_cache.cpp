@@ -91,21 +91,9 @@ void reserve_extra(Context& ctx, DeviceLayerKV& layer, int64_t extra) {
 }
 
 LayerKV download_layer(Context& ctx, const DeviceLayerKV& layer) {
-  LayerKV out;
-  out.n_kv_heads = layer.n_kv_heads;
-  out.head_dim = layer.head_dim;
-  out.length = layer.length;
-  if (layer.per_head()) {
-    out.head_lengths = layer.head_lengths;
-    out.head_begin.assign(static_cast<size_t>(layer.n_kv_heads) + 1, 0);
-    for (int64_t h = 0; h < layer.n_kv_heads; ++h)
-      out.head_begin[static_cast<size_t>(h) + 1] = out.head_begin[static_cast<size_t>(h)] + layer.head_length(h);
-  } else {
-    out.capacity = layer.length;
-  }
+  LayerKV out = build_exact_layer(layer.n_kv_heads, layer.head_dim, layer.length, layer.head_lengths,
+                                  layer.has_positions());
   const size_t d = static_cast<size_t>(layer.head_dim), es = layer.elem_bytes();
-  out.k.resize(static_cast<size_t>(out.entries()) * d);
-  out.v.resize(out.k.size());
   for (int pass = 0; pass < 2; ++pass) {
     const DeviceBuffer& src = pass == 0 ? layer.k : layer.v;
     for (int64_t h = 0; h < layer.n_kv_heads; ++h) {
@@ -123,7 +111,6 @@ LayerKV download_layer(Context& ctx, const DeviceLayerKV& layer) {
     }
   }
   if (layer.has_positions()) {
-    out.pos.resize(static_cast<size_t>(out.entries()));
     for (int64_t h = 0; h < layer.n_kv_heads; ++h)
       if (layer.head_length(h) > 0)
         copy_to_host(ctx, out.pos_at(h, 0), layer.pos.as<int32_t>() + layer.head_row(h),
