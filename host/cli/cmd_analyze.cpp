@@ -1,4 +1,4 @@
-// `ripplekv analyze CONFIG`: the paper's Table 1 — Spearman |rho| between each configured signal and the per-layer
+// `ripplekv analyze CONFIG`: the paper's Table 1 — Spearman rho (signed) between each configured signal and the per-layer
 // compression damage, at each budget fraction (host/runner/analyze.hpp).
 #include <boost/program_options.hpp>
 #include <iostream>
@@ -19,7 +19,7 @@ const char* kUsage =
     "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
-    "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman |rho| against D at each fraction f\n"
+    "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
     "(default: the config's budget fractions) with bootstrap CIs over evaluation examples. Writes analysis.json,\n"
     "analysis.md and plots/analysis_damage.png|svg in DIR.\n";
 
@@ -57,6 +57,6 @@ int run_analyze(const std::vector<std::string>& args) {
 
 }  // namespace
 
-RKV_CLI_COMMAND("analyze", "Spearman |rho| of each signal against per-layer compression damage (Table 1)", run_analyze);
+RKV_CLI_COMMAND("analyze", "Spearman rho (signed) of each signal against per-layer compression damage (Table 1)", run_analyze);
 
 }  // namespace rkv::cli

@@ -95,19 +95,67 @@ PairedComparison paired_bootstrap(const std::vector<double>& a, const std::vecto
   out.ci = bootstrap_mean_ci(d, seed, n_resamples);
   double ss = 0;
   for (double v : d) ss += (v - m) * (v - m);
-  const double sd = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
-  out.effect_size = sd > 0 ? m / sd : 0.0;
-  // Null distribution: resample the recentred differences.
+  out.sd = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
+  out.effect_size = out.sd > 0 ? m / out.sd : 0.0;
+  out.mdd = minimum_detectable_difference(out.sd, n);
+  out.p_value = sign_flip_p_value(d, seed, n_resamples);
+  return out;
+}
+
+double sign_flip_p_value(const std::vector<double>& d, uint64_t seed, int n_resamples) {
+  const size_t n = d.size();
+  double observed = 0, scale = 0;
+  for (double v : d) observed += v, scale += std::fabs(v);
+  observed = std::fabs(observed);
+  if (n == 0 || scale == 0) return 1.0;
+  const double tolerance = 1e-12 * scale;  // sums that equal the observed one up to rounding count as extreme
+  auto signed_sum = [&](auto&& negative) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += negative(i) ? -d[i] : d[i];
+    return std::fabs(s);
+  };
+  if (n <= 16) {  // exact: all 2^n sign vectors
+    const uint32_t count = 1u << n;
+    uint32_t extreme = 0;
+    for (uint32_t mask = 0; mask < count; ++mask)
+      if (signed_sum([&](size_t i) { return (mask >> i) & 1u; }) >= observed - tolerance) ++extreme;
+    return static_cast<double>(extreme) / static_cast<double>(count);
+  }
   std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ull);
+  std::vector<bool> negative(n);
   int extreme = 0;
   for (int r = 0; r < n_resamples; ++r) {
-    double s = 0;
-    for (size_t k = 0; k < n; ++k) s += d[static_cast<size_t>(rng() % n)] - m;
-    if (std::fabs(s / static_cast<double>(n)) >= std::fabs(m) - 1e-15) ++extreme;
+    for (size_t i = 0; i < n; ++i) negative[i] = (rng() & 1u) != 0;
+    if (signed_sum([&](size_t i) { return negative[i]; }) >= observed - tolerance) ++extreme;
   }
-  out.p_value = (static_cast<double>(extreme) + 1.0) / (static_cast<double>(n_resamples) + 1.0);
-  if (m == 0.0) out.p_value = 1.0;
-  return out;
+  return (static_cast<double>(extreme) + 1.0) / (static_cast<double>(n_resamples) + 1.0);
+}
+
+std::vector<double> holm_adjust(const std::vector<double>& p) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!std::isnan(p[i])) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p[x] < p[y]; });
+  std::vector<double> adjusted(p.size(), kNaN);
+  const double m = static_cast<double>(order.size());
+  double running = 0;
+  for (size_t j = 0; j < order.size(); ++j) {
+    running = std::max(running, std::min(1.0, (m - static_cast<double>(j)) * p[order[j]]));
+    adjusted[order[j]] = running;
+  }
+  return adjusted;
+}
+
+double minimum_detectable_difference(double sd, size_t n) {
+  if (n == 0) return kNaN;
+  const double z_alpha = 1.959963984540054, z_power = 0.8416212335729143;  // Phi^-1(0.975), Phi^-1(0.8)
+  return (z_alpha + z_power) * sd / std::sqrt(static_cast<double>(n));
+}
+
+std::vector<double> holm_adjust_reportable(const std::vector<const PairedComparison*>& comparisons) {
+  std::vector<double> p;
+  for (const PairedComparison* c : comparisons) p.push_back(c->n >= kMinExamplesForPValue ? c->p_value : kNaN);
+  return holm_adjust(p);
 }
 
 double split_half_spearman(const std::vector<std::vector<double>>& per_example) {

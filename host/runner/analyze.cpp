@@ -14,11 +14,11 @@
 #include "runner/plan_backend.hpp"
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
-#include "core/subprocess.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/compression.hpp"
 #include "runner/profile.hpp"
+#include "runner/report_plots.hpp"
 #include "runner/task_lm_fidelity.hpp"
 #include "runner/text_windows.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -39,6 +39,59 @@ std::string fmt(double v, int prec = 3) {
 }
 
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+/// "org.ripplekv.signal.depth" -> "depth".
+std::string short_signal(const std::string& id) { return id.substr(id.rfind('.') == std::string::npos ? 0 : id.rfind('.') + 1); }
+
+/// The figures of an analysis, drawn into `plots`: D_l per fraction (log scale), every signal's profile overlaid on
+/// D_l (min-max normalised), and per fraction a scatter of each signal against D_l with its signed rho. Returns their
+/// markdown (or a note when gnuplot failed).
+std::string analysis_figures(const fs::path& plots_dir, const std::vector<double>& fractions,
+                             const std::vector<std::vector<double>>& D, const std::vector<SensitivityProfile>& profiles,
+                             const nlohmann::json& signals) {
+  ReportPlots plots(plots_dir, "analysis.gp");
+  std::ostringstream damage;
+  damage << "set title 'compression damage D_l: only layer l compressed'\nset xlabel 'layer'\n"
+         << "set ylabel 'mean KL (nats/token), log scale'\nset logscale y\n"
+         << "set key outside below center horizontal\nplot ";
+  for (size_t fi = 0; fi < fractions.size(); ++fi)
+    damage << (fi ? ", " : "") << "'analysis_damage.dat' using 1:" << (fi + 2) << " with linespoints lt " << fi + 1
+           << " title 'f = " << fractions[fi] << "'";
+  plots.figure("analysis_damage", 1000, 560, damage.str());
+  auto per_layer = [](const std::vector<double>& v) {
+    std::vector<PlotPoint> points;
+    for (size_t l = 0; l < v.size(); ++l) points.push_back({static_cast<double>(l), v[l], v[l], v[l]});
+    return points;
+  };
+  PlotSeries references, signal_lines;
+  for (size_t fi = 0; fi < fractions.size(); ++fi) references["D_l at f = " + fmt(fractions[fi])] = per_layer(D[fi]);
+  std::vector<ScatterPanel> panels;
+  for (size_t fi = 0; fi < fractions.size(); ++fi) {
+    ScatterPanel panel;
+    panel.title = "f = " + fmt(fractions[fi]) + ": signal rank vs damage rank";
+    panel.xlabel = "rank of s_l (1 = least sensitive)";
+    panel.ylabel = "rank of D_l (1 = least damaged)";
+    for (size_t si = 0; si < profiles.size(); ++si) {
+      const std::vector<double> rs = average_ranks(profiles[si].s), rd = average_ranks(D[fi]);
+      std::vector<PlotPoint> points;
+      for (size_t l = 0; l < rs.size() && l < rd.size(); ++l) points.push_back({rs[l], rd[l], rd[l], rd[l]});
+      const nlohmann::json& rho = signals[si].at("rho")[fi];
+      panel.points[short_signal(profiles[si].signal) + " (rho = " + (rho.is_null() ? "n/a" : fmt(rho.get<double>(), 3)) +
+                   ")"] = points;
+    }
+    panels.push_back(panel);
+  }
+  for (const auto& p : profiles) signal_lines[short_signal(p.signal) + " profile s_l"] = per_layer(p.s);
+  const std::string overlay = plots.normalized_overlay(
+      "analysis_profiles", "signal profiles over damage per layer (each curve min-max normalised)", references,
+      signal_lines);
+  const std::string scatter = plots.scatter_panels("analysis_scatter", panels);
+  std::vector<std::string> notes;
+  plots.draw(notes);
+  if (!notes.empty()) return "> note: " + notes.front() + "\n";
+  return "![damage](plots/analysis_damage.png)\n\n![profiles over damage](plots/" + overlay +
+         ")\n\n![signal vs damage](plots/" + scatter + ")\n";
+}
 
 }  // namespace
 
@@ -153,8 +206,9 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   md << "# ripplekv analysis: do signals predict compression damage?\n\n"
      << "Compression damage D_l(f): only layer l compressed with " << base->scorer->id << " to floor(f T + 0.5) of T = "
      << T << " positions; mean KL(full || compressed) over " << plan.continuation_tokens
-     << " continuation tokens, averaged over " << N << " evaluation examples. |rho| is Spearman's (average ranks) "
-     << "between the signal's profile and D(f); 95% CIs resample evaluation examples (" << plan.bootstrap_resamples
+     << " continuation tokens, averaged over " << N << " evaluation examples. rho is Spearman's (average ranks) "
+     << "between the signal's profile and D(f), signed (negative: the signal ranks the damaged layers lowest); 95% CIs "
+     << "of rho resample evaluation examples (" << plan.bootstrap_resamples
      << " resamples).\n\n| signal |";
   for (double f : fractions) md << " f = " << f << " |";
   md << "\n|---|";
@@ -166,22 +220,24 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     sj["signal"] = p.signal;
     sj["params"] = p.params;
     sj["s"] = p.s;
+    sj["rho"] = nlohmann::json::array();
     sj["abs_rho"] = nlohmann::json::array();
     sj["ci_low"] = nlohmann::json::array();
     sj["ci_high"] = nlohmann::json::array();
     md << "| " << p.signal << " |";
     for (size_t fi = 0; fi < fractions.size(); ++fi) {
-      const double rho = std::fabs(spearman_rho(p.s, D[fi]));
+      const double rho = spearman_rho(p.s, D[fi]);  // signed: depth correlates negatively on held-out text
       const Interval ci = bootstrap_interval(
           static_cast<size_t>(N),
           [&](const std::vector<size_t>& idx) {
             std::vector<double> Dstar(static_cast<size_t>(L), 0.0);
             for (size_t i : idx)
               for (int64_t l = 0; l < L; ++l) Dstar[static_cast<size_t>(l)] += d[fi][i][static_cast<size_t>(l)];
-            return std::fabs(spearman_rho(p.s, Dstar));
+            return spearman_rho(p.s, Dstar);
           },
           fnv1a64(p.signal + "/analyze/" + std::to_string(fi)), static_cast<int>(plan.bootstrap_resamples));
-      sj["abs_rho"].push_back(num(rho));
+      sj["rho"].push_back(num(rho));
+      sj["abs_rho"].push_back(num(std::fabs(rho)));
       sj["ci_low"].push_back(num(ci.low));
       sj["ci_high"].push_back(num(ci.high));
       md << " " << fmt(rho) << " [" << fmt(ci.low) << ", " << fmt(ci.high) << "] |";
@@ -194,7 +250,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   md << "\n|---:|";
   for (size_t k = 0; k < fractions.size(); ++k) md << "---:|";
   md << "\n";
-  std::ostringstream dat;
+  std::ostringstream dat;  // plots/analysis_damage.dat: layer, D(f) per fraction
   for (int64_t l = 0; l < L; ++l) {
     md << "| " << l << " |";
     dat << l;
@@ -209,20 +265,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   const fs::path out(opt.out_dir);
   write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
   write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat.str());
-  std::ostringstream gp;
-  for (const char* term : {"png", "svg"}) {
-    gp << (std::string(term) == "png" ? "set terminal pngcairo size 900,560 noenhanced\n" : "set terminal svg size 900,560 noenhanced\n")
-       << "set output 'analysis_damage." << term << "'\nset title 'compression damage D_l: only layer l compressed'\n"
-       << "set xlabel 'layer'\nset ylabel 'mean KL (nats/token)'\nset logscale y\nset grid\nplot ";
-    for (size_t fi = 0; fi < fractions.size(); ++fi)
-      gp << (fi ? ", " : "") << "'analysis_damage.dat' using 1:" << (fi + 2) << " with linespoints title 'f = " << fractions[fi] << "'";
-    gp << "\n";
-  }
-  write_file_atomically((out / "plots" / "analysis.gp").string(), gp.str());
-  // fork + exec with an argument vector: no shell ever sees the output folder's name.
-  if (run_program({"gnuplot", "analysis.gp"}, (out / "plots").string(), "analysis_gnuplot.log") != 0)
-    md << "\n> note: the plot was not drawn (gnuplot failed or is missing)\n";
-  else md << "\n![damage](plots/analysis_damage.png)\n";
+  md << "\n" << analysis_figures(out / "plots", fractions, D, profiles, j["signals"]);
   write_file_atomically((out / "analysis.md").string(), md.str());
   note("analyze: wrote " + (out / "analysis.md").string());
 }

@@ -5,10 +5,12 @@
 // with the configured scorer keeping floor(f * T + 0.5) positions, all other layers intact, and measure
 //   D_l(f) = mean_i mean_t KL(P_{i,t} || P^comp_{i,l,t})
 // over the teacher-forced continuation tokens t of example i (the lm_fidelity set-up). Then, for every configured
-// signal with profile s, Spearman |rho(s, D(f))| (average ranks for ties) at each f, with a 95% bootstrap CI that
-// resamples evaluation examples (the profile held fixed).
+// signal with profile s, Spearman rho(s, D(f)) (average ranks for ties; signed: a signal that ranks the damaged layers
+// lowest has rho < 0) at each f, with a 95% bootstrap CI that resamples evaluation examples (the profile held fixed).
 //
-// Outputs in the folder: analysis.json, analysis.md, plots/analysis_damage.png|svg.
+// Outputs in the folder: analysis.json (per signal "rho", its "ci_low"/"ci_high", and "abs_rho" = |rho| as before),
+// analysis.md, plots/analysis_damage.png (D_l per f), analysis_profiles.png (each signal's profile overlaid on D_l,
+// min-max normalised), analysis_scatter.png (per f, rank of s_l vs rank of D_l with signed rho), and their SVGs.
 #pragma once
 #include <string>
 #include <vector>

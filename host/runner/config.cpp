@@ -463,17 +463,116 @@ std::string hex16(uint64_t v) {
   return buf;
 }
 
-std::string cell_label(const CellConfig& cell) {
-  if (cell.full_cache) return "full cache";
+/// Swept values a cell's label names: per plugin id, "param=value" of its swept params; and the other swept settings
+/// its plugins and budget do not show, as "key=value". Only keys whose values differ between cells are named.
+struct SweptNames {
+  std::map<std::string, std::vector<std::string>> plugin_params;  // plugin id -> ["window=16", ...]
+  std::vector<std::string> others;                                // ["data.eval.prefix_tokens=512", ...]
+};
+
+/// A swept value as a label shows it: strings without quotes, numbers and booleans as TOML writes them.
+std::string label_value(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+/// The sweep keys the label already shows through the plugin ids, the budget and the decode policy.
+bool shown_by_label(const std::string& key) {
+  static const std::set<std::string> shown = {"signal.plugin",   "scorer.plugin",        "allocator.plugin",
+                                              "allocator.heads", "budget.fraction",      "budget.tokens",
+                                              "compression.decode.policy"};
+  return shown.count(key) > 0;
+}
+
+SweptNames swept_names(const Cell& cell, const std::set<std::string>& varying) {
+  SweptNames names;
+  const CellConfig& cc = cell.config;
+  for (const auto& [key, value] : cell.values.items()) {
+    if (!varying.count(key) || shown_by_label(key)) continue;
+    const auto first_dot = key.find('.'), last_dot = key.rfind('.');
+    const std::string kind = key.substr(0, first_dot);
+    const std::optional<PluginChoice>* choice = kind == "signal"    ? &cc.signal
+                                                : kind == "scorer"  ? &cc.scorer
+                                                : kind == "allocator" ? &cc.allocator
+                                                                      : nullptr;
+    if (choice && first_dot != last_dot) {  // "<kind>.<plugin>.<param>": named inside that plugin's parentheses
+      const std::string plugin = key.substr(first_dot + 1, last_dot - first_dot - 1);
+      const std::string param = key.substr(last_dot + 1);
+      const PluginChoice* own = choice->has_value() ? &**choice : nullptr;
+      const PluginChoice* heads = kind == "allocator" && own ? own->heads.get() : nullptr;
+      for (const PluginChoice* p : {own, heads}) {
+        if (p && (plugin == p->id || plugin == short_id(p->id))) {
+          names.plugin_params[p->id].push_back(param + "=" + label_value(value));
+          break;
+        }
+      }
+      continue;  // a param of a plugin this cell does not use changes nothing it computes
+    }
+    if (key.rfind("compression.decode.", 0) == 0) continue;  // DecodeSpec::describe names the params a policy reads
+    names.others.push_back(key + "=" + label_value(value));
+  }
+  return names;
+}
+
+/// "snapkv" or "snapkv(window=16,kernel=5)".
+std::string plugin_label(const PluginChoice& p, const SweptNames& names) {
+  std::string s = short_id(p.id);
+  const auto it = names.plugin_params.find(p.id);
+  if (it == names.plugin_params.end()) return s;
+  std::string params;
+  for (const auto& kv : it->second) params += (params.empty() ? "" : ",") + kv;
+  return s + "(" + params + ")";
+}
+
+/// A cell's group in two parts: "<allocator>(<signal>)/<heads> + <scorer>" and the settings after its budget
+/// (", decode ...", ", key=value"). Not for the full-cache cell.
+std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<std::string>& varying) {
+  const CellConfig& cc = cell.config;
+  const SweptNames names = swept_names(cell, varying);
+  std::ostringstream methods, settings;
+  methods << plugin_label(*cc.allocator, names);
+  if (cc.uses_profile) methods << "(" << plugin_label(*cc.signal, names) << ")";
+  if (cc.allocator->heads) methods << "/" << plugin_label(*cc.allocator->heads, names);
+  methods << " + " << plugin_label(*cc.scorer, names);
+  if (cc.decode.policy != "none") settings << ", decode " << cc.decode.describe();
+  for (const auto& o : names.others) settings << ", " << o;
+  return {methods.str(), settings.str()};
+}
+
+std::string budget_label(const CellConfig& cc) {
   std::ostringstream os;
-  os << short_id(cell.allocator->id);
-  if (cell.uses_profile) os << "(" << short_id(cell.signal->id) << ")";
-  if (cell.allocator->heads) os << "/" << short_id(cell.allocator->heads->id);
-  os << " + " << short_id(cell.scorer->id);
-  if (cell.budget_fraction) os << " @ f=" << *cell.budget_fraction;
-  else os << " @ " << *cell.budget_tokens << " tok";
-  if (cell.decode.policy != "none") os << ", decode " << cell.decode.describe();
+  if (cc.budget_fraction) os << "f=" << *cc.budget_fraction;
+  else os << *cc.budget_tokens << " tok";
   return os.str();
+}
+
+/// Labels and plot groups of every cell: "<group> @ <budget>", where the group names the allocator (and its signal),
+/// the per-head allocator, the scorer, each with the swept params that differ between cells, the decode policy and
+/// any other swept setting that differs. Cells that would still share a label (e.g. two values of a param that none
+/// of their plugins reads) gain " [key=value, ...]" of the swept values that set them apart, so labels are unique.
+void label_cells(std::vector<Cell>& cells, bool rerotate) {
+  std::map<std::string, std::set<std::string>> values_of;
+  for (const Cell& c : cells)
+    for (const auto& [key, value] : c.values.items()) values_of[key].insert(value.dump());
+  std::set<std::string> varying;
+  for (const auto& [key, values] : values_of)
+    if (values.size() > 1) varying.insert(key);
+  for (Cell& c : cells) {
+    if (c.config.full_cache) continue;
+    auto [methods, settings] = cell_group(c, varying);
+    if (rerotate) settings += ", rerotated keys";
+    c.group = methods + settings;
+    c.label = methods + " @ " + budget_label(c.config) + settings;
+  }
+  std::map<std::string, std::vector<Cell*>> by_label;
+  for (Cell& c : cells) by_label[c.label].push_back(&c);
+  for (auto& [label, group] : by_label) {
+    if (group.size() < 2) continue;
+    for (Cell* c : group) {
+      std::string extra;
+      for (const auto& [key, value] : c->values.items())
+        if (varying.count(key)) extra += (extra.empty() ? "" : ", ") + key + "=" + label_value(value);
+      c->label += " [" + extra + "]";
+      c->group += " [" + extra + "]";
+    }
+  }
 }
 
 std::string effective_key(const CellConfig& cell) {
@@ -730,7 +829,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   // Its id depends on the non-swept config: the full cache of another model, data or task set is another cell (two
   // configs writing into one folder never share a reference cell file).
   full.id = hex16(fnv1a64("full-cache/" + plan.base_sha256));
-  full.label = "full cache";
+  full.label = full.group = "full cache";
   full.effective_key = "full";
   plan.cells.push_back(full);
 
@@ -751,8 +850,6 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     }
     cell.values = values;
     cell.id = hex16(fnv1a64(values.dump()));
-    cell.label = cell_label(cell.config);
-    if (plan.rerotate) cell.label += ", rerotated keys";  // [compression] rerotate: a run-level setting, named per cell
     cell.effective_key = effective_key(cell.config);
     if (seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
     size_t a = 0;
@@ -762,6 +859,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     }
     if (a == axes.size()) break;
   }
+  label_cells(plan.cells, plan.rerotate);  // [compression] rerotate: a run-level setting, named per cell
   // Create every distinct plugin once, so checks a plugin makes at creation (e.g. snapkv's odd kernel) fail here,
   // in `validate`, rather than after a run has loaded the model.
   HostServices host;

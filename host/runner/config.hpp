@@ -99,7 +99,8 @@ struct Cell {
   nlohmann::json values;    ///< {"allocator.plugin": "uniform", "budget.fraction": 0.1, ...}; {} for full cache
   std::string id;           ///< 16 hex digits, a hash of `values` (stable across runs and shards); the full-cache
                             ///< cell's is a hash of the base config (base_sha256)
-  std::string label;        ///< human-readable, e.g. "ripplekv f=0.1"
+  std::string label;        ///< human-readable and unique within a run, e.g. "uniform + snapkv(window=16) @ f=0.1"
+  std::string group;        ///< the label without its budget: the cells of one line in a metric-vs-budget plot
   std::string effective_key;///< equal for cells that compute the same thing (e.g. uniform under two signals)
   CellConfig config;
 };

@@ -285,6 +285,7 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["model_sha256"] = id.model_sha256;
   j["cell_id"] = cell.id;
   j["label"] = cell.label;
+  j["group"] = cell.group;
   j["cell"] = cell.values;
   j["effective_key"] = cell.effective_key;
   j["full_cache"] = cc.full_cache;

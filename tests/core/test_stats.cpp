@@ -1,4 +1,4 @@
-// Statistics: values worked out by hand (ranks, Spearman) and properties of the bootstrap.
+// Statistics: values worked out by hand (ranks, Spearman, sign-flip p, Holm, MDD) and properties of the bootstrap.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,8 +54,60 @@ TEST(Stats, PairedBootstrap) {
   EXPECT_LT(p.ci.low, 1.0);
   EXPECT_GT(p.ci.high, 1.0);
   EXPECT_GT(p.effect_size, 5.0);
+  // n = 10, all differences positive: the exact sign-flip p is 2 / 2^10.
+  EXPECT_DOUBLE_EQ(p.p_value, 2.0 / 1024.0);
+  EXPECT_NEAR(p.mdd, 2.801585 * p.sd / std::sqrt(10.0), 1e-6);
   // Identical inputs: no difference, p = 1.
   EXPECT_EQ(rkv::paired_bootstrap(b, b, 7).p_value, 1.0);
+}
+
+TEST(Stats, SignFlipPermutationPValueByHand) {
+  // d = [1, 2, 3]: the 8 sign vectors give sums +-6, +-4, +-2, 0, 0; |sum| >= 6 for two of them -> 2/8.
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value({1, 2, 3}, 0), 0.25);
+  // d = [0.5, -0.2, 0.9, 0.4, 0.1], sum 1.7: flipping a subset S gives 1.7 - 2 sum(S), extreme iff sum(S) <= 0 or
+  // sum(S) >= 1.7: {}, {-0.2}, {-0.2, 0.1}, all five, all but -0.2, all but {-0.2, 0.1} -> 6/32.
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value({0.5, -0.2, 0.9, 0.4, 0.1}, 0), 6.0 / 32.0);
+  // One example can never be significant: p = 2/2 = 1 (the bootstrap-under-the-null p gave 0.0099 here).
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value({0.7}, 0), 1.0);
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value({0, 0, 0}, 0), 1.0);
+  // n = 10, every difference positive: only the all-plus and all-minus vectors are as extreme -> 2/1024.
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0), 2.0 / 1024.0);
+  // n = 40 (Monte Carlo), all positive: no random vector but the all-plus one (probability 2^-39) is as extreme, so
+  // p = 1 / (2000 + 1); deterministic for a seed.
+  const std::vector<double> forty(40, 0.5);
+  EXPECT_DOUBLE_EQ(rkv::sign_flip_p_value(forty, 3), 1.0 / 2001.0);
+}
+
+TEST(Stats, HolmAdjustmentByHand) {
+  // p = [0.01, 0.04, 0.03], m = 3: sorted 0.01 * 3 = 0.03, 0.03 * 2 = 0.06, 0.04 * 1 = 0.04 -> running max 0.06.
+  const std::vector<double> adj = rkv::holm_adjust({0.01, 0.04, 0.03});
+  ASSERT_EQ(adj.size(), 3u);
+  EXPECT_NEAR(adj[0], 0.03, 1e-15);
+  EXPECT_NEAR(adj[1], 0.06, 1e-15);
+  EXPECT_NEAR(adj[2], 0.06, 1e-15);
+  // NaN entries are skipped (m = 2) and capped at 1.
+  const std::vector<double> b = rkv::holm_adjust({0.6, NAN, 0.2});
+  EXPECT_NEAR(b[2], 0.4, 1e-15);
+  EXPECT_NEAR(b[0], 0.6, 1e-15);
+  EXPECT_TRUE(std::isnan(b[1]));
+  EXPECT_DOUBLE_EQ(rkv::holm_adjust({0.7, 0.9})[0], 1.0);
+}
+
+TEST(Stats, MinimumDetectableDifferenceAndSmallNComparisons) {
+  // (1.959964 + 0.841621) * sd / sqrt(n): sd = 1, n = 16 -> 2.801585 / 4 = 0.700396.
+  EXPECT_NEAR(rkv::minimum_detectable_difference(1.0, 16), 0.7003962, 1e-6);
+  EXPECT_NEAR(rkv::minimum_detectable_difference(0.5, 4), 0.7003962, 1e-6);
+  EXPECT_TRUE(std::isnan(rkv::minimum_detectable_difference(1.0, 0)));
+  // A comparison of 3 examples is left out of the Holm family (NaN: its p is not printed); the two of 12 are adjusted
+  // with m = 2.
+  rkv::PairedComparison small, big1, big2;
+  small.n = 3, small.p_value = 0.25;
+  big1.n = 12, big1.p_value = 0.01;
+  big2.n = 12, big2.p_value = 0.04;
+  const std::vector<double> adj = rkv::holm_adjust_reportable({&small, &big1, &big2});
+  EXPECT_TRUE(std::isnan(adj[0]));
+  EXPECT_NEAR(adj[1], 0.02, 1e-15);
+  EXPECT_NEAR(adj[2], 0.04, 1e-15);
 }
 
 TEST(Stats, SplitHalf) {

@@ -13,7 +13,9 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,7 +47,7 @@ class SyntheticRun : public ::testing::Test {
     fs::remove_all(dir);
     rkv_test::write_synthetic_run_folder(dir);
   }
-  void TearDown() override { fs::remove_all(dir); }
+  void TearDown() override { if (!std::getenv("RKV_KEEP")) fs::remove_all(dir); }
 
   /// A config: `scorer_table` is the [scorer] section (with its params), `extra` is appended.
   std::string config(const std::string& scorer_table, const std::string& extra = "") const {
@@ -825,10 +827,60 @@ TEST_F(SyntheticRun, ScorerWindowLongerThanThePrefixKeepsItsProtectedPositionsWi
   for (const auto& r : result_rows(dir / "out"))
     for (const auto& w : r.at("warnings")) warned |= w.get<std::string>().find("protected count") != std::string::npos;
   EXPECT_TRUE(warned);
+  // The warnings results.jsonl holds reach report.md, with the cell that recorded them (issue 17).
+  const std::string report = rkv::read_file((dir / "out" / "report.md").string());
+  EXPECT_NE(report.find("## Warnings"), std::string::npos);
+  EXPECT_NE(report.find("protected count"), std::string::npos);
+  EXPECT_NE(report.find("1 cell: uniform + snapkv @ f=0.5"), std::string::npos) << report;
   const nlohmann::json budgets = nlohmann::json::parse(rkv::read_file((dir / "out" / "budgets.json").string()));
   for (const auto& [cell, b] : budgets.items())
     if (b.at("label") != "full cache")
       for (const auto& e : b.at("examples")) EXPECT_EQ(e.at("budgets"), (std::vector<int64_t>{16, 16}));
+}
+
+// Issue 17: a sweep over a plugin param gives distinct labels and distinct plot lines (one data file per group, each
+// holding its own budgets), and with 2 examples the report's comparisons print "n too small" instead of a p-value.
+TEST_F(SyntheticRun, ASweepOverAPluginParamGivesDistinctLabelsAndPlotLines) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n",
+                                     "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\"]\n"
+                                     "\"scorer.snapkv.window\" = [4, 8]\n\"budget.fraction\" = [0.25, 0.5]\n"));
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 9);
+  std::set<std::string> labels;
+  std::map<std::string, std::set<double>> budgets_of_group;
+  size_t rows = 0;
+  for (const auto& r : result_rows(dir / "out")) {
+    if (r.at("metric") != "kl") continue;
+    ++rows;
+    labels.insert(r.at("label").get<std::string>());
+  }
+  EXPECT_EQ(rows, 9u);
+  EXPECT_EQ(labels.size(), 9u);
+  EXPECT_TRUE(labels.count("uniform + snapkv(window=4) @ f=0.25"));
+  EXPECT_TRUE(labels.count("pyramid + snapkv(window=8) @ f=0.5"));
+  // Four groups (allocator x window): four kl lines, each with the two budgets.
+  for (int k = 0; k < 4; ++k) {
+    const fs::path dat = dir / "out" / "plots" / ("lm_fidelity_kl_" + std::to_string(k) + ".dat");
+    ASSERT_TRUE(fs::exists(dat)) << dat;
+    std::istringstream lines(rkv::read_file(dat.string()));
+    std::string line;
+    size_t points = 0;
+    while (std::getline(lines, line)) points += !line.empty();
+    EXPECT_EQ(points, 2u) << dat;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "plots" / "lm_fidelity_kl_4.dat"));
+  const std::string report = rkv::read_file((dir / "out" / "report.md").string());
+  EXPECT_NE(report.find("| pyramid + snapkv(window=4) @ f=0.25 | kl |"), std::string::npos) << report;
+  // 4 pyramid cells x 3 compared metrics (kl, ppl, top1_agreement; ppl_full is the reference) = 12 rows, each with
+  // "n too small" in both p columns.
+  size_t too_small = 0;
+  for (size_t at = report.find("n too small |"); at != std::string::npos; at = report.find("n too small |", at + 1))
+    ++too_small;
+  EXPECT_EQ(too_small, 24u) << report;
+  for (const char* png : {"lm_fidelity_kl.png", "lm_fidelity_kl_vs_uniform.png", "budgets_lm_fidelity.png"})
+    EXPECT_TRUE(fs::exists(dir / "out" / "plots" / png)) << png;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/assets.hpp"
 #include "core/errors.hpp"
@@ -427,6 +428,52 @@ TEST_F(Config, BackendAndComputeDtype) {
   }
   const std::string tpu = error(with_model_keys(base(), "backend = \"tpu\"\n"));
   EXPECT_NE(tpu.find("model.backend"), std::string::npos) << tpu;
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<std::string> labels_of(const rkv::RunPlan& p) {
+  std::vector<std::string> out;
+  for (const auto& c : p.cells) out.push_back(c.label);
+  return out;
+}
+
+// Issue 17, labels: every swept key whose values differ between cells appears in the label, a plugin's params inside
+// its parentheses; keys with one value do not; labels are unique; the group is the label without the budget.
+TEST_F(Config, LabelsNameEverySweptSettingThatDiffersAndAreUnique) {
+  const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\"]\n"
+                                        "\"scorer.snapkv.window\" = [16, 32]\n\"budget.fraction\" = [0.1, 0.3]\n"));
+  // Sweep keys in sorted order, the first varying fastest: budget.fraction before scorer.snapkv.window.
+  EXPECT_EQ(labels_of(p), (std::vector<std::string>{"full cache", "uniform + snapkv(window=16) @ f=0.1",
+                                                    "uniform + snapkv(window=16) @ f=0.3",
+                                                    "uniform + snapkv(window=32) @ f=0.1",
+                                                    "uniform + snapkv(window=32) @ f=0.3"}));
+  EXPECT_EQ(p.cells[1].group, "uniform + snapkv(window=16)");
+  EXPECT_EQ(p.cells[2].group, p.cells[1].group);  // one line across budgets
+  EXPECT_EQ(p.cells[3].group, "uniform + snapkv(window=32)");
+  EXPECT_EQ(p.cells[0].group, "full cache");
+  // Params of the signal inside its parentheses (a key with one value, r, is not named); decode params through the
+  // policy's description. Keys in sorted order: the decode sinks vary fastest.
+  const rkv::RunPlan q = load(base("", "[sweep]\n\"signal.perturbation_kl.alpha\" = [0.01, 0.02]\n"
+                                        "\"allocator.ripplekv.r\" = [1.5]\n\"compression.decode.policy\" = [\"rolling\"]\n"
+                                        "\"compression.decode.sinks\" = [2, 4]\n"));
+  EXPECT_EQ(q.cells[1].label, "ripplekv(perturbation_kl(alpha=0.01)) + snapkv @ f=0.2, decode rolling(sinks=2)");
+  EXPECT_EQ(q.cells[4].label, "ripplekv(perturbation_kl(alpha=0.02)) + snapkv @ f=0.2, decode rolling(sinks=4)");
+}
+
+TEST_F(Config, CellsThatWouldShareALabelGainTheSweptValuesThatSetThemApart) {
+  // snapkv's window does not touch the h2o cells: without the fallback both h2o cells would read "uniform + h2o @
+  // f=0.2" (issue 17: one zig-zag line in the plot).
+  const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\"]\n"
+                                        "\"scorer.plugin\" = [\"snapkv\", \"h2o\"]\n\"scorer.snapkv.window\" = [16, 32]\n"));
+  const std::vector<std::string> labels = labels_of(p);
+  EXPECT_EQ(std::set<std::string>(labels.begin(), labels.end()).size(), labels.size());
+  EXPECT_EQ(labels[1], "uniform + snapkv(window=16) @ f=0.2");
+  EXPECT_EQ(labels[2], "uniform + h2o @ f=0.2 [scorer.plugin=h2o, scorer.snapkv.window=16]");
+  EXPECT_EQ(labels[4], "uniform + h2o @ f=0.2 [scorer.plugin=h2o, scorer.snapkv.window=32]");
+  EXPECT_NE(p.cells[2].group, p.cells[4].group);
 }
 
 }  // namespace

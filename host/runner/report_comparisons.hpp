@@ -1,0 +1,33 @@
+// Paired comparisons of a report: every compressed cell against uniform (same count in every layer and head) at the
+// same scorer, budget and decode policy, on the examples both hold, metric by metric. Holm's adjustment runs across
+// all comparisons of one report that print a p-value (n >= kMinExamplesForPValue, eval/stats.hpp).
+// Thread rules: pure functions.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "eval/stats.hpp"
+#include "runner/run_cells.hpp"
+
+namespace rkv {
+
+struct UniformComparison {
+  std::string task, metric;
+  std::string label;  ///< the cell's label
+  std::string group;  ///< its plot group (label without the budget)
+  double budget = 0;  ///< its budget (fraction or tokens; run_cells budget_x)
+  PairedComparison stats;  ///< cell - uniform, per example (eval/stats.hpp paired_bootstrap, seeded by cell and metric)
+  double p_holm = NAN;     ///< Holm-adjusted p across the report; NaN when n < kMinExamplesForPValue
+};
+
+/// Comparisons in cell order, then metric order; metrics whose name ends in "_full" (the reference itself) are left
+/// out, as are cells without a uniform partner.
+std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>& cells,
+                                                    const std::map<std::string, std::vector<std::string>>& metrics,
+                                                    int resamples);
+
+/// The markdown section of `task`'s comparisons (heading, how to read it, table); "" when it has none.
+std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task);
+
+}  // namespace rkv

@@ -1,0 +1,210 @@
+// The figures of a run's report (runner/report_plots.hpp).
+#include "runner/report_plots.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/atomic_file.hpp"
+#include "core/subprocess.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+namespace {
+
+/// Tableau 10: a qualitative palette whose first eight colours stay distinct under common colour-vision deficiencies.
+const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+constexpr int kColours = 10;
+
+/// A label inside a gnuplot single-quoted string.
+std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
+
+/// The legend below the plot, in as many columns as fit: it never takes width from the data.
+const char* kLegendBelow = "set key outside below center horizontal Left reverse samplen 2 spacing 1.1 width 2\n";
+
+/// The spread of x over every point of `series` (1 when all x are equal), for nudging lines apart.
+double x_span(const PlotSeries& series) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& [group, points] : series)
+    for (const auto& p : points) lo = std::min(lo, p.x), hi = std::max(hi, p.x);
+  return hi > lo ? hi - lo : 1.0;
+}
+
+std::string number(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+ReportPlots::ReportPlots(fs::path dir, std::string script_name)
+    : dir_(std::move(dir)), script_name_(std::move(script_name)) {
+  for (int k = 0; k < kColours; ++k)
+    script_ += "set linetype " + std::to_string(k + 1) + " lc rgb '" + kPalette[k] + "' lw 2 pt 7 ps 0.9\n";
+  script_ += "set linetype cycle " + std::to_string(kColours) + "\n";
+}
+
+void ReportPlots::figure(const std::string& name, int width, int height, const std::string& body) {
+  for (const char* term : {"png", "svg"}) {
+    const bool png = std::string(term) == "png";
+    script_ += "reset\nset terminal " + std::string(png ? "pngcairo" : "svg") + " size " + std::to_string(width) +
+               "," + std::to_string(height) + " noenhanced font 'Sans,11'\nset output '" + gq(name) + "." + term +
+               "'\nset grid lc rgb '#dddddd'\nset border 3\nset tics nomirror\n" + body + "\n";
+  }
+}
+
+void ReportPlots::write_points(const std::string& file, const std::vector<PlotPoint>& points_in, double dx) {
+  std::vector<PlotPoint> points = points_in;
+  std::sort(points.begin(), points.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
+  std::ostringstream dat;
+  dat.precision(9);
+  for (const auto& p : points) dat << p.x + dx << " " << p.y << " " << p.low << " " << p.high << "\n";
+  write_file_atomically((dir_ / file).string(), dat.str());
+}
+
+std::string ReportPlots::series_clauses(const std::string& stem, const PlotSeries& series) {
+  // Lines are nudged apart by up to ±1.5% of the x span so that their error bars never hide each other.
+  const double span = x_span(series), n = static_cast<double>(series.size());
+  std::ostringstream clauses;
+  int k = 0;
+  for (const auto& [group, points] : series) {
+    const double dx = n > 1 ? (static_cast<double>(k) - (n - 1) / 2) * 0.03 * span / (n - 1) : 0.0;
+    const std::string file = stem + "_" + std::to_string(k) + ".dat";
+    write_points(file, points, dx);
+    clauses << (k ? ", " : "") << "'" << gq(file) << "' using 1:2:3:4 with yerrorlines lt " << (k % kColours + 1)
+            << " title '" << gq(group) << "'";
+    ++k;
+  }
+  return clauses.str();
+}
+
+std::string ReportPlots::profile(const std::string& signal, const std::vector<PlotPoint>& profile) {
+  write_points("profile.dat", profile, 0.0);
+  figure("profile", 900, 520,
+         "set title 'sensitivity profile (" + gq(signal) + "), 95% CI over calibration examples'\n"
+         "set xlabel 'layer'\nset ylabel 's_l'\nset key off\n"
+         "plot 'profile.dat' using 1:2:3:4 with yerrorlines lt 1");
+  return "profile.png";
+}
+
+std::string ReportPlots::metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
+                                          double full) {
+  const std::string stem = task + "_" + metric;
+  std::string plot = "plot " + series_clauses(stem, series);
+  if (std::isfinite(full))
+    plot += ", " + number(full) + " with lines dt 2 lw 2 lc rgb 'black' title 'full cache (" + number(full) + ")'";
+  const int height = 520 + 22 * static_cast<int>((series.size() + 2) / 2);
+  figure(stem, 1000, height,
+         "set title '" + gq(task) + ": " + gq(metric) + " vs budget (mean, 95% CI)'\nset xlabel 'budget'\n"
+         "set ylabel '" + gq(metric) + "'\n" + kLegendBelow + plot);
+  return stem + ".png";
+}
+
+std::string ReportPlots::paired_differences(const std::string& task, const std::string& metric,
+                                            const PlotSeries& differences) {
+  const std::string stem = task + "_" + metric + "_vs_uniform";
+  const std::string plot =
+      "plot " + series_clauses(stem, differences) + ", 0 with lines dt 2 lw 2 lc rgb 'black' title 'uniform (0)'";
+  const int height = 520 + 22 * static_cast<int>((differences.size() + 2) / 2);
+  figure(stem, 1000, height,
+         "set title '" + gq(task) + ": " + gq(metric) + ", cell - uniform on the same examples (mean, 95% CI)'\n"
+         "set xlabel 'budget'\nset ylabel 'difference in " + gq(metric) + "'\n" + kLegendBelow + plot);
+  return stem + ".png";
+}
+
+std::string ReportPlots::budget_heatmap(const std::string& task,
+                                        const std::vector<std::pair<std::string, std::vector<double>>>& rows) {
+  const std::string stem = "budgets_" + task;
+  std::ostringstream dat, ytics;
+  size_t layers = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (double v : rows[r].second) dat << v << " ";
+    dat << "\n";
+    layers = std::max(layers, rows[r].second.size());
+    ytics << (r ? ", " : "") << "'" << gq(rows[r].first) << "' " << r;
+  }
+  write_file_atomically((dir_ / (stem + ".dat")).string(), dat.str());
+  const int height = 160 + 26 * static_cast<int>(rows.size());
+  figure(stem, 1200, height,
+         "set title '" + gq(task) + ": budget per layer relative to an even split, b_l / (B / L) (1 = uniform)'\n"
+         "set xlabel 'layer'\nset ytics (" + ytics.str() + ")\nset xrange [-0.5:" + std::to_string(layers) +
+             "-0.5]\nset yrange [" + std::to_string(rows.size()) + "-0.5:-0.5]\nset grid noxtics noytics\n"
+         "set lmargin 52\nset cbrange [0:2]\nset cbtics ('0' 0, '0.5' 0.5, '1 (uniform)' 1, '1.5' 1.5, '>= 2' 2)\n"
+         "set palette defined (0 '#2166ac', 0.5 '#92c5de', 1 '#f7f7f7', 1.5 '#f4a582', 2 '#b2182b')\nset key off\n"
+         "plot '" + gq(stem) + ".dat' matrix using 1:2:($3 > 2 ? 2 : $3) with image");
+  return stem + ".png";
+}
+
+std::string ReportPlots::normalized_overlay(const std::string& name, const std::string& title,
+                                            const PlotSeries& references, const PlotSeries& signals) {
+  auto normalised = [](std::vector<PlotPoint> points) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& p : points) lo = std::min(lo, p.y), hi = std::max(hi, p.y);
+    for (auto& p : points) p.y = p.low = p.high = hi > lo ? (p.y - lo) / (hi - lo) : 0.5;
+    return points;
+  };
+  std::ostringstream plot;
+  int k = 0;
+  const double n_ref = static_cast<double>(references.size());
+  for (const auto& [title_k, points] : references) {
+    const std::string file = name + "_ref_" + std::to_string(k) + ".dat";
+    write_points(file, normalised(points), 0.0);
+    const int grey = n_ref > 1 ? static_cast<int>(160.0 * (1.0 - static_cast<double>(k) / (n_ref - 1))) : 0;
+    char colour[8];
+    std::snprintf(colour, sizeof colour, "#%02x%02x%02x", grey, grey, grey);
+    plot << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with linespoints lw 3 pt 7 ps 0.7 lc rgb '" << colour
+         << "' title '" << gq(title_k) << "'";
+    ++k;
+  }
+  int j = 0;
+  for (const auto& [title_j, points] : signals) {
+    const std::string file = name + "_signal_" + std::to_string(j) + ".dat";
+    write_points(file, normalised(points), 0.0);
+    plot << (k + j ? ", " : "") << "'" << gq(file) << "' using 1:2 with linespoints dt 2 lt " << (j % kColours + 1)
+         << " title '" << gq(title_j) << "'";
+    ++j;
+  }
+  figure(name, 1000, 600,
+         "set title '" + gq(title) + "'\nset xlabel 'layer'\nset ylabel 'min-max normalised (0 = lowest layer, 1 = "
+         "highest)'\nset yrange [-0.05:1.05]\n" + kLegendBelow + "plot " + plot.str());
+  return name + ".png";
+}
+
+std::string ReportPlots::scatter_panels(const std::string& name, const std::vector<ScatterPanel>& panels) {
+  if (panels.empty()) return "";
+  const int n = static_cast<int>(panels.size());
+  std::ostringstream body;
+  body << "set multiplot layout 1," << n << "\n";
+  for (int p = 0; p < n; ++p) {
+    const ScatterPanel& panel = panels[static_cast<size_t>(p)];
+    body << "set title '" << gq(panel.title) << "'\nset xlabel '" << gq(panel.xlabel) << "'\nset ylabel '"
+         << gq(panel.ylabel) << "'\n" << kLegendBelow << "plot ";
+    int k = 0;
+    for (const auto& [title_k, points] : panel.points) {
+      const std::string file = name + "_" + std::to_string(p) + "_" + std::to_string(k) + ".dat";
+      write_points(file, points, 0.0);
+      body << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with points lt " << (k % kColours + 1) << " title '"
+           << gq(title_k) << "'";
+      ++k;
+    }
+    body << "\n";
+  }
+  body << "unset multiplot";
+  figure(name, std::max(700, 520 * n), 560, body.str());
+  return name + ".png";
+}
+
+void ReportPlots::draw(std::vector<std::string>& notes) {
+  const std::string log = fs::path(script_name_).stem().string() + "_gnuplot.log";
+  write_file_atomically((dir_ / script_name_).string(), script_);
+  if (run_program({"gnuplot", script_name_}, dir_.string(), log) != 0)
+    notes.push_back("plots were not drawn: gnuplot failed or is missing (see " + (dir_ / log).string() + ")");
+}
+
+}  // namespace rkv

@@ -1,0 +1,67 @@
+// The finished cells of a run as the outputs read them: cell files (cells/<id>.json) collected from one or more
+// output folders (a run, or the shards of one sweep), checked field by field, and summarised per task and metric.
+// Used by runner/run_outputs.cpp (results.jsonl, examples.jsonl, budgets.json) and runner/report.cpp (report.md).
+// Thread rules: pure functions over their arguments, except collect_cells, which reads files and warns on stderr.
+#pragma once
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/run_records.hpp"
+
+namespace rkv {
+
+/// One finished cell: its cell file's fields (without "examples") and its per-example outcomes.
+struct CellData {
+  nlohmann::json meta;
+  std::vector<ExampleOutcomeRecord> examples;
+};
+
+/// `v` with `prec` significant digits; "nan" for NaN.
+std::string fmt(double v, int prec = 4);
+
+/// `v` as JSON, null when not finite.
+nlohmann::json num(double v);
+
+/// "cpu (f32)": the backend and compute dtype a cell file records (cells written before the dtype existed are f32).
+std::string backend_of(const nlohmann::json& meta);
+
+/// The last component of a plugin record's id ("rkv.snapkv" -> "snapkv"); "" for null.
+std::string short_id(const nlohmann::json& plugin);
+
+/// The line a cell belongs to in metric-vs-budget plots: its label without the budget (the "group" its cell file
+/// records; rebuilt from the plugin ids for cell files written before groups were recorded).
+std::string group_of(const nlohmann::json& meta);
+
+/// The decode policy a cell ran under ("none" for cell files written before it was recorded).
+std::string decode_of(const nlohmann::json& meta);
+
+/// The budget a cell's x coordinate is: its fraction, else its token count, else 1 (full cache).
+double budget_x(const nlohmann::json& meta);
+
+/// Throws rkv::InputError naming the first field a report reads that is missing or of another type.
+void check_cell_meta(const nlohmann::json& meta);
+
+/// Cell files of every input, deduplicated by id; throws rkv::InputError when they belong to different runs (base
+/// config), backends or model files. `order` receives the sweep's cell ids as the first readable run.json lists them,
+/// `labels` their labels. With `only_listed`, cells run.json does not list are dropped. Corrupt cell files are
+/// skipped with a warning on stderr naming the file and the field.
+std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
+                                    std::map<std::string, std::string>* labels, bool only_listed);
+
+/// Per task, the metric names in a stable (sorted) order.
+std::map<std::string, std::vector<std::string>> metrics_by_task(const std::vector<CellData>& cells);
+
+/// A cell's mean of one task's metric over its examples, with a 95% percentile-bootstrap CI seeded by the cell id,
+/// task and metric, and the full cache's mean on the same examples (NaN when the task records none).
+struct Summary {
+  double value = NAN, ci_low = NAN, ci_high = NAN, full = NAN;
+  size_t n = 0;
+  std::vector<double> per_example;
+};
+Summary summarize(const CellData& cell, const std::string& task, const std::string& metric, int resamples);
+
+}  // namespace rkv
