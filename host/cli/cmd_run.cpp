@@ -1,6 +1,7 @@
 // `ripplekv run CONFIG`, `ripplekv validate CONFIG` and `ripplekv merge DIR...`.
 #include <boost/program_options.hpp>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/command.hpp"
@@ -30,7 +31,8 @@ const char* kRunUsage =
     "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
-    "profile.json, report.md and plots/ under DIR (default: the config's [output] dir). Each finished cell is\n"
+    "profile.json, report.md and plots/ under DIR (default: the config's [output] dir, else ./runs/<config name>\n"
+    "in the current folder, so the source tree is never written unless asked). Each finished cell is\n"
     "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
     "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
@@ -68,7 +70,8 @@ int run_run(const std::vector<std::string>& args) {
   apply_backend_options(vm, plan);
   RunOptions o;
   o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
-  if (o.out_dir.empty()) throw UsageError("no output folder: give --out DIR or set [output] dir in the config");
+  if (o.out_dir.empty())  // ./runs/<config file name without .toml>, under the current folder
+    o.out_dir = (std::filesystem::path("runs") / std::filesystem::path(vm["config"].as<std::string>()).stem()).string();
   o.resume = vm.count("resume") != 0;
   o.force = vm.count("force") != 0;
   if (o.resume && o.force) throw UsageError("--resume and --force exclude each other (continue a run, or start over)");

@@ -23,7 +23,8 @@
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
-//   [output]      dir, bootstrap_resamples, max_cells = 10000 (the largest sweep accepted; at most 100,000)
+//   [output]      dir (relative to the config file; unset: run writes ./runs/<config name>), bootstrap_resamples,
+//                 max_cells = 10000 (the largest sweep accepted; at most 100,000)
 //
 // Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
 // counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most
@@ -126,7 +127,7 @@ struct RunPlan {
   int64_t continuation_tokens = 64;
   NeedleConfig needle;
   LongBenchConfig longbench;
-  std::string output_dir;
+  std::string output_dir;  ///< [output] dir, resolved against the config's folder; "" when unset (run: ./runs/<config name>)
   int64_t bootstrap_resamples = 2000;
   /// [output] max_cells: a [sweep] whose cartesian product has more cells is refused at validate time, before any
   /// cell is built (a sweep of millions of cells would exhaust the memory of `validate` itself).

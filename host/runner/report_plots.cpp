@@ -135,9 +135,10 @@ std::string ReportPlots::budget_heatmap(const std::string& task,
          "set title '" + gq(task) + ": budget per layer relative to an even split, b_l / (B / L) (1 = uniform)'\n"
          "set xlabel 'layer'\nset ytics (" + ytics.str() + ")\nset xrange [-0.5:" + std::to_string(layers) +
              "-0.5]\nset yrange [" + std::to_string(rows.size()) + "-0.5:-0.5]\nset grid noxtics noytics\n"
-         "set lmargin 52\nset cbrange [0:2]\nset cbtics ('0' 0, '0.5' 0.5, '1 (uniform)' 1, '1.5' 1.5, '>= 2' 2)\n"
-         "set palette defined (0 '#2166ac', 0.5 '#92c5de', 1 '#f7f7f7', 1.5 '#f4a582', 2 '#b2182b')\nset key off\n"
-         "plot '" + gq(stem) + ".dat' matrix using 1:2:($3 > 2 ? 2 : $3) with image");
+         "set lmargin 52\nset rmargin 16\nset logscale cb 2\nset cbrange [0.5:2]\n"
+         "set cbtics ('<= 0.5' 0.5, '0.71' 0.7071, '1 (uniform)' 1, '1.41' 1.4142, '>= 2' 2)\n"
+         "set palette defined (0 '#2166ac', 0.25 '#92c5de', 0.5 '#f7f7f7', 0.75 '#f4a582', 1 '#b2182b')\nset key off\n"
+         "plot '" + gq(stem) + ".dat' matrix using 1:2:($3 > 2 ? 2 : ($3 < 0.5 ? 0.5 : $3)) with image");
   return stem + ".png";
 }
 

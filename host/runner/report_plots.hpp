@@ -52,8 +52,8 @@ class ReportPlots {
   std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences);
 
   /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to an even
-  /// split of the cell's total, 1 = uniform), one column per layer, a diverging palette centred on 1 (blue: fewer
-  /// positions than uniform, red: more). Returns the PNG's name.
+  /// split of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2
+  /// centred on 1 (blue: fewer positions than uniform, red: more; values beyond are clipped). Returns the PNG's name.
   std::string budget_heatmap(const std::string& task, const std::vector<std::pair<std::string, std::vector<double>>>& rows);
 
   /// Per-layer curves min-max normalised to [0, 1] and overlaid: `references` as solid grey-to-black lines (e.g. the

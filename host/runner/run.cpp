@@ -26,6 +26,7 @@
 #include "runner/compression.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
+#include "runner/run_manifest.hpp"
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
 #include "runner/task_needle.hpp"
@@ -128,6 +129,7 @@ struct Example {
   std::map<std::string, double> full_values;
   double full_decode_tps = 0;
   size_t full_kv_bytes_end = 0;  // the full cache's bytes after the task
+  ExampleInput input;            // where its tokens came from (examples.jsonl "input")
 };
 
 /// Greedy continuation of a compressed (or full) cache after `prompt`, feeding `question` first when not empty, the
@@ -163,7 +165,8 @@ std::map<std::string, double> score_example(Backend& backend, const Tokenizer& t
     v["ppl_full"] = f.ppl_full;
   } else if (ex.task == "needle") {
     const GreedyResult r =
-        answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, 16, tok.end_of_generation_ids(), decode);
+        answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, kNeedleAnswerTokens,
+               tok.end_of_generation_ids(), decode);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
   } else {
@@ -282,6 +285,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const Model model = load_model(plan.model_path);
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
+  id.manifest = reproducibility_manifest(plan, tok);
   // Cells kept from before must come from this model file (else one report mixes two models' numbers).
   for (size_t c : complete) check_cell_model(out, plan.cells[c].id, model.sha256);
   const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
@@ -371,6 +375,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         const auto& w = windows[i].tokens;
         const std::vector<int32_t> prefix(w.begin(), w.begin() + plan.eval.prefix_tokens);
         ex.continuation.assign(w.begin() + plan.eval.prefix_tokens, w.end());
+        ex.input = {windows[i].file, windows[i].offset, static_cast<int64_t>(w.size()), plan.eval.prefix_tokens, "",
+                    token_ids_sha256(w)};
         examples.push_back(std::move(ex));
         examples.back().prompt = prefill_prompt(*backend, prefix, needs);
         examples.back().reference = lm_fidelity_reference(*backend, examples.back().prompt, examples.back().continuation);
@@ -385,6 +391,12 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         ex.task = task;
         ex.index = static_cast<int64_t>(i);
         ex.needle = prompts[i];
+        std::vector<int32_t> ids = ex.needle.compressed_part;
+        ids.insert(ids.end(), ex.needle.question_part.begin(), ex.needle.question_part.end());
+        std::ostringstream id;
+        id << "context=" << ex.needle.context_tokens << ",depth=" << ex.needle.depth << ",trial=" << ex.needle.trial;
+        ex.input = {"needle", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()), id.str(),
+                    token_ids_sha256(ids)};
         ex.prompt = prefill_prompt(*backend, ex.needle.compressed_part, needs);
         examples.push_back(std::move(ex));
         check_cancel(opt);
@@ -413,6 +425,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       ex.dataset = longbench_dataset(lb_records[i].dataset, ov);
       ex.stop_ids = longbench_stop_ids(ex.dataset, tok);
       const auto ids = longbench_prompt_ids(lb_records[i], ex.dataset, tok, &chat, max_len);
+      ex.input = {lb_records[i].dataset, -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()),
+                  lb_records[i].id, token_ids_sha256(ids)};
       ex.prompt = prefill_prompt(*backend, ids, needs);
       examples.push_back(std::move(ex));
       check_cancel(opt);
@@ -447,6 +461,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         r.prefix_tokens = static_cast<int64_t>(ex.prompt.tokens.size());
         r.kv_bytes_full = ex.prompt.cache->bytes();
         r.full_values = ex.full_values;
+        r.input = ex.input;
         const int64_t T = r.prefix_tokens;
         if (cc.full_cache) {
           r.values = ex.full_values;

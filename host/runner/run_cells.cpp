@@ -101,6 +101,7 @@ double budget_x(const nlohmann::json& m) {
 std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
                                     std::map<std::string, std::string>* labels, bool only_listed) {
   std::map<std::string, CellData> by_id;
+  std::map<std::string, std::string> groups;  // run.json's plot groups by cell id
   std::string base_sha;
   std::string first_backend, first_backend_file;
   std::string first_model, first_model_file;
@@ -112,6 +113,7 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
         for (const auto& c : rj.at("cells")) {
           order->push_back(c.at("id").get<std::string>());
           (*labels)[order->back()] = c.value("label", std::string());
+          if (c.contains("group")) groups[order->back()] = c.at("group").get<std::string>();
         }
       } catch (const std::exception& e) {
         std::cerr << "warning: " << (fs::path(dir) / "run.json").string() << " is unreadable (" << e.what() << ")\n";
@@ -167,7 +169,12 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
   std::vector<CellData> out;
   for (const auto& id : *order) {
     auto it = by_id.find(id);
-    if (it != by_id.end()) out.push_back(std::move(it->second)), by_id.erase(it);
+    if (it == by_id.end()) continue;
+    // A label names the swept settings that differ across the whole sweep: a cell finished before --resume widened
+    // the sweep takes the label and group the current sweep (run.json) gives it.
+    if (const auto l = labels->find(id); l != labels->end() && !l->second.empty()) it->second.meta["label"] = l->second;
+    if (const auto g = groups.find(id); g != groups.end() && !g->second.empty()) it->second.meta["group"] = g->second;
+    out.push_back(std::move(it->second)), by_id.erase(it);
   }
   if (!only_listed)
     for (auto& [id, cd] : by_id) out.push_back(std::move(cd));

@@ -139,6 +139,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
       ej["budget_total"] = e.budget_total;
       ej["kv_bytes"] = e.kv_bytes;
       ej["kv_bytes_end"] = e.kv_bytes_end;
+      if (!e.input.source.empty()) ej["input"] = e.input.to_json();
       examples << ej.dump() << "\n";
       budgets[cid]["label"] = m.at("label");
       nlohmann::json bj = {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total},

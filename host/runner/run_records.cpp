@@ -37,7 +37,23 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["compress_seconds"] = compress_seconds;
   j["decode_tokens_per_second"] = decode_tokens_per_second;
   j["warnings"] = warnings;
+  if (!input.source.empty()) j["input"] = input.to_json();
   return j;
+}
+
+nlohmann::json ExampleInput::to_json() const {
+  return {{"source", source}, {"token_offset", token_offset}, {"tokens", tokens},
+          {"prompt_tokens", prompt_tokens}, {"id", id}, {"ids_sha256", ids_sha256}};
+}
+
+std::string token_ids_sha256(const std::vector<int32_t>& ids) {
+  std::string bytes;
+  bytes.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    const auto u = static_cast<uint32_t>(id);
+    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<char>((u >> (8 * k)) & 0xffu));
+  }
+  return sha256_hex(bytes.data(), bytes.size());
 }
 
 namespace {
@@ -92,7 +108,24 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   r.compress_seconds = j.at("compress_seconds").get<double>();
   r.decode_tokens_per_second = j.at("decode_tokens_per_second").get<double>();
   r.warnings = j.at("warnings").get<std::vector<std::string>>();
+  if (j.contains("input")) r.input = ExampleInput::from_json(j.at("input"));
   return r;
+}
+
+ExampleInput ExampleInput::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw InputError("'input' is not an object");
+  auto text = [&](const char* key) {
+    if (!j.contains(key) || !j.at(key).is_string()) throw InputError(std::string("'input.") + key + "' is not a string");
+    return j.at(key).get<std::string>();
+  };
+  ExampleInput in;
+  in.source = text("source");
+  in.id = text("id");
+  in.ids_sha256 = text("ids_sha256");
+  in.token_offset = integer_field(j, "token_offset");
+  in.tokens = integer_field(j, "tokens");
+  in.prompt_tokens = integer_field(j, "prompt_tokens");
+  return in;
 }
 
 namespace {
@@ -189,7 +222,10 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
   fs::create_directories(fs::path(out) / "cells", ec);
   if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
   if (::access(out.c_str(), W_OK) != 0) throw InputError("output folder '" + out + "' is not writable");
-  RunIdentity id{plan.run_id, plan.config_sha256, plan.base_sha256, ""};
+  RunIdentity id;
+  id.run_id = plan.run_id;
+  id.config_sha256 = plan.config_sha256;
+  id.base_sha256 = plan.base_sha256;
   const fs::path run_json = fs::path(out) / "run.json";
   if (fs::exists(run_json)) {
     nlohmann::json old;
@@ -226,7 +262,8 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
   j["config_path"] = plan.config_path;
   j["shard"] = std::to_string(shard_index) + "/" + std::to_string(shard_count);
   j["cells"] = nlohmann::json::array();
-  for (const auto& c : plan.cells) j["cells"].push_back({{"id", c.id}, {"label", c.label}, {"cell", c.values}});
+  for (const auto& c : plan.cells)
+    j["cells"].push_back({{"id", c.id}, {"label", c.label}, {"group", c.group}, {"cell", c.values}});
   write_file_atomically(run_json.string(), j.dump(2) + "\n");
   write_file_atomically((fs::path(out) / "config.toml").string(), plan.config_text);
   return id;
@@ -303,6 +340,7 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["compute_dtype"] = id.compute_dtype;
   j["bootstrap_resamples"] = plan.bootstrap_resamples;
   j["seconds"] = seconds;
+  if (!id.manifest.is_null()) j["manifest"] = id.manifest;
   j["examples"] = nlohmann::json::array();
   for (const auto& o : outcomes) j["examples"].push_back(o.to_json());
   write_file_atomically(cell_path(out, cell.id), j.dump() + "\n");

@@ -17,6 +17,25 @@ namespace rkv {
 
 struct SensitivityProfile;
 
+/// Where an evaluation example's tokens came from, so a peer tool can replay exactly the same inputs (examples.jsonl
+/// "input"). `ids_sha256` is the sha256 of the token ids as 32-bit little-endian integers, in the order the model sees
+/// them: for lm_fidelity the window (prefix then continuation), for needle and longbench the whole prompt after the
+/// chat template (compressed part then question).
+struct ExampleInput {
+  std::string source;          ///< lm_fidelity: the text file; needle: "needle"; longbench: the dataset name
+  int64_t token_offset = -1;   ///< lm_fidelity: the window's first token index in `source` (its own tokenization)
+  int64_t tokens = 0;          ///< token ids hashed
+  int64_t prompt_tokens = 0;   ///< prompt length fed before generation or teacher forcing (T plus any question)
+  std::string id;              ///< needle: "context=1024,depth=0.5,trial=2"; longbench: the record's _id; else ""
+  std::string ids_sha256;
+  nlohmann::json to_json() const;
+  /// Throws rkv::InputError naming a key of another type (cell files may be hand-edited).
+  static ExampleInput from_json(const nlohmann::json& j);
+};
+
+/// sha256 (hex) of `ids` as 32-bit little-endian integers.
+std::string token_ids_sha256(const std::vector<int32_t>& ids);
+
 /// The outcome of one cell on one evaluation example.
 struct ExampleOutcomeRecord {
   std::string task;
@@ -32,6 +51,7 @@ struct ExampleOutcomeRecord {
   double compress_seconds = 0;
   double decode_tokens_per_second = 0;        ///< 0 when the task does not decode
   std::vector<std::string> warnings;
+  ExampleInput input;  ///< empty (source "") in cell files written before inputs were recorded
   nlohmann::json to_json() const;
   static ExampleOutcomeRecord from_json(const nlohmann::json& j);
 };
@@ -42,6 +62,7 @@ struct RunIdentity {
   std::string model_sha256;  ///< set once the model is loaded
   std::string backend = "cpu";        ///< the backend the cells ran on (Backend::kind())
   std::string compute_dtype = "f32";  ///< its compute dtype (Backend::compute_dtype())
+  nlohmann::json manifest;            ///< set once the tokenizer is loaded (runner/run_manifest.hpp)
 };
 
 /// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock`, which records the holder's pid. Held

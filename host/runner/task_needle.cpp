@@ -15,12 +15,17 @@ const char* kIntro =
 const char* kQuestion = "\n\nWhat is the 5-digit pass key?";
 // The assistant's answer is primed with this prefix, as in the passkey evaluations of Landmark Attention and
 // LongLoRA, so that a small chat model answers with the number rather than a paraphrase.
-const char* kAnswerPrefix = "The pass key is";
+const char* kAnswerPrefix = kNeedleAnswerPrefix;
 
 std::string needle_sentence(const std::string& key) {
   return " The pass key is " + key + ". Remember it. " + key + " is the pass key. ";
 }
 }  // namespace
+
+std::string needle_prompt_template() {
+  return std::string(kIntro) + "{haystack_before}" + needle_sentence("{key}") + "{haystack_after}" + kQuestion +
+         " <assistant> " + kAnswerPrefix;
+}
 
 std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::string& haystack_text,
                                                const NeedleConfig& cfg, bool query_aware) {

@@ -35,6 +35,16 @@ struct NeedlePrompt {
 std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tokenizer, const std::string& haystack_text,
                                                const NeedleConfig& cfg, bool query_aware);
 
+/// Tokens the model may generate for its answer (greedy); the hit test reads them all.
+inline constexpr int64_t kNeedleAnswerTokens = 16;
+
+/// The answer prefix the assistant turn is primed with.
+inline constexpr const char* kNeedleAnswerPrefix = "The pass key is";
+
+/// The prompt's text with placeholders ({haystack_before}, {key}, {haystack_after}; the chat template's turns around
+/// it, then kNeedleAnswerPrefix): what the reproducibility manifest hashes.
+std::string needle_prompt_template();
+
 /// Whether `answer` contains the pass key's digits.
 bool needle_hit(const std::string& answer, const std::string& passkey);
 

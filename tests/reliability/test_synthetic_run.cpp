@@ -30,6 +30,7 @@
 #include "runner/run.hpp"
 #include "runner/run_records.hpp"
 #include "synthetic_run.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 
@@ -881,6 +882,71 @@ TEST_F(SyntheticRun, ASweepOverAPluginParamGivesDistinctLabelsAndPlotLines) {
   EXPECT_EQ(too_small, 24u) << report;
   for (const char* png : {"lm_fidelity_kl.png", "lm_fidelity_kl_vs_uniform.png", "budgets_lm_fidelity.png"})
     EXPECT_TRUE(fs::exists(dir / "out" / "plots" / png)) << png;
+}
+
+// A cell finished before --resume widened the sweep over a param takes the label the wider sweep gives it.
+TEST_F(SyntheticRun, ResumingAWiderSweepRelabelsTheFinishedCells) {
+  const std::string scorer = "[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n";
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  EXPECT_EQ(rkv::run_ablation(plan(config(scorer, "[sweep]\n\"scorer.snapkv.window\" = [4]\n")), o).cells_computed, 2);
+  std::set<std::string> before;
+  for (const auto& r : result_rows(dir / "out")) before.insert(r.at("label").get<std::string>());
+  EXPECT_EQ(before, (std::set<std::string>{"full cache", "uniform + snapkv @ f=0.5"}));
+  o.resume = true;
+  EXPECT_EQ(rkv::run_ablation(plan(config(scorer, "[sweep]\n\"scorer.snapkv.window\" = [4, 8]\n")), o).cells_computed, 1);
+  std::set<std::string> after;
+  for (const auto& r : result_rows(dir / "out")) after.insert(r.at("label").get<std::string>());
+  EXPECT_EQ(after, (std::set<std::string>{"full cache", "uniform + snapkv(window=4) @ f=0.5",
+                                          "uniform + snapkv(window=8) @ f=0.5"}));
+}
+
+TEST(ExampleInputs, TokenIdsHashIsSha256OfLittleEndianInt32) {
+  // Python: hashlib.sha256(struct.pack('<2i', 1, 256)).hexdigest(), and of struct.pack('<1i', -1).
+  EXPECT_EQ(rkv::token_ids_sha256({1, 256}), "242045e2f1bb37769b514f182fd91b3d215324cb57f187cced1e9c62921dbac3");
+  EXPECT_EQ(rkv::token_ids_sha256({-1}), "ad95131bc0b799c0b1af477fb14fcf26a6a9f76079e48bf090acb7e8367bfd0e");
+}
+
+// Issue 17, items 6 and 7: every example of examples.jsonl names the text window it used (file, token offset,
+// length) and the hash of its token ids, which re-tokenizing the file and cutting the window reproduces; every cell
+// file carries the reproducibility manifest.
+TEST_F(SyntheticRun, ExamplesNameTheirTextWindowAndCellsCarryTheManifest) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  rkv::run_ablation(p, o);
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_path((dir / "model.gguf").string());
+  const std::vector<int32_t> ids = tok.encode(rkv::read_file((dir / "eval.txt").string()), false, false);
+  std::istringstream lines(rkv::read_file((dir / "out" / "examples.jsonl").string()));
+  std::string line;
+  size_t n = 0;
+  std::set<int64_t> offsets;
+  while (std::getline(lines, line)) {
+    const nlohmann::json in = nlohmann::json::parse(line).at("input");
+    EXPECT_EQ(fs::path(in.at("source").get<std::string>()), dir / "eval.txt");
+    EXPECT_EQ(in.at("tokens"), 32 + 8);        // prefix_tokens + continuation_tokens
+    EXPECT_EQ(in.at("prompt_tokens"), 32);
+    const int64_t offset = in.at("token_offset").get<int64_t>();
+    ASSERT_GE(offset, 0);
+    ASSERT_LE(offset + 40, static_cast<int64_t>(ids.size()));
+    const std::vector<int32_t> window(ids.begin() + offset, ids.begin() + offset + 40);
+    EXPECT_EQ(in.at("ids_sha256"), rkv::token_ids_sha256(window));
+    offsets.insert(offset);
+    ++n;
+  }
+  EXPECT_EQ(n, 4u);               // 2 cells x 2 examples
+  EXPECT_EQ(offsets.size(), 2u);  // the two examples' windows, the same in both cells
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) {
+    const nlohmann::json m = nlohmann::json::parse(rkv::read_file(e.path().string())).at("manifest");
+    EXPECT_EQ(m.at("tokenizer").at("n_vocab"), 258);
+    EXPECT_EQ(m.at("tokenizer").at("eos"), 257);
+    EXPECT_EQ(m.at("tokenizer").at("vocab_sha256").get<std::string>().size(), 64u);
+    EXPECT_EQ(m.at("chat_template").at("name"), "none");  // the synthetic model carries no template
+    EXPECT_EQ(m.at("generation").at("stop_ids"), (std::vector<int32_t>{257}));
+    EXPECT_EQ(m.at("generation").at("tasks").at("lm_fidelity").at("continuation_tokens"), 8);
+  }
 }
 
 }  // namespace
