@@ -10,6 +10,7 @@
 #include "runner/config.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/run.hpp"
+#include "runner/run_dumps.hpp"
 
 namespace po = boost::program_options;
 
@@ -28,7 +29,7 @@ extern "C" void on_sigint(int sig) {
 
 const char* kRunUsage =
     "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N]\n"
-    "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--quiet]\n\n"
+    "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--dump kept,logits] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir, else ./runs/<config name>\n"
@@ -47,7 +48,10 @@ const char* kRunUsage =
     "run it starts over (the finished cells in DIR/cells are deleted).\n"
     "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when this\n"
     "build has the CUDA backend and a device is present. Every cell records its backend and compute dtype; --resume\n"
-    "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n";
+    "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n"
+    "--dump kept writes DIR/dumps/kept/<cell>.jsonl (per task, example, layer and KV head: the prompt positions kept);\n"
+    "--dump logits writes DIR/dumps/logits/<cell>/<task>-<example>.npy (lm_fidelity continuation logits, float32\n"
+    "[n, V]); both: --dump kept,logits. For the cells this invocation computes (README \"Outputs\").\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -56,6 +60,7 @@ int run_run(const std::vector<std::string>& args) {
       "force", "write into a non-empty folder that is not a run; start a run's folder over")(
       "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
       "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(
+      "dump", po::value<std::string>(), "kept, logits or kept,logits: write what each cell kept / predicted")(
       "quiet,q", "no progress output");
   add_backend_options(opts);
   po::positional_options_description pos;
@@ -72,6 +77,7 @@ int run_run(const std::vector<std::string>& args) {
   o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
   if (o.out_dir.empty())  // ./runs/<config file name without .toml>, under the current folder
     o.out_dir = (std::filesystem::path("runs") / std::filesystem::path(vm["config"].as<std::string>()).stem()).string();
+  if (vm.count("dump")) o.dumps = parse_dump_kinds(vm["dump"].as<std::string>());
   o.resume = vm.count("resume") != 0;
   o.force = vm.count("force") != 0;
   if (o.resume && o.force) throw UsageError("--resume and --force exclude each other (continue a run, or start over)");

@@ -26,6 +26,7 @@
 #include "runner/compression.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
+#include "runner/run_dumps.hpp"
 #include "runner/run_manifest.hpp"
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
@@ -154,7 +155,7 @@ GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCach
 /// length after key re-rotation).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
                                             BackendCache& cache, int64_t start_pos, double* decode_tps,
-                                            DecodeSession* decode = nullptr) {
+                                            DecodeSession* decode = nullptr, CellDump* dump = nullptr) {
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
     const LmFidelityValues f =
@@ -163,6 +164,7 @@ std::map<std::string, double> score_example(Backend& backend, const Tokenizer& t
     v["top1_agreement"] = f.top1;
     v["ppl"] = f.ppl;
     v["ppl_full"] = f.ppl_full;
+    if (dump) dump->add_logits(ex.task, ex.index, f.logits, backend.model().config.vocab_size);
   } else if (ex.task == "needle") {
     const GreedyResult r =
         answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, kNeedleAnswerTokens,
@@ -443,15 +445,17 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
   progress.set_total(static_cast<int64_t>(pending.size()));
-  std::map<std::string, std::vector<ExampleOutcomeRecord>> done_by_effective;
+  std::map<std::string, std::pair<std::vector<ExampleOutcomeRecord>, CellDump>> done_by_effective;
   for (size_t c : pending) {
     const Cell& cell = plan.cells[c];
     const CellConfig& cc = cell.config;
     const auto t_cell = Clock::now();
     std::vector<ExampleOutcomeRecord> outcomes;
+    CellDump dump(out, cell.id, opt.dumps);
     auto reuse = done_by_effective.find(cell.effective_key);
     if (reuse != done_by_effective.end()) {
-      outcomes = reuse->second;
+      outcomes = reuse->second.first;
+      dump = reuse->second.second.for_cell(cell.id);
     } else {
       for (Example& ex : examples) {
         check_cancel(opt);
@@ -470,6 +474,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           r.kv_bytes = r.kv_bytes_full;
           r.kv_bytes_end = ex.full_kv_bytes_end;
           r.decode_tokens_per_second = ex.full_decode_tps;
+          if (ex.task == "lm_fidelity") dump.add_logits(ex.task, ex.index, ex.reference.logits, mc.vocab_size);
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
           const int64_t A = static_cast<int64_t>(layers_A.size());
@@ -499,14 +504,16 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
           const std::unique_ptr<DecodeSession> decode =
               policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+          dump.add_kept(*backend, *comp.cache, ex.task, ex.index, T, &comp.prompt_positions);
           r.values = score_example(*backend, tok, ex, *comp.cache, comp.next_position, &r.decode_tokens_per_second,
-                                   decode.get());
+                                   decode.get(), &dump);
           r.kv_bytes_end = comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));
       }
-      done_by_effective.emplace(cell.effective_key, outcomes);
+      done_by_effective.emplace(cell.effective_key, std::make_pair(outcomes, dump));
     }
+    dump.write();
     write_cell_file(out, plan, id, cell, outcomes, since(t_cell));
     ++summary.cells_computed;
     progress.step(cell.label);

@@ -11,11 +11,13 @@
 //   examples.jsonl           one line per cell x task x example
 //   budgets.json             per cell and example, the budgets actually used
 //   report.md, plots/        tables with CIs, paired comparisons against uniform, plots (PNG and SVG)
+//   dumps/                   with --dump: kept positions and continuation logits per cell (runner/run_dumps.hpp)
 //
 // Thread rules: one run per process at a time (plugin instances are not shared across runs).
 #pragma once
 #include <atomic>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,8 @@ struct RunOptions {
   /// Polled between examples, and by plugin calls through the host's is_cancelled() (slow plugins that poll stop
   /// mid-call); a cancelled run writes nothing partial. A plugin call that does not poll runs to its end first.
   const std::atomic<bool>* cancel = nullptr;
+  /// `--dump`: "kept" and/or "logits" (runner/run_dumps.hpp) for the cells this invocation computes; empty: none.
+  std::set<std::string> dumps;
   /// Progress sink (done, total, what); default: a bar with ETA on a terminal, plain lines elsewhere.
   std::function<void(int64_t, int64_t, const std::string&)> progress;
 };

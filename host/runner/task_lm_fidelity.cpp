@@ -65,6 +65,7 @@ LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prom
   v.top1 /= static_cast<double>(n);
   v.ppl = perplexity(logits, continuation, V);
   v.ppl_full = ref.ppl_full;
+  v.logits = logits;
   return v;
 }
 

@@ -26,9 +26,10 @@ struct LmFidelityReference {
 LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPrompt& prompt,
                                           const std::vector<int32_t>& continuation);
 
-/// Per-example metric values of one cell.
+/// Per-example metric values of one cell, and the continuation logits they came from (float32 [n, V]).
 struct LmFidelityValues {
   double kl = 0, top1 = 0, ppl = 0, ppl_full = 0;
+  std::vector<float> logits;
 };
 
 /// Scores the continuation on `compressed` (consumed: the continuation is appended to it) against `ref`.

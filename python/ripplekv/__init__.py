@@ -16,9 +16,10 @@ import operator
 import os
 
 from ._lib import Error, load_library, check, take_string
+from .dumps import read_kept, read_npy
 
 __all__ = ["Error", "version", "plugins", "allocate", "profile", "run", "results", "Model",
-           "OK", "ERROR_INVALID_ARGUMENT", "ERROR_INTERNAL", "ERROR_CANCELLED", "ERROR_UNSUPPORTED"]
+           "read_kept", "read_npy", "OK", "ERROR_INVALID_ARGUMENT", "ERROR_INTERNAL", "ERROR_CANCELLED", "ERROR_UNSUPPORTED"]
 
 OK, ERROR_INVALID_ARGUMENT, ERROR_INTERNAL, ERROR_CANCELLED, ERROR_UNSUPPORTED = 0, 1, 2, 3, 4
 

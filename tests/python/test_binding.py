@@ -21,6 +21,28 @@ CONFIG = os.path.join(SRC, "configs", "ci-tiny.toml")
 
 
 class Unit(unittest.TestCase):
+    def test_dump_readers(self):
+        # A .npy 1.0 file built by hand from NEP 1: magic, version, u16 header length, dict padded to 64 bytes.
+        import struct
+        header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+        header += b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+        values = [0.5, -1.0, 2.25, 3.0, 1e-3, -7.5]
+        with tempfile.TemporaryDirectory() as tmp:
+            npy = os.path.join(tmp, "a.npy")
+            with open(npy, "wb") as f:
+                f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + struct.pack("<6f", *values))
+            shape, got = ripplekv.read_npy(npy)
+            self.assertEqual(shape, (2, 3))
+            self.assertEqual(list(got), [struct.unpack("<f", struct.pack("<f", v))[0] for v in values])
+            with open(npy, "r+b") as f:
+                f.truncate(os.path.getsize(npy) - 4)
+            with self.assertRaises(ValueError):
+                ripplekv.read_npy(npy)
+            kept = os.path.join(tmp, "k.jsonl")
+            with open(kept, "w") as f:
+                f.write('{"task": "lm_fidelity", "example": 0, "layer": 1, "head": 0, "T": 8, "positions": [0, 5, 7]}\n')
+            self.assertEqual([r["positions"] for r in ripplekv.read_kept(kept)], [[0, 5, 7]])
+
     def test_version(self):
         self.assertRegex(ripplekv.version(), r"^\d+\.\d+\.\d+")
 

@@ -19,7 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/atomic_file.hpp"
@@ -28,6 +30,7 @@
 #include "core/subprocess.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
+#include "runner/run_dumps.hpp"
 #include "runner/run_records.hpp"
 #include "synthetic_run.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -947,6 +950,59 @@ TEST_F(SyntheticRun, ExamplesNameTheirTextWindowAndCellsCarryTheManifest) {
     EXPECT_EQ(m.at("generation").at("stop_ids"), (std::vector<int32_t>{257}));
     EXPECT_EQ(m.at("generation").at("tasks").at("lm_fidelity").at("continuation_tokens"), 8);
   }
+}
+
+TEST(RunDumps, NpyFloat32FollowsNep1ByHand) {
+  // "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" is 59 bytes; 10 + 59 + 1 = 70, padded with 58
+  // spaces to 128: header length 118 (0x76, 0x00), data from byte 128.
+  const std::string npy = rkv::npy_float32({1, 2, 3, 4, 5, 6}, 2, 3);
+  ASSERT_EQ(npy.size(), 128u + 24u);
+  EXPECT_EQ(npy.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_EQ(static_cast<unsigned char>(npy[8]), 118);
+  EXPECT_EQ(static_cast<unsigned char>(npy[9]), 0);
+  EXPECT_EQ(npy.substr(10, 59), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+  EXPECT_EQ(npy.substr(69, 58), std::string(58, ' '));
+  EXPECT_EQ(npy[127], '\n');
+  float sixth = 0;
+  std::memcpy(&sixth, npy.data() + 128 + 20, 4);
+  EXPECT_EQ(sixth, 6.0f);
+  EXPECT_THROW(rkv::parse_dump_kinds("kept,weights"), rkv::InputError);
+  EXPECT_EQ(rkv::parse_dump_kinds("logits,kept"), (std::set<std::string>{"kept", "logits"}));
+}
+
+// Issue 17, item 7: --dump kept writes, per compressed cell, one line per (example, layer, KV head) with the b_l
+// positions that head keeps, ascending and inside the prompt; --dump logits writes each example's continuation
+// logits [n, V] for every cell, the full cache's included.
+TEST_F(SyntheticRun, DumpsHoldTheKeptPositionsAndTheContinuationLogits) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  o.dumps = {"kept", "logits"};
+  rkv::run_ablation(p, o);
+  const std::string full_id = p.cells[0].id, cell_id = p.cells[1].id;
+  EXPECT_FALSE(fs::exists(dir / "out" / "dumps" / "kept" / (full_id + ".jsonl")));
+  std::istringstream lines(rkv::read_file((dir / "out" / "dumps" / "kept" / (cell_id + ".jsonl")).string()));
+  std::string line;
+  size_t n = 0;
+  while (std::getline(lines, line)) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    const std::vector<int32_t> pos = r.at("positions").get<std::vector<int32_t>>();
+    EXPECT_EQ(r.at("T"), 32);
+    EXPECT_EQ(pos.size(), 16u);  // f = 0.5 of T = 32 in each of the 2 layers
+    EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end()));
+    EXPECT_GE(pos.front(), 0);
+    EXPECT_EQ(pos.back(), 31);   // streamingllm keeps the most recent positions
+    ++n;
+  }
+  EXPECT_EQ(n, 2u * 2u * 2u);  // 2 examples x 2 layers x 2 KV heads
+  for (const std::string& id : {full_id, cell_id})
+    for (int e = 0; e < 2; ++e) {
+      const std::string npy =
+          rkv::read_file((dir / "out" / "dumps" / "logits" / id / ("lm_fidelity-" + std::to_string(e) + ".npy")).string());
+      EXPECT_NE(npy.find("'shape': (8, 258)"), std::string::npos);  // 8 continuation tokens, V = 258
+      EXPECT_EQ(npy.size(), 128u + 8u * 258u * 4u);
+    }
 }
 
 }  // namespace
