@@ -71,6 +71,7 @@ std::string analysis_figures(const fs::path& plots_dir, const std::vector<double
     panel.title = "f = " + fmt(fractions[fi]) + ": signal rank vs damage rank";
     panel.xlabel = "rank of s_l (1 = least sensitive)";
     panel.ylabel = "rank of D_l (1 = least damaged)";
+    panel.diagonal = "perfect agreement (rho = 1)";
     for (size_t si = 0; si < profiles.size(); ++si) {
       const std::vector<double> rs = average_ranks(profiles[si].s), rd = average_ranks(D[fi]);
       std::vector<PlotPoint> points;

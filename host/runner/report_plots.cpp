@@ -194,6 +194,7 @@ std::string ReportPlots::scatter_panels(const std::string& name, const std::vect
            << gq(title_k) << "'";
       ++k;
     }
+    if (!panel.diagonal.empty()) body << ", x with lines dt 2 lw 1 lc rgb '#888888' title '" << gq(panel.diagonal) << "'";
     body << "\n";
   }
   body << "unset multiplot";

@@ -32,6 +32,7 @@ using PlotSeries = std::map<std::string, std::vector<PlotPoint>>;
 struct ScatterPanel {
   std::string title, xlabel, ylabel;
   PlotSeries points;
+  std::string diagonal;  ///< when not empty, the line y = x drawn dashed grey with this legend title
 };
 
 class ReportPlots {
