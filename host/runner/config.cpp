@@ -563,12 +563,15 @@ void label_cells(std::vector<Cell>& cells, bool rerotate) {
   }
   std::map<std::string, std::vector<Cell*>> by_label;
   for (Cell& c : cells) by_label[c.label].push_back(&c);
-  for (auto& [label, group] : by_label) {
-    if (group.size() < 2) continue;
-    for (Cell* c : group) {
+  for (auto& [label, same] : by_label) {
+    if (same.size() < 2) continue;
+    std::map<std::string, std::set<std::string>> values_here;  // the keys that set these cells apart
+    for (const Cell* c : same)
+      for (const auto& [key, value] : c->values.items()) values_here[key].insert(value.dump());
+    for (Cell* c : same) {
       std::string extra;
       for (const auto& [key, value] : c->values.items())
-        if (varying.count(key)) extra += (extra.empty() ? "" : ", ") + key + "=" + label_value(value);
+        if (values_here[key].size() > 1) extra += (extra.empty() ? "" : ", ") + key + "=" + label_value(value);
       c->label += " [" + extra + "]";
       c->group += " [" + extra + "]";
     }

@@ -1,6 +1,7 @@
 // report.md and plots/ of a run or merge (runner/report.hpp).
 #include "runner/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -74,6 +75,18 @@ std::string profile_section(const fs::path& profile_path, ReportPlots& plots) {
     points.push_back({static_cast<double>(l), s, lo, hi});
   }
   md << "\n![profile](plots/" << plots.profile(p.at("signal").get<std::string>(), points) << ")\n\n";
+  // A run whose cells used several profiles (swept signals or scorer params) shows the first; say where the others are.
+  std::error_code ec;
+  std::vector<std::string> others;
+  for (const auto& e : fs::directory_iterator(profile_path.parent_path() / "profiles", ec))
+    others.push_back(e.path().filename().string());
+  if (others.size() > 1) {
+    std::sort(others.begin(), others.end());
+    md << "> This run used " << others.size() << " profiles (one per signal and scorer setting); the table shows the "
+       << "first. All are in profiles/: ";
+    for (size_t i = 0; i < others.size(); ++i) md << (i ? ", " : "") << "`" << others[i] << "`";
+    md << "\n\n";
+  }
   return md.str();
 }
 

@@ -83,16 +83,20 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
     rows << "| " << u.label << " | " << u.metric << " | " << fmt(p.mean_difference) << " | [" << fmt(p.ci.low) << ", "
          << fmt(p.ci.high) << "] | " << (printable ? fmt(p.p_value, 3) : "n too small") << " | "
          << (printable ? fmt(u.p_holm, 3) : "n too small") << " | " << fmt(p.effect_size, 3) << " | "
-         << fmt(p.mdd, 3) << " | " << p.n << " |\n";
+         << (!printable ? "n too small" : p.sd > 0 ? fmt(p.mdd, 3) : "n/a (sd = 0)") << " | " << p.n << " |\n";
   }
   if (rows.str().empty()) return "";
   std::ostringstream md;
   md << "### Paired comparison against uniform (same scorer, budget and examples)\n\n"
      << "Difference = cell - uniform per example, with its 95% percentile-bootstrap CI. p: two-sided sign-flip "
         "permutation test (exact up to n = 16), printed only when n >= "
-     << kMinExamplesForPValue << " (below that: \"n too small\"); p (Holm): adjusted across the " << family
-     << " comparisons of this report that print a p. d_z = mean / sd of the differences. MDD: the smallest "
-        "difference this n detects at alpha = 0.05 with power 0.8, (1.96 + 0.84) sd / sqrt(n).\n\n"
+     << kMinExamplesForPValue << " (below that: \"n too small\", and the CI is little more than the range of the "
+        "differences); p (Holm): "
+     << (family ? "adjusted across the " + std::to_string(family) + " comparisons of this report that print a p"
+                : std::string("no comparison of this report has enough examples"))
+     << ". d_z = mean / sd of the differences. MDD: the smallest difference this n detects at alpha = 0.05 with power "
+        "0.8, (1.96 + 0.84) sd / sqrt(n) (normal approximation; from n = "
+     << kMinExamplesForPValue << ").\n\n"
      << "| cell | metric | mean difference | 95% CI | p | p (Holm) | d_z | MDD | n |\n"
      << "|---|---|---:|---|---:|---:|---:|---:|---:|\n"
      << rows.str() << "\n";

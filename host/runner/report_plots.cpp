@@ -26,12 +26,25 @@ std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
 /// The legend below the plot, in as many columns as fit: it never takes width from the data.
 const char* kLegendBelow = "set key outside below center horizontal Left reverse samplen 2 spacing 1.1 width 2\n";
 
-/// The spread of x over every point of `series` (1 when all x are equal), for nudging lines apart.
-double x_span(const PlotSeries& series) {
-  double lo = INFINITY, hi = -INFINITY;
+/// The distinct x values (budgets) of every point of `series`, ascending.
+std::vector<double> distinct_x(const PlotSeries& series) {
+  std::vector<double> xs;
   for (const auto& [group, points] : series)
-    for (const auto& p : points) lo = std::min(lo, p.x), hi = std::max(hi, p.x);
-  return hi > lo ? hi - lo : 1.0;
+    for (const auto& p : points) xs.push_back(p.x);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  return xs;
+}
+
+/// Tics at the budgets themselves (the x values are discrete settings; nudged points must not read as other
+/// budgets), and 5% of room around the data so that no point or reference line hides under the frame.
+std::string budget_axis(const PlotSeries& series) {
+  std::ostringstream os;
+  os << "set xtics (";
+  const std::vector<double> xs = distinct_x(series);
+  for (size_t i = 0; i < xs.size(); ++i) os << (i ? ", " : "") << "'" << xs[i] << "' " << xs[i];
+  os << ")\nset offsets graph 0.08, graph 0.08, graph 0.06, graph 0.06\n";
+  return os.str();
 }
 
 std::string number(double v) {
@@ -69,8 +82,11 @@ void ReportPlots::write_points(const std::string& file, const std::vector<PlotPo
 }
 
 std::string ReportPlots::series_clauses(const std::string& stem, const PlotSeries& series) {
-  // Lines are nudged apart by up to ±1.5% of the x span so that their error bars never hide each other.
-  const double span = x_span(series), n = static_cast<double>(series.size());
+  // Lines are nudged apart by up to ±1.5% of the budgets' span (of the budget itself when there is one) so that their
+  // error bars never hide each other.
+  const std::vector<double> xs = distinct_x(series);
+  const double span = xs.size() > 1 ? xs.back() - xs.front() : (xs.empty() || xs[0] == 0 ? 1.0 : std::fabs(xs[0]));
+  const double n = static_cast<double>(series.size());
   std::ostringstream clauses;
   int k = 0;
   for (const auto& [group, points] : series) {
@@ -102,7 +118,7 @@ std::string ReportPlots::metric_vs_budget(const std::string& task, const std::st
   const int height = 520 + 22 * static_cast<int>((series.size() + 2) / 2);
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + " vs budget (mean, 95% CI)'\nset xlabel 'budget'\n"
-         "set ylabel '" + gq(metric) + "'\n" + kLegendBelow + plot);
+         "set ylabel '" + gq(metric) + "'\n" + budget_axis(series) + kLegendBelow + plot);
   return stem + ".png";
 }
 
@@ -114,7 +130,8 @@ std::string ReportPlots::paired_differences(const std::string& task, const std::
   const int height = 520 + 22 * static_cast<int>((differences.size() + 2) / 2);
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + ", cell - uniform on the same examples (mean, 95% CI)'\n"
-         "set xlabel 'budget'\nset ylabel 'difference in " + gq(metric) + "'\n" + kLegendBelow + plot);
+         "set xlabel 'budget'\nset ylabel 'difference in " + gq(metric) + "'\n" + budget_axis(differences) +
+             kLegendBelow + plot);
   return stem + ".png";
 }
 

@@ -96,29 +96,99 @@ double budget_x(const nlohmann::json& m) {
   return 1.0;
 }
 
-/// Cell files of every input, deduplicated by id; throws when they belong to different runs. `order` receives the
-/// sweep's cell ids as the first readable run.json lists them, `labels` their labels.
+namespace {
+
+/// The sweep a folder's run.json lists: cell ids in order, with their labels and plot groups. Empty (and `readable`
+/// false) without a readable run.json.
+struct RunListing {
+  bool readable = false;
+  std::vector<std::string> ids;
+  std::map<std::string, std::string> labels, groups;
+};
+
+RunListing read_run_listing(const fs::path& dir) {
+  RunListing listing;
+  if (!fs::exists(dir / "run.json")) return listing;
+  try {
+    const auto rj = nlohmann::json::parse(read_file((dir / "run.json").string()));
+    for (const auto& c : rj.at("cells")) {
+      const std::string id = c.at("id").get<std::string>();
+      listing.ids.push_back(id);
+      listing.labels[id] = c.value("label", std::string());
+      if (c.contains("group")) listing.groups[id] = c.at("group").get<std::string>();
+    }
+    listing.readable = true;
+  } catch (const std::exception& e) {
+    std::cerr << "warning: " << (dir / "run.json").string() << " is unreadable (" << e.what() << ")\n";
+    listing = RunListing{};
+  }
+  return listing;
+}
+
+/// Reads one cell file into `cd`; false (with a warning naming the file and the field) when it is corrupt.
+bool read_cell_file(const fs::path& f, CellData* cd) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(read_file(f.string()));
+    for (const auto& e : j.at("examples")) cd->examples.push_back(ExampleOutcomeRecord::from_json(e));
+    if (cd->examples.empty()) throw InputError("it holds no examples");
+    j.erase("examples");
+    cd->meta = std::move(j);
+    check_cell_meta(cd->meta);
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
+    return false;
+  }
+}
+
+/// One report compares like with like: every cell must share the first one's non-swept config, backend and dtype,
+/// and model file. Throws rkv::InputError naming both files otherwise.
+class ComparableCells {
+ public:
+  void check(const fs::path& f, const nlohmann::json& m) {
+    // Cells are comparable when they share the non-swept config (a cell's id is a hash of its swept values).
+    same("base", m.at("base_sha256").get<std::string>(), f, [&](const std::string& a, const std::string& b) {
+      return "comes from a run whose non-swept config differs (base sha256 " + a.substr(0, 12) + " vs " +
+             b.substr(0, 12) + "); such results are not comparable";
+    });
+    // One report, one backend: cells of cpu and cuda (or of f32 and bf16) are not the same measurement.
+    same("backend", backend_of(m), f, [&](const std::string& a, const std::string& b) {
+      return "was computed on backend " + a + " but '" + first_file_.at("backend") + "' on " + b +
+             "; merge runs of one backend and dtype";
+    });
+    // One report, one model file: cells of two model files are not comparable either.
+    const std::string model = m.value("model_sha256", std::string());
+    if (!model.empty())
+      same("model", model, f, [&](const std::string& a, const std::string& b) {
+        return "was computed with model sha256 " + a.substr(0, 16) + " but '" + first_file_.at("model") + "' with " +
+               b.substr(0, 16) + "; merge runs of one model file";
+      });
+  }
+
+ private:
+  template <typename Message>
+  void same(const std::string& what, const std::string& value, const fs::path& f, Message message) {
+    const auto [it, first] = first_.emplace(what, value);
+    if (first) first_file_[what] = f.string();
+    else if (it->second != value) throw InputError("merge: '" + f.string() + "' " + message(value, it->second));
+  }
+  std::map<std::string, std::string> first_, first_file_;
+};
+
+}  // namespace
+
 std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
-                                    std::map<std::string, std::string>* labels, bool only_listed) {
+                                    std::map<std::string, std::string>* labels, bool only_listed, bool warn) {
   std::map<std::string, CellData> by_id;
   std::map<std::string, std::string> groups;  // run.json's plot groups by cell id
-  std::string base_sha;
-  std::string first_backend, first_backend_file;
-  std::string first_model, first_model_file;
+  std::set<std::string> ordered;
+  ComparableCells comparable;
   for (const auto& dir : inputs) {
+    const RunListing listing = read_run_listing(dir);
+    for (const auto& id : listing.ids)
+      if (ordered.insert(id).second) order->push_back(id), (*labels)[id] = listing.labels.at(id);
+    groups.insert(listing.groups.begin(), listing.groups.end());
     const fs::path cells = fs::path(dir) / "cells";
-    if (order->empty() && fs::exists(fs::path(dir) / "run.json")) {
-      try {
-        const auto rj = nlohmann::json::parse(read_file((fs::path(dir) / "run.json").string()));
-        for (const auto& c : rj.at("cells")) {
-          order->push_back(c.at("id").get<std::string>());
-          (*labels)[order->back()] = c.value("label", std::string());
-          if (c.contains("group")) groups[order->back()] = c.at("group").get<std::string>();
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "warning: " << (fs::path(dir) / "run.json").string() << " is unreadable (" << e.what() << ")\n";
-      }
-    }
     std::error_code ec;
     if (!fs::is_directory(cells, ec)) {
       if (!fs::is_directory(dir, ec)) throw InputError("merge: '" + dir + "' is not a folder");
@@ -129,42 +199,22 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
     for (const auto& e : fs::directory_iterator(cells, ec))
       if (e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end());
+    const std::set<std::string> listed(listing.ids.begin(), listing.ids.end());
+    size_t unlisted = 0;
     for (const auto& f : files) {
-      CellData cd;
-      try {
-        nlohmann::json j = nlohmann::json::parse(read_file(f.string()));
-        for (const auto& e : j.at("examples")) cd.examples.push_back(ExampleOutcomeRecord::from_json(e));
-        if (cd.examples.empty()) throw InputError("it holds no examples");
-        j.erase("examples");
-        cd.meta = std::move(j);
-        check_cell_meta(cd.meta);
-      } catch (const std::exception& e) {
-        std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
+      // A cell file its own folder's sweep no longer lists is left over from an earlier sweep (--resume changed it).
+      if (only_listed && listing.readable && !listed.count(f.stem().string())) {
+        ++unlisted;
         continue;
       }
-      // Cells are comparable when they share the non-swept config (a cell's id is a hash of its swept values).
-      const std::string base = cd.meta.at("base_sha256").get<std::string>();
-      if (base_sha.empty()) base_sha = base;
-      if (base != base_sha)
-        throw InputError("merge: '" + f.string() + "' comes from a run whose non-swept config differs (base sha256 " +
-                         base.substr(0, 12) + " vs " + base_sha.substr(0, 12) + "); such results are not comparable");
-      // One report, one backend: cells of cpu and cuda (or of f32 and bf16) are not the same measurement.
-      const std::string backend = backend_of(cd.meta);
-      if (first_backend.empty()) first_backend = backend, first_backend_file = f.string();
-      if (backend != first_backend)
-        throw InputError("merge: '" + f.string() + "' was computed on backend " + backend + " but '" +
-                         first_backend_file + "' on " + first_backend + "; merge runs of one backend and dtype");
-      // One report, one model file: cells of two model files are not comparable either.
-      const std::string model = cd.meta.value("model_sha256", std::string());
-      if (!model.empty()) {
-        if (first_model.empty()) first_model = model, first_model_file = f.string();
-        if (model != first_model)
-          throw InputError("merge: '" + f.string() + "' was computed with model sha256 " + model.substr(0, 16) +
-                           " but '" + first_model_file + "' with " + first_model.substr(0, 16) +
-                           "; merge runs of one model file");
-      }
+      CellData cd;
+      if (!read_cell_file(f, &cd)) continue;
+      comparable.check(f, cd.meta);
       by_id.emplace(cd.meta.at("cell_id").get<std::string>(), std::move(cd));
     }
+    if (unlisted && warn)
+      std::cerr << "warning: skipped " << unlisted << " cell file(s) in '" << cells.string()
+                << "' that its run.json's sweep does not list (left over from an earlier sweep)\n";
   }
   std::vector<CellData> out;
   for (const auto& id : *order) {
@@ -176,8 +226,38 @@ std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std:
     if (const auto g = groups.find(id); g != groups.end() && !g->second.empty()) it->second.meta["group"] = g->second;
     out.push_back(std::move(it->second)), by_id.erase(it);
   }
-  if (!only_listed)
-    for (auto& [id, cd] : by_id) out.push_back(std::move(cd));
+  for (auto& [id, cd] : by_id) out.push_back(std::move(cd));  // inputs without a readable run.json
+  return drop_repeats_of_other_sweeps(std::move(out), order, warn);
+}
+
+std::vector<CellData> drop_repeats_of_other_sweeps(std::vector<CellData> cells, std::vector<std::string>* order,
+                                                   bool warn) {
+  std::set<std::string> run_ids;
+  for (const auto& c : cells) run_ids.insert(c.meta.at("run_id").get<std::string>());
+  if (run_ids.size() < 2) return cells;
+  std::map<std::string, std::string> run_of_key;  // effective key -> the run id of its first cell
+  std::vector<CellData> out;
+  size_t dropped = 0;
+  for (auto& c : cells) {
+    const std::string run = c.meta.at("run_id").get<std::string>();
+    const std::string key = c.meta.value("effective_key", std::string());
+    if (!key.empty()) {
+      const auto [it, first] = run_of_key.emplace(key, run);
+      if (!first && it->second != run) {
+        ++dropped;
+        const std::string id = c.meta.at("cell_id").get<std::string>();
+        order->erase(std::remove(order->begin(), order->end(), id), order->end());  // dropped, not missing
+        continue;
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  if (warn) {
+    std::cerr << "warning: merge: the inputs hold cells of " << run_ids.size()
+              << " different sweeps (run ids differ); labels follow each cell's own sweep";
+    if (dropped) std::cerr << "; " << dropped << " cell(s) that repeat a computation of another sweep were left out";
+    std::cerr << "\n";
+  }
   return out;
 }
 

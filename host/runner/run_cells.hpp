@@ -45,12 +45,22 @@ double budget_x(const nlohmann::json& meta);
 /// Throws rkv::InputError naming the first field a report reads that is missing or of another type.
 void check_cell_meta(const nlohmann::json& meta);
 
-/// Cell files of every input, deduplicated by id; throws rkv::InputError when they belong to different runs (base
-/// config), backends or model files. `order` receives the sweep's cell ids as the first readable run.json lists them,
-/// `labels` their labels. With `only_listed`, cells run.json does not list are dropped. Corrupt cell files are
-/// skipped with a warning on stderr naming the file and the field.
+/// Cell files of every input, deduplicated by id; throws rkv::InputError when they belong to different non-swept
+/// configs, backends or model files. `order` receives the cell ids the inputs' run.json files list (first occurrence
+/// order), `labels` their labels; a cell takes the label and group its sweep's run.json gives it. With `only_listed`,
+/// a cell file that its own folder's run.json does not list (left over from an earlier sweep that --resume changed) is
+/// skipped. Corrupt cell files are skipped with a warning on stderr naming the file and the field. With `warn`
+/// (merge), skipped leftovers and inputs of different sweeps are also said on stderr. Ends with
+/// drop_repeats_of_other_sweeps.
 std::vector<CellData> collect_cells(const std::vector<std::string>& inputs, std::vector<std::string>* order,
-                                    std::map<std::string, std::string>* labels, bool only_listed);
+                                    std::map<std::string, std::string>* labels, bool only_listed, bool warn);
+
+/// Cells of several sweeps (different run ids) that compute the same thing (equal effective_key) are one
+/// measurement: the first is kept, the others dropped, so a report never shows one computation twice under two
+/// labels. Within one sweep equal keys stay (uniform under two signals is reported under each label). Dropped cells'
+/// ids leave `order` (they are not missing). With `warn`, says on stderr that the inputs mix sweeps.
+std::vector<CellData> drop_repeats_of_other_sweeps(std::vector<CellData> cells, std::vector<std::string>* order,
+                                                   bool warn);
 
 /// Per task, the metric names in a stable (sorted) order.
 std::map<std::string, std::vector<std::string>> metrics_by_task(const std::vector<CellData>& cells);

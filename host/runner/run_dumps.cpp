@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -22,14 +21,16 @@ const std::set<std::string>& dump_kinds() {
 
 std::set<std::string> parse_dump_kinds(const std::string& list) {
   std::set<std::string> out;
-  std::istringstream parts(list);
-  std::string kind;
-  while (std::getline(parts, kind, ',')) {
+  size_t start = 0;
+  while (true) {  // every comma-separated piece, the empty ones included ("kept," names an empty kind)
+    const size_t comma = list.find(',', start);
+    const std::string kind = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!dump_kinds().count(kind))
       throw InputError("--dump: unknown kind '" + kind + "' (valid: kept, logits, or kept,logits)");
-    out.insert(kind);
+    if (!out.insert(kind).second) throw InputError("--dump: '" + kind + "' is named twice");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (out.empty()) throw InputError("--dump: give kept, logits, or kept,logits");
   return out;
 }
 

@@ -54,8 +54,11 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
                           fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
   std::map<std::string, std::string> labels;
   // (`order` is read from run.json inside collect_cells; without one nothing is listed and the fallback keeps all.)
-  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, own_folder);
-  if (own_folder && cells.empty()) cells = collect_cells(inputs, &order, &labels, false);
+  std::vector<CellData> cells = collect_cells(inputs, &order, &labels, true, !own_folder);
+  if (own_folder && cells.empty()) {
+    order.clear(), labels.clear();
+    cells = collect_cells(inputs, &order, &labels, false, false);
+  }
   if (cells.empty()) throw InputError("merge: no finished cells found in the given folders");
   // Cells the sweep lists (run.json) that no input holds: an incomplete shard set or an unfinished run. Said on
   // stderr (merge) and in the report, never silently.
