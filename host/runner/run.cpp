@@ -21,6 +21,7 @@
 #include "core/sha256.hpp"
 #include "eval/longbench.hpp"
 #include "eval/longbench_records.hpp"
+#include "eval/ruler_metrics.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/compression.hpp"
@@ -29,6 +30,7 @@
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
 #include "runner/task_needle.hpp"
+#include "runner/task_ruler.hpp"
 #include "runner/text_windows.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -119,6 +121,8 @@ struct Example {
   LmFidelityReference reference;
   // needle
   NeedlePrompt needle;
+  // ruler
+  RulerPrompt ruler;
   // longbench
   const LongBenchRecord* record = nullptr;
   LongBenchDataset dataset;
@@ -166,6 +170,13 @@ std::map<std::string, double> score_example(Backend& backend, const Tokenizer& t
         answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, 16, tok.end_of_generation_ids(), decode);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
     *decode_tps = r.tokens_per_second;
+  } else if (ex.task == "ruler") {
+    const GreedyResult r = answer(backend, ex.prompt, cache, start_pos, ex.ruler.question_part, ex.ruler.max_new_tokens,
+                                  tok.end_of_generation_ids(), decode);
+    const double score = 100.0 * ruler_string_match_all(tok.decode(r.tokens, false), ex.ruler.answers);
+    v[ruler_metric(ex.ruler)] = score;
+    v["average"] = score;
+    *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
         answer(backend, ex.prompt, cache, start_pos, {}, ex.dataset.max_new_tokens, ex.stop_ids, decode);
@@ -203,6 +214,14 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
           "data.calibration.prefix_tokens + data.calibration.window_tokens");
   if (std::find(plan.tasks.begin(), plan.tasks.end(), "needle") != plan.tasks.end())
     for (int64_t n : plan.needle.context_tokens) check(n, "tasks.needle.context_tokens");
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "ruler") != plan.tasks.end()) {
+    int64_t most_new = plan.ruler.max_new_tokens;
+    for (const auto& name : plan.ruler.subtasks)
+      if (const RulerSubtask* s = find_ruler_subtask(name); s && plan.ruler.max_new_tokens == 0)
+        most_new = std::max(most_new, s->max_new_tokens);
+    for (int64_t n : plan.ruler.context_tokens)
+      check(n + most_new, "tasks.ruler.context_tokens + the answer's max_new_tokens");
+  }
 }
 
 /// Every pending compressed cell's global budget B is feasible (B >= |A|) on every example, checked before the first
@@ -386,6 +405,19 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         ex.index = static_cast<int64_t>(i);
         ex.needle = prompts[i];
         ex.prompt = prefill_prompt(*backend, ex.needle.compressed_part, needs);
+        examples.push_back(std::move(ex));
+        check_cancel(opt);
+      }
+    } else if (task == "ruler") {
+      std::string text;
+      for (const auto& f : plan.eval.files) text += read_file(f) + "\n\n";
+      const auto prompts = build_ruler_prompts(tok, text, plan.ruler, plan.query_aware);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        Example ex;
+        ex.task = task;
+        ex.index = static_cast<int64_t>(i);
+        ex.ruler = prompts[i];
+        ex.prompt = prefill_prompt(*backend, ex.ruler.compressed_part, needs);
         examples.push_back(std::move(ex));
         check_cancel(opt);
       }

@@ -1,13 +1,23 @@
 // RULER prompts with the real tokenizer and chat template (SmolLM2-135M-Instruct) and the Austen evaluation text
 // (runner/task_ruler.hpp): every subtask's prompt reaches its target length in tokens without passing it, holds its
-// answers, is the same for the same seed, and splits for query_aware into exactly the unsplit prompt's ids.
+// answers, is the same for the same seed, and splits for query_aware into exactly the unsplit prompt's ids; and the
+// task in a run: results.jsonl rows per subtask and length with the full cache's value beside every cell.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
 #include "model/gguf.hpp"
+#include "runner/config.hpp"
+#include "runner/run.hpp"
 #include "runner/task_ruler.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -81,6 +91,49 @@ TEST(RulerPrompts, TheSameSeedGivesTheSamePromptsAndQueryAwareSplitsThem) {
     EXPECT_NE(question.find("<|im_start|>assistant\n"), std::string::npos) << question;
     for (const auto& ans : q[i].answers) EXPECT_EQ(question.find(ans), std::string::npos) << ans;  // not in the question
   }
+}
+
+// `ripplekv run` with task ruler: niah_single_1 at 256 tokens, 2 examples, the full cache and one compressed cell.
+TEST(RulerRun, RowsPerSubtaskCarryTheFullCacheValue) {
+  REQUIRE_ASSETS();
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("rkv-ruler-run-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string text = "[model]\npath = \"" + rkv_test::smollm2_gguf().string() + "\"\nthreads = 2\n"
+                           "[data.calibration]\nfiles = [\"austen:emma\"]\n"
+                           "[data.eval]\nfiles = [\"austen:prideprejudice\"]\n"
+                           "[signal]\nplugin = \"depth\"\n[scorer]\nplugin = \"streamingllm\"\n"
+                           "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n"
+                           "[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\nsubtasks = [\"niah_single_1\"]\n"
+                           "context_tokens = [256]\nexamples = 2\nmax_new_tokens = 24\n"
+                           "[output]\nbootstrap_resamples = 100\n";
+  const rkv::RunPlan plan = rkv::load_run_plan_from_string(text, "ruler.toml", dir.string());
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  rkv::run_ablation(plan, o);
+  std::ifstream in(dir / "out" / "results.jsonl");
+  std::set<std::string> metrics;
+  std::map<std::string, double> full;
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.at("task"), "ruler");
+    metrics.insert(r.at("metric").get<std::string>());
+    EXPECT_EQ(r.at("n"), 2);
+    if (r.at("label") == "full cache") full[r.at("metric")] = r.at("value").get<double>();
+  }
+  EXPECT_EQ(metrics, (std::set<std::string>{"average", "niah_single_1@256"}));
+  ASSERT_EQ(rows.size(), 4u);  // 2 cells x 2 metrics
+  for (const auto& r : rows) {
+    EXPECT_DOUBLE_EQ(r.at("full_cache_value").get<double>(), full.at(r.at("metric")));
+    const double v = r.at("value").get<double>();
+    EXPECT_TRUE(v == 0.0 || v == 50.0 || v == 100.0) << v;  // the mean of two 0-or-100 scores
+  }
+  // SmolLM2 finds the single needle in the noise haystack with the full cache (configs/ruler.toml).
+  EXPECT_DOUBLE_EQ(full.at("niah_single_1@256"), 100.0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
