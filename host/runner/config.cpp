@@ -599,6 +599,33 @@ RulerConfig parse_ruler(const Ctx& c, const toml::table& t) {
   return r;
 }
 
+/// [tasks.multi_question]: context lengths in [64, 2^24], questions, examples, seed, max_new_tokens, and at most
+/// kMaxCount prompts (each context once plus once per question).
+MultiQuestionConfig parse_multi_question(const Ctx& c, const toml::table& t) {
+  check_keys(c, t, "tasks.multi_question", {"context_tokens", "questions", "examples", "seed", "max_new_tokens"});
+  MultiQuestionConfig m;
+  m.context_tokens =
+      get_number_list<int64_t>(c, t, "context_tokens", "tasks.multi_question.context_tokens", m.context_tokens);
+  if (m.context_tokens.empty())
+    throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " lists no length");
+  for (int64_t n : m.context_tokens)
+    if (n < 64 || n > kMaxTokens)
+      throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " must be in [64, " +
+                       std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
+  m.questions = get_int(c, t, "questions", "tasks.multi_question.questions", m.questions, 1, kMaxCount);
+  m.examples = get_int(c, t, "examples", "tasks.multi_question.examples", m.examples, 1, kMaxCount);
+  const double prompts = static_cast<double>(m.context_tokens.size()) * static_cast<double>(m.examples) *
+                         (static_cast<double>(m.questions) + 1.0);
+  if (prompts > static_cast<double>(kMaxCount))
+    throw InputError(where_table(c, t, "tasks.multi_question") + ": context_tokens x examples x (questions + 1) = " +
+                     std::to_string(static_cast<int64_t>(prompts)) + " prompts, more than " + std::to_string(kMaxCount) +
+                     "; lower tasks.multi_question.examples or questions");
+  m.seed = static_cast<uint64_t>(get_int(c, t, "seed", "tasks.multi_question.seed", 42, 0, INT64_MAX));
+  m.max_new_tokens =
+      get_int(c, t, "max_new_tokens", "tasks.multi_question.max_new_tokens", m.max_new_tokens, 1, kMaxCount);
+  return m;
+}
+
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   RunPlan plan;
   plan.config_text = text;
@@ -664,13 +691,13 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     plan.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
-    check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "ruler", "longbench"});
+    check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "ruler", "multi_question", "longbench"});
     if (t->get("run")) plan.tasks = get_string_list(c, *t, "run", "tasks.run");
-    const std::vector<std::string> known = {"lm_fidelity", "needle", "ruler", "longbench"};
+    const std::vector<std::string> known = {"lm_fidelity", "needle", "ruler", "multi_question", "longbench"};
     for (const auto& name : plan.tasks)
       if (std::find(known.begin(), known.end(), name) == known.end())
         throw InputError(where(c, *t->get("run"), "tasks.run") + ": unknown task '" + name +
-                         "'; known: lm_fidelity, needle, ruler, longbench; did you mean '" + closest_match(name, known) + "'?");
+                         "'; known: lm_fidelity, needle, ruler, multi_question, longbench; did you mean '" + closest_match(name, known) + "'?");
     if (plan.tasks.empty()) throw InputError(where(c, *t->get("run"), "tasks.run") + " lists no task");
     if (const toml::table* lf = sub_table(c, *t, "lm_fidelity", "tasks.lm_fidelity")) {
       check_keys(c, *lf, "tasks.lm_fidelity", {"continuation_tokens"});
@@ -698,6 +725,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0, INT64_MAX));
     }
     if (const toml::table* rt = sub_table(c, *t, "ruler", "tasks.ruler")) plan.ruler = parse_ruler(c, *rt);
+    if (const toml::table* mq = sub_table(c, *t, "multi_question", "tasks.multi_question"))
+      plan.multi_question = parse_multi_question(c, *mq);
     if (const toml::table* lb = sub_table(c, *t, "longbench", "tasks.longbench")) {
       check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
       for (const auto& f : get_string_list(c, *lb, "files", "tasks.longbench.files")) {

@@ -94,6 +94,7 @@ RulerText ruler_niah_text(const RulerSubtask& s, int64_t size, uint64_t seed, co
   std::vector<std::string> queries;
   for (int64_t i : ruler_sample(rng, num_keys, s.num_queries)) {
     queries.push_back(keys[static_cast<size_t>(i)]);
+    t.queries.push_back(keys[static_cast<size_t>(i)]);
     for (const auto& v : values[static_cast<size_t>(i)]) t.answers.push_back(v);
   }
   std::string query = queries.back();

@@ -55,6 +55,7 @@ struct RulerText {
   size_t question_at = 0;            ///< where the question after the context starts in `user` (query_aware splits)
   std::string answer_prefix;         ///< the start of the answer (RULER's answer_prefix, trimmed)
   std::vector<std::string> answers;  ///< the references string_match_all looks for
+  std::vector<std::string> queries;  ///< niah: the keys asked, in answer order (num_values answers each)
 };
 
 /// One sample of `subtask` with `size` haystack units (see above), seeded by `seed`. `context_tokens` is the target

@@ -29,6 +29,7 @@
 #include "runner/profile.hpp"
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
+#include "runner/task_multi_question.hpp"
 #include "runner/task_needle.hpp"
 #include "runner/task_ruler.hpp"
 #include "runner/text_windows.hpp"
@@ -123,6 +124,9 @@ struct Example {
   NeedlePrompt needle;
   // ruler
   RulerPrompt ruler;
+  // multi_question: the context and every question; which one this example asks (-1: all, query-agnostic)
+  MultiQuestionPrompt multi_question;
+  int64_t question = -1;
   // longbench
   const LongBenchRecord* record = nullptr;
   LongBenchDataset dataset;
@@ -151,12 +155,49 @@ GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCach
   return greedy_decode(backend, last, start_pos + n, cache, max_new, stop, decode);
 }
 
+/// A fresh copy of the cache an example's questions start from, with its own decode-policy session (null: none).
+struct CacheCopy {
+  std::unique_ptr<BackendCache> cache;
+  std::unique_ptr<DecodeSession> decode;
+};
+using CacheForker = std::function<CacheCopy()>;
+
+/// multi_question: the query-aware example answers its one question on `cache` (its prompt holds the question); the
+/// query-agnostic one asks every question on its own copy from `fork`, `*bytes_end` the most bytes a copy held.
+std::map<std::string, double> score_multi_question(Backend& backend, const Tokenizer& tok, const Example& ex,
+                                                   BackendCache& cache, int64_t start_pos, double* decode_tps,
+                                                   DecodeSession* decode, const CacheForker& fork, size_t* bytes_end) {
+  const MultiQuestionPrompt& mq = ex.multi_question;
+  if (ex.question >= 0) {
+    const GreedyResult r =
+        answer(backend, ex.prompt, cache, start_pos, {}, mq.max_new_tokens, tok.end_of_generation_ids(), decode);
+    *decode_tps = r.tokens_per_second;
+    return {{"query_aware", 100.0 * ruler_string_match_all(tok.decode(r.tokens, false),
+                                                            {mq.answers[static_cast<size_t>(ex.question)]})}};
+  }
+  double found = 0, tps = 0;
+  for (size_t i = 0; i < mq.questions.size(); ++i) {
+    CacheCopy copy = fork();
+    const GreedyResult r = answer(backend, ex.prompt, *copy.cache, start_pos, mq.questions[i], mq.max_new_tokens,
+                                  tok.end_of_generation_ids(), copy.decode.get());
+    found += ruler_string_match_all(tok.decode(r.tokens, false), {mq.answers[i]});
+    tps += r.tokens_per_second;
+    *bytes_end = std::max(*bytes_end, copy.cache->bytes_in_use());
+  }
+  const double n = static_cast<double>(mq.questions.size());
+  *decode_tps = tps / n;
+  return {{"query_agnostic", 100.0 * found / n}};
+}
+
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy's session
 /// `decode` (null: every appended token is kept); tokens fed after the prompt start at `start_pos` (T, or the cache
-/// length after key re-rotation).
+/// length after key re-rotation). A query-agnostic multi_question example leaves `cache` alone and asks each question
+/// on a copy from `fork`, setting `*bytes_end` (score_multi_question).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
                                             BackendCache& cache, int64_t start_pos, double* decode_tps,
-                                            DecodeSession* decode = nullptr) {
+                                            DecodeSession* decode, const CacheForker& fork, size_t* bytes_end) {
+  if (ex.task == "multi_question")
+    return score_multi_question(backend, tok, ex, cache, start_pos, decode_tps, decode, fork, bytes_end);
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
     const LmFidelityValues f =
@@ -222,6 +263,10 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
     for (int64_t n : plan.ruler.context_tokens)
       check(n + most_new, "tasks.ruler.context_tokens + the answer's max_new_tokens");
   }
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "multi_question") != plan.tasks.end())
+    for (int64_t n : plan.multi_question.context_tokens)
+      check(n + plan.multi_question.max_new_tokens,
+            "tasks.multi_question.context_tokens + tasks.multi_question.max_new_tokens");
 }
 
 /// Every pending compressed cell's global budget B is feasible (B >= |A|) on every example, checked before the first
@@ -255,6 +300,32 @@ std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
     if (static_cast<int>(k % static_cast<size_t>(count)) == index - 1) mine.push_back(order[k]);
   std::sort(mine.begin(), mine.end());  // config order within the shard
   return mine;
+}
+
+/// multi_question's examples: per context, the query-agnostic one (the context alone, every question asked after)
+/// then one query-aware example per question (context and question prefilled together).
+void add_multi_question_examples(const RunPlan& plan, const Tokenizer& tok, Backend& backend, const PrefillNeeds& needs,
+                                 std::vector<Example>& examples, const RunOptions& opt) {
+  std::string text;
+  for (const auto& f : plan.eval.files) text += read_file(f) + "\n\n";
+  int64_t index = 0;
+  for (const MultiQuestionPrompt& p : build_multi_question_prompts(tok, text, plan.multi_question)) {
+    for (int64_t q = -1; q < static_cast<int64_t>(p.questions.size()); ++q) {
+      Example ex;
+      ex.task = "multi_question";
+      ex.index = index++;
+      ex.multi_question = p;
+      ex.question = q;
+      std::vector<int32_t> ids = p.context;
+      if (q >= 0) {
+        const std::vector<int32_t>& question = p.questions[static_cast<size_t>(q)];
+        ids.insert(ids.end(), question.begin(), question.end());
+      }
+      ex.prompt = prefill_prompt(backend, ids, needs);
+      examples.push_back(std::move(ex));
+      check_cancel(opt);
+    }
+  }
 }
 
 }  // namespace
@@ -421,6 +492,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         examples.push_back(std::move(ex));
         check_cancel(opt);
       }
+    } else if (task == "multi_question") {
+      add_multi_question_examples(plan, tok, *backend, needs, examples, opt);
     } else if (task == "longbench") {
       for (const auto& f : plan.longbench.files) {
         auto recs = read_longbench_jsonl(f);
@@ -454,9 +527,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
+    const CacheForker fork = [&] { return CacheCopy{backend->clone(*ex.prompt.cache), nullptr}; };
+    size_t forked_end = 0;
     ex.full_values = score_example(*backend, tok, ex, *full, static_cast<int64_t>(ex.prompt.tokens.size()),
-                                   &ex.full_decode_tps);
-    ex.full_kv_bytes_end = full->bytes_in_use();
+                                   &ex.full_decode_tps, nullptr, fork, &forked_end);
+    ex.full_kv_bytes_end = forked_end > 0 ? forked_end : full->bytes_in_use();
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
@@ -516,9 +591,16 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
           const std::unique_ptr<DecodeSession> decode =
               policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+          const CacheForker fork = [&] {
+            CacheCopy copy{backend->clone(*comp.cache), nullptr};
+            copy.decode =
+                policy.begin(*backend, *copy.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+            return copy;
+          };
+          size_t forked_end = 0;
           r.values = score_example(*backend, tok, ex, *comp.cache, comp.next_position, &r.decode_tokens_per_second,
-                                   decode.get());
-          r.kv_bytes_end = comp.cache->bytes_in_use();
+                                   decode.get(), fork, &forked_end);
+          r.kv_bytes_end = forked_end > 0 ? forked_end : comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));
       }

@@ -172,6 +172,8 @@ TEST(RulerNiah, MultiqueryAsksForFourKeysWithTheirValues) {
   ASSERT_EQ(t.answers.size(), 4u);
   EXPECT_EQ(count_of(t.answer_prefix, ", "), 3);  // "k1, k2, k3, and k4"
   EXPECT_EQ(count_of(t.answer_prefix, ", and "), 1);
+  ASSERT_EQ(t.queries.size(), 4u);  // the keys asked, in answer order: "... for <key i> is: <answer i>."
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(count_of(t.user, t.queries[i] + " is: " + t.answers[i] + "."), 1) << i;
   for (const auto& v : t.answers) EXPECT_EQ(count_of(t.user, v), 1) << v;
 }
 

@@ -1,11 +1,13 @@
 // RULER prompts with the real tokenizer and chat template (SmolLM2-135M-Instruct) and the Austen evaluation text
 // (runner/task_ruler.hpp): every subtask's prompt reaches its target length in tokens without passing it, holds its
 // answers, is the same for the same seed, and splits for query_aware into exactly the unsplit prompt's ids; and the
-// task in a run: results.jsonl rows per subtask and length with the full cache's value beside every cell.
+// task in a run: results.jsonl rows per subtask and length with the full cache's value beside every cell. The same for
+// multi_question (runner/task_multi_question.hpp): one context, several questions, query-agnostic and query-aware.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "model/gguf.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
+#include "runner/task_multi_question.hpp"
 #include "runner/task_ruler.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -133,6 +136,79 @@ TEST(RulerRun, RowsPerSubtaskCarryTheFullCacheValue) {
   }
   // SmolLM2 finds the single needle in the noise haystack with the full cache (configs/ruler.toml).
   EXPECT_DOUBLE_EQ(full.at("niah_single_1@256"), 100.0);
+  fs::remove_all(dir);
+}
+
+TEST(MultiQuestionPrompts, OneContextHoldsEveryAnswerAndEachQuestionFitsTheLength) {
+  REQUIRE_ASSETS();
+  const rkv::Tokenizer tok = smollm2();
+  rkv::MultiQuestionConfig cfg;
+  cfg.context_tokens = {1024};
+  cfg.examples = 2;
+  const auto prompts = rkv::build_multi_question_prompts(tok, austen(), cfg);
+  ASSERT_EQ(prompts.size(), 2u);
+  for (const auto& p : prompts) {
+    ASSERT_EQ(p.questions.size(), 4u);
+    ASSERT_EQ(p.answers.size(), 4u);
+    EXPECT_EQ(std::set<std::string>(p.answers.begin(), p.answers.end()).size(), 4u);
+    const std::string context = tok.decode(p.context, true);
+    int64_t longest = 0;
+    std::set<std::string> keys;
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_NE(context.find(p.answers[i]), std::string::npos) << p.answers[i];
+      const std::string q = tok.decode(p.questions[i], true);
+      EXPECT_EQ(q.rfind("\nWhat is the special magic number for ", 0), 0u) << q;
+      EXPECT_EQ(q.find(p.answers[i]), std::string::npos) << q;
+      const std::string key = q.substr(38, q.find(" mentioned") - 38);
+      keys.insert(key);
+      // The key's needle carries this question's answer.
+      EXPECT_NE(context.find("for " + key + " is: " + p.answers[i] + "."), std::string::npos) << key;
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(p.context.size() + p.questions[i].size()));
+    }
+    EXPECT_EQ(keys.size(), 4u);
+    EXPECT_LE(longest, 1024);
+    EXPECT_GE(longest, 1024 - 16);  // essay words of a few tokens each
+  }
+  EXPECT_EQ(rkv::build_multi_question_prompts(tok, austen(), cfg)[1].context, prompts[1].context);
+}
+
+TEST(MultiQuestionRun, QueryAgnosticAndQueryAwareRowsSideBySide) {
+  REQUIRE_ASSETS();
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("rkv-mq-run-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string text = "[model]\npath = \"" + rkv_test::smollm2_gguf().string() + "\"\nthreads = 2\n"
+                           "[data.calibration]\nfiles = [\"austen:emma\"]\n"
+                           "[data.eval]\nfiles = [\"austen:prideprejudice\"]\n"
+                           "[signal]\nplugin = \"depth\"\n[scorer]\nplugin = \"streamingllm\"\n"
+                           "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n"
+                           "[tasks]\nrun = [\"multi_question\"]\n[tasks.multi_question]\ncontext_tokens = [256]\n"
+                           "questions = 2\nexamples = 1\nmax_new_tokens = 16\n[output]\nbootstrap_resamples = 100\n";
+  const rkv::RunPlan plan = rkv::load_run_plan_from_string(text, "mq.toml", dir.string());
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  rkv::run_ablation(plan, o);
+  std::ifstream in(dir / "out" / "results.jsonl");
+  std::map<std::string, std::map<std::string, nlohmann::json>> rows;  // label -> metric -> row
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    ASSERT_EQ(r.at("task"), "multi_question");
+    rows[r.at("label").get<std::string>()][r.at("metric").get<std::string>()] = r;
+  }
+  ASSERT_EQ(rows.size(), 2u);  // the full cache and the compressed cell
+  for (const auto& [label, by_metric] : rows) {
+    SCOPED_TRACE(label);
+    ASSERT_EQ(by_metric.size(), 2u);
+    EXPECT_EQ(by_metric.at("query_agnostic").at("n"), 1);  // one context
+    EXPECT_EQ(by_metric.at("query_aware").at("n"), 2);     // one per question
+    for (const auto& [metric, r] : by_metric)
+      EXPECT_DOUBLE_EQ(r.at("full_cache_value").get<double>(), rows.at("full cache").at(metric).at("value").get<double>());
+  }
+  // With the full cache both ways feed the same tokens (context, then the question): the same answers.
+  EXPECT_DOUBLE_EQ(rows.at("full cache").at("query_agnostic").at("value").get<double>(),
+                   rows.at("full cache").at("query_aware").at("value").get<double>());
   fs::remove_all(dir);
 }
 
