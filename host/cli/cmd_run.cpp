@@ -39,6 +39,9 @@ const char* kRunUsage =
     "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
     "(loading the model, reading and tokenizing texts, between examples and between decoded tokens; exit 130) and\n"
     "finished cells stay; a second one ends it at once.\n"
+    "Tasks ([tasks] run): lm_fidelity, needle, ruler (RULER's synthetic subtasks; [tasks.ruler] subtasks,\n"
+    "context_tokens, examples, seed, max_new_tokens), multi_question (one context, several questions, query-agnostic\n"
+    "and query-aware; [tasks.multi_question] context_tokens, questions, examples, seed, max_new_tokens) and longbench.\n"
     "Besides plugins and budgets, a cell sets its decode policy ([compression.decode] policy = none | rolling | h2o |\n"
     "periodic, sweepable as \"compression.decode.policy\"); [compression] rerotate = true re-rotates kept keys for\n"
     "every cell (README \"Decisions\"). A sweep may have at most [output] max_cells cells (default 10000);\n"
@@ -113,10 +116,10 @@ int run_run(const std::vector<std::string>& args) {
 const char* kValidateUsage =
     "usage: ripplekv validate CONFIG [--backend cpu|cuda|auto] [--dtype f32|bf16]\n\n"
     "Checks CONFIG without running: TOML syntax, known sections and keys, types and ranges, that files exist, that\n"
-    "plugins exist and their params are valid for them, sweep keys, and that calibration and evaluation sets are\n"
-    "disjoint, that the sweep has at most [output] max_cells cells, that a \"periodic\" decode policy's scorer can\n"
-    "re-score while decoding, and that this machine can run the backend (model.backend / --backend, model.dtype /\n"
-    "--dtype). Errors name the TOML line. Prints the cells of the sweep.\n";
+    "plugins exist and their params are valid for them, task names and [tasks.ruler] subtasks, sweep keys, and that\n"
+    "calibration and evaluation sets are disjoint, that the sweep has at most [output] max_cells cells, that a\n"
+    "\"periodic\" decode policy's scorer can re-score while decoding, and that this machine can run the backend\n"
+    "(model.backend / --backend, model.dtype / --dtype). Errors name the TOML line. Prints the cells of the sweep.\n";
 
 int run_validate(const std::vector<std::string>& args) {
   po::options_description opts("options");

@@ -19,6 +19,7 @@
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
+#include "runner/ruler_subtasks.hpp"
 #include "core/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -661,6 +662,72 @@ void check_decode_scoring(const Ctx& c, const Cell& cell, const HostServices& ho
                    (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
 }
 
+/// [tasks.ruler]: subtask names (known, each once), context lengths in [64, 2^24], examples, seed, max_new_tokens,
+/// and at most kMaxCount prompts in all.
+RulerConfig parse_ruler(const Ctx& c, const toml::table& t) {
+  check_keys(c, t, "tasks.ruler", {"subtasks", "context_tokens", "examples", "seed", "max_new_tokens"});
+  RulerConfig r;
+  const std::vector<std::string> known = ruler_subtask_names();
+  r.subtasks = t.get("subtasks") ? get_string_list(c, t, "subtasks", "tasks.ruler.subtasks") : known;
+  if (r.subtasks.empty()) throw InputError(where(c, *t.get("subtasks"), "tasks.ruler.subtasks") + " lists no subtask");
+  for (size_t i = 0; i < r.subtasks.size(); ++i) {
+    const std::string& name = r.subtasks[i];
+    if (!find_ruler_subtask(name)) {
+      std::string all;
+      for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+      throw InputError(where(c, *t.get("subtasks"), "tasks.ruler.subtasks") + ": unknown subtask '" + name +
+                       "'; known: " + all + "; did you mean '" + closest_match(name, known) + "'?");
+    }
+    if (std::find(r.subtasks.begin(), r.subtasks.begin() + static_cast<int64_t>(i), name) !=
+        r.subtasks.begin() + static_cast<int64_t>(i))
+      throw InputError(where(c, *t.get("subtasks"), "tasks.ruler.subtasks") + " lists '" + name + "' twice");
+  }
+  r.context_tokens = get_number_list<int64_t>(c, t, "context_tokens", "tasks.ruler.context_tokens", r.context_tokens);
+  if (r.context_tokens.empty())
+    throw InputError(where(c, *t.get("context_tokens"), "tasks.ruler.context_tokens") + " lists no length");
+  for (int64_t n : r.context_tokens)
+    if (n < 64 || n > kMaxTokens)
+      throw InputError(where(c, *t.get("context_tokens"), "tasks.ruler.context_tokens") + " must be in [64, " +
+                       std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
+  r.examples = get_int(c, t, "examples", "tasks.ruler.examples", r.examples, 1, kMaxCount);
+  const double prompts = static_cast<double>(r.subtasks.size()) * static_cast<double>(r.context_tokens.size()) *
+                         static_cast<double>(r.examples);
+  if (prompts > static_cast<double>(kMaxCount))
+    throw InputError(where_table(c, t, "tasks.ruler") + ": subtasks x context_tokens x examples = " +
+                     std::to_string(static_cast<int64_t>(prompts)) + " prompts, more than " + std::to_string(kMaxCount) +
+                     "; lower tasks.ruler.examples");
+  r.seed = static_cast<uint64_t>(get_int(c, t, "seed", "tasks.ruler.seed", 42, 0, INT64_MAX));
+  r.max_new_tokens = get_int(c, t, "max_new_tokens", "tasks.ruler.max_new_tokens", 0, 0, kMaxCount);
+  return r;
+}
+
+/// [tasks.multi_question]: context lengths in [64, 2^24], questions, examples, seed, max_new_tokens, and at most
+/// kMaxCount prompts (each context once plus once per question).
+MultiQuestionConfig parse_multi_question(const Ctx& c, const toml::table& t) {
+  check_keys(c, t, "tasks.multi_question", {"context_tokens", "questions", "examples", "seed", "max_new_tokens"});
+  MultiQuestionConfig m;
+  m.context_tokens =
+      get_number_list<int64_t>(c, t, "context_tokens", "tasks.multi_question.context_tokens", m.context_tokens);
+  if (m.context_tokens.empty())
+    throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " lists no length");
+  for (int64_t n : m.context_tokens)
+    if (n < 64 || n > kMaxTokens)
+      throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " must be in [64, " +
+                       std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
+  m.questions = get_int(c, t, "questions", "tasks.multi_question.questions", m.questions, 1, kMaxCount);
+  m.examples = get_int(c, t, "examples", "tasks.multi_question.examples", m.examples, 1, kMaxCount);
+  const double prompts = static_cast<double>(m.context_tokens.size()) * static_cast<double>(m.examples) *
+                         (static_cast<double>(m.questions) + 1.0);
+  if (prompts > static_cast<double>(kMaxCount))
+    throw InputError(where_table(c, t, "tasks.multi_question") + ": context_tokens x examples x (questions + 1) = " +
+                     std::to_string(static_cast<int64_t>(prompts)) + " prompts, more than " + std::to_string(kMaxCount) +
+                     "; lower tasks.multi_question.examples or questions");
+  m.seed = static_cast<uint64_t>(get_int(c, t, "seed", "tasks.multi_question.seed", 42, 0, INT64_MAX));
+  m.max_new_tokens =
+      get_int(c, t, "max_new_tokens", "tasks.multi_question.max_new_tokens", m.max_new_tokens, 1, kMaxCount);
+  return m;
+}
+
 RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   RunPlan plan;
   plan.config_text = text;
@@ -726,13 +793,13 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     plan.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) {
-    check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "longbench"});
+    check_keys(c, *t, "tasks", {"run", "lm_fidelity", "needle", "ruler", "multi_question", "longbench"});
     if (t->get("run")) plan.tasks = get_string_list(c, *t, "run", "tasks.run");
-    const std::vector<std::string> known = {"lm_fidelity", "needle", "longbench"};
+    const std::vector<std::string> known = {"lm_fidelity", "needle", "ruler", "multi_question", "longbench"};
     for (const auto& name : plan.tasks)
       if (std::find(known.begin(), known.end(), name) == known.end())
         throw InputError(where(c, *t->get("run"), "tasks.run") + ": unknown task '" + name +
-                         "'; known: lm_fidelity, needle, longbench; did you mean '" + closest_match(name, known) + "'?");
+                         "'; known: lm_fidelity, needle, ruler, multi_question, longbench; did you mean '" + closest_match(name, known) + "'?");
     if (plan.tasks.empty()) throw InputError(where(c, *t->get("run"), "tasks.run") + " lists no task");
     if (const toml::table* lf = sub_table(c, *t, "lm_fidelity", "tasks.lm_fidelity")) {
       check_keys(c, *lf, "tasks.lm_fidelity", {"continuation_tokens"});
@@ -759,6 +826,9 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
                          std::to_string(kMaxCount) + "; lower tasks.needle.trials");
       plan.needle.seed = static_cast<uint64_t>(get_int(c, *nd, "seed", "tasks.needle.seed", 7, 0, INT64_MAX));
     }
+    if (const toml::table* rt = sub_table(c, *t, "ruler", "tasks.ruler")) plan.ruler = parse_ruler(c, *rt);
+    if (const toml::table* mq = sub_table(c, *t, "multi_question", "tasks.multi_question"))
+      plan.multi_question = parse_multi_question(c, *mq);
     if (const toml::table* lb = sub_table(c, *t, "longbench", "tasks.longbench")) {
       check_keys(c, *lb, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
       for (const auto& f : get_string_list(c, *lb, "files", "tasks.longbench.files")) {

@@ -17,9 +17,12 @@
 //                 as "compression.decode.policy" etc. (runner/decode_policy.hpp)
 //                 rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
 //                 later tokens continue at the cache length; false: original positions, later tokens at T)
-//   [tasks]       run = ["lm_fidelity", "needle", "longbench"]
+//   [tasks]       run = ["lm_fidelity", "needle", "ruler", "multi_question", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
+//   [tasks.ruler]       subtasks = [..] (default all: runner/ruler_subtasks.hpp), context_tokens = [..], examples, seed,
+//                       max_new_tokens (0: RULER's per subtask)
+//   [tasks.multi_question] context_tokens = [..], questions, examples, seed, max_new_tokens
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
@@ -27,8 +30,8 @@
 //                 max_cells = 10000 (the largest sweep accepted; at most 100,000)
 //
 // Integer keys are range-checked where they are read (so `validate` reports them): lengths in tokens at most 2^24,
-// counts (examples, trials, needle prompts, resamples, sinks, max_new_tokens) at most 1,000,000, model.threads at most
-// 4096, budget.layers entries at most 100,000.
+// counts (examples, trials, questions, task prompts, resamples, sinks, max_new_tokens) at most 1,000,000,
+// model.threads at most 4096, budget.layers entries at most 100,000.
 //
 // Relative paths are relative to the config file's folder; "~" and ${VAR} are expanded; ${RIPPLEKV_CACHE} defaults
 // to ~/.cache/ripplekv.
@@ -44,6 +47,7 @@
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "runner/decode_spec.hpp"
+#include "runner/ruler_subtasks.hpp"
 
 namespace rkv {
 
@@ -70,6 +74,24 @@ struct NeedleConfig {
   std::vector<double> depths = {0.1, 0.3, 0.5, 0.7, 0.9};
   int64_t trials = 2;  ///< passkeys per (length, depth)
   uint64_t seed = 7;
+};
+
+/// [tasks.ruler]: RULER's synthetic subtasks (runner/ruler_subtasks.hpp) at each context length.
+struct RulerConfig {
+  std::vector<std::string> subtasks = ruler_subtask_names();  ///< names; default: every subtask, in table order
+  std::vector<int64_t> context_tokens = {1024};  ///< prompt lengths in tokens (chat template and answer prefix included)
+  int64_t examples = 4;                          ///< samples per (subtask, context length)
+  uint64_t seed = 42;                            ///< RULER's default random_seed
+  int64_t max_new_tokens = 0;                    ///< 0: RULER's tokens_to_generate per subtask; else this for all
+};
+
+/// [tasks.multi_question]: one context, several questions on it (runner/task_multi_question.hpp).
+struct MultiQuestionConfig {
+  std::vector<int64_t> context_tokens = {1024};  ///< prompt lengths in tokens with the longest question
+  int64_t questions = 4;                         ///< keys hidden in each context, each asked once
+  int64_t examples = 4;                          ///< contexts per length
+  uint64_t seed = 42;
+  int64_t max_new_tokens = 32;                   ///< the answer is one 7-digit number
 };
 
 struct LongBenchDatasetConfig {
@@ -126,6 +148,8 @@ struct RunPlan {
   std::vector<std::string> tasks = {"lm_fidelity"};
   int64_t continuation_tokens = 64;
   NeedleConfig needle;
+  RulerConfig ruler;
+  MultiQuestionConfig multi_question;
   LongBenchConfig longbench;
   std::string output_dir;  ///< [output] dir, resolved against the config's folder; "" when unset (run: ./runs/<config name>)
   int64_t bootstrap_resamples = 2000;

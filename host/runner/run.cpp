@@ -21,6 +21,7 @@
 #include "core/sha256.hpp"
 #include "eval/longbench.hpp"
 #include "eval/longbench_records.hpp"
+#include "eval/ruler_metrics.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/compression.hpp"
@@ -30,7 +31,9 @@
 #include "runner/run_manifest.hpp"
 #include "runner/run_records.hpp"
 #include "runner/task_lm_fidelity.hpp"
+#include "runner/task_multi_question.hpp"
 #include "runner/task_needle.hpp"
+#include "runner/task_ruler.hpp"
 #include "runner/text_windows.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -121,6 +124,11 @@ struct Example {
   LmFidelityReference reference;
   // needle
   NeedlePrompt needle;
+  // ruler
+  RulerPrompt ruler;
+  // multi_question: the context and every question; which one this example asks (-1: all, query-agnostic)
+  MultiQuestionPrompt multi_question;
+  int64_t question = -1;
   // longbench
   const LongBenchRecord* record = nullptr;
   LongBenchDataset dataset;
@@ -150,12 +158,50 @@ GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCach
   return greedy_decode(backend, last, start_pos + n, cache, max_new, stop, decode);
 }
 
+/// A fresh copy of the cache an example's questions start from, with its own decode-policy session (null: none).
+struct CacheCopy {
+  std::unique_ptr<BackendCache> cache;
+  std::unique_ptr<DecodeSession> decode;
+};
+using CacheForker = std::function<CacheCopy()>;
+
+/// multi_question: the query-aware example answers its one question on `cache` (its prompt holds the question); the
+/// query-agnostic one asks every question on its own copy from `fork`, `*bytes_end` the most bytes a copy held.
+std::map<std::string, double> score_multi_question(Backend& backend, const Tokenizer& tok, const Example& ex,
+                                                   BackendCache& cache, int64_t start_pos, double* decode_tps,
+                                                   DecodeSession* decode, const CacheForker& fork, size_t* bytes_end) {
+  const MultiQuestionPrompt& mq = ex.multi_question;
+  if (ex.question >= 0) {
+    const GreedyResult r =
+        answer(backend, ex.prompt, cache, start_pos, {}, mq.max_new_tokens, tok.end_of_generation_ids(), decode);
+    *decode_tps = r.tokens_per_second;
+    return {{"query_aware", 100.0 * ruler_string_match_all(tok.decode(r.tokens, false),
+                                                            {mq.answers[static_cast<size_t>(ex.question)]})}};
+  }
+  double found = 0, tps = 0;
+  for (size_t i = 0; i < mq.questions.size(); ++i) {
+    CacheCopy copy = fork();
+    const GreedyResult r = answer(backend, ex.prompt, *copy.cache, start_pos, mq.questions[i], mq.max_new_tokens,
+                                  tok.end_of_generation_ids(), copy.decode.get());
+    found += ruler_string_match_all(tok.decode(r.tokens, false), {mq.answers[i]});
+    tps += r.tokens_per_second;
+    *bytes_end = std::max(*bytes_end, copy.cache->bytes_in_use());
+  }
+  const double n = static_cast<double>(mq.questions.size());
+  *decode_tps = tps / n;
+  return {{"query_agnostic", 100.0 * found / n}};
+}
+
 /// Scores one example on `cache` (the full cache or a compressed copy; consumed), with the decode policy's session
 /// `decode` (null: every appended token is kept); tokens fed after the prompt start at `start_pos` (T, or the cache
-/// length after key re-rotation).
+/// length after key re-rotation). A query-agnostic multi_question example leaves `cache` alone and asks each question
+/// on a copy from `fork`, setting `*bytes_end` (score_multi_question).
 std::map<std::string, double> score_example(Backend& backend, const Tokenizer& tok, const Example& ex,
                                             BackendCache& cache, int64_t start_pos, double* decode_tps,
-                                            DecodeSession* decode = nullptr, CellDump* dump = nullptr) {
+                                            DecodeSession* decode, const CacheForker& fork, size_t* bytes_end,
+                                            CellDump* dump = nullptr) {
+  if (ex.task == "multi_question")
+    return score_multi_question(backend, tok, ex, cache, start_pos, decode_tps, decode, fork, bytes_end);
   std::map<std::string, double> v;
   if (ex.task == "lm_fidelity") {
     const LmFidelityValues f =
@@ -170,6 +216,13 @@ std::map<std::string, double> score_example(Backend& backend, const Tokenizer& t
         answer(backend, ex.prompt, cache, start_pos, ex.needle.question_part, kNeedleAnswerTokens,
                tok.end_of_generation_ids(), decode);
     v["accuracy"] = needle_hit(tok.decode(r.tokens, false), ex.needle.passkey) ? 1.0 : 0.0;
+    *decode_tps = r.tokens_per_second;
+  } else if (ex.task == "ruler") {
+    const GreedyResult r = answer(backend, ex.prompt, cache, start_pos, ex.ruler.question_part, ex.ruler.max_new_tokens,
+                                  tok.end_of_generation_ids(), decode);
+    const double score = 100.0 * ruler_string_match_all(tok.decode(r.tokens, false), ex.ruler.answers);
+    v[ruler_metric(ex.ruler)] = score;
+    v["average"] = score;
     *decode_tps = r.tokens_per_second;
   } else {
     const GreedyResult r =
@@ -208,6 +261,18 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
           "data.calibration.prefix_tokens + data.calibration.window_tokens");
   if (std::find(plan.tasks.begin(), plan.tasks.end(), "needle") != plan.tasks.end())
     for (int64_t n : plan.needle.context_tokens) check(n, "tasks.needle.context_tokens");
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "ruler") != plan.tasks.end()) {
+    int64_t most_new = plan.ruler.max_new_tokens;
+    for (const auto& name : plan.ruler.subtasks)
+      if (const RulerSubtask* s = find_ruler_subtask(name); s && plan.ruler.max_new_tokens == 0)
+        most_new = std::max(most_new, s->max_new_tokens);
+    for (int64_t n : plan.ruler.context_tokens)
+      check(n + most_new, "tasks.ruler.context_tokens + the answer's max_new_tokens");
+  }
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), "multi_question") != plan.tasks.end())
+    for (int64_t n : plan.multi_question.context_tokens)
+      check(n + plan.multi_question.max_new_tokens,
+            "tasks.multi_question.context_tokens + tasks.multi_question.max_new_tokens");
 }
 
 /// Every pending compressed cell's global budget B is feasible (B >= |A|) on every example, checked before the first
@@ -241,6 +306,36 @@ std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
     if (static_cast<int>(k % static_cast<size_t>(count)) == index - 1) mine.push_back(order[k]);
   std::sort(mine.begin(), mine.end());  // config order within the shard
   return mine;
+}
+
+/// multi_question's examples: per context, the query-agnostic one (the context alone, every question asked after)
+/// then one query-aware example per question (context and question prefilled together).
+void add_multi_question_examples(const RunPlan& plan, const Tokenizer& tok, Backend& backend, const PrefillNeeds& needs,
+                                 std::vector<Example>& examples, const RunOptions& opt) {
+  std::string text;
+  for (const auto& f : plan.eval.files) text += read_file(f) + "\n\n";
+  int64_t index = 0;
+  for (const MultiQuestionPrompt& p : build_multi_question_prompts(tok, text, plan.multi_question)) {
+    for (int64_t q = -1; q < static_cast<int64_t>(p.questions.size()); ++q) {
+      Example ex;
+      ex.task = "multi_question";
+      ex.index = index++;
+      ex.multi_question = p;
+      ex.question = q;
+      std::vector<int32_t> ids = p.context;
+      if (q >= 0) {
+        const std::vector<int32_t>& question = p.questions[static_cast<size_t>(q)];
+        ids.insert(ids.end(), question.begin(), question.end());
+      }
+      const std::string id = "context=" + std::to_string(p.context_tokens) + ",example=" + std::to_string(p.example) +
+                             (q >= 0 ? ",question=" + std::to_string(q) : std::string(",questions=all"));
+      ex.input = {"multi_question", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()), id,
+                  token_ids_sha256(ids)};
+      ex.prompt = prefill_prompt(backend, ids, needs);
+      examples.push_back(std::move(ex));
+      check_cancel(opt);
+    }
+  }
 }
 
 }  // namespace
@@ -403,6 +498,25 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         examples.push_back(std::move(ex));
         check_cancel(opt);
       }
+    } else if (task == "ruler") {
+      std::string text;
+      for (const auto& f : plan.eval.files) text += read_file(f) + "\n\n";
+      const auto prompts = build_ruler_prompts(tok, text, plan.ruler, plan.query_aware);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        Example ex;
+        ex.task = task;
+        ex.index = static_cast<int64_t>(i);
+        ex.ruler = prompts[i];
+        std::vector<int32_t> ids = ex.ruler.compressed_part;
+        ids.insert(ids.end(), ex.ruler.question_part.begin(), ex.ruler.question_part.end());
+        ex.input = {"ruler", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()),
+                    ruler_metric(ex.ruler) + ",example=" + std::to_string(ex.ruler.example), token_ids_sha256(ids)};
+        ex.prompt = prefill_prompt(*backend, ex.ruler.compressed_part, needs);
+        examples.push_back(std::move(ex));
+        check_cancel(opt);
+      }
+    } else if (task == "multi_question") {
+      add_multi_question_examples(plan, tok, *backend, needs, examples, opt);
     } else if (task == "longbench") {
       for (const auto& f : plan.longbench.files) {
         auto recs = read_longbench_jsonl(f);
@@ -438,9 +552,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
+    const CacheForker fork = [&] { return CacheCopy{backend->clone(*ex.prompt.cache), nullptr}; };
+    size_t forked_end = 0;
     ex.full_values = score_example(*backend, tok, ex, *full, static_cast<int64_t>(ex.prompt.tokens.size()),
-                                   &ex.full_decode_tps);
-    ex.full_kv_bytes_end = full->bytes_in_use();
+                                   &ex.full_decode_tps, nullptr, fork, &forked_end);
+    ex.full_kv_bytes_end = forked_end > 0 ? forked_end : full->bytes_in_use();
   }
 
   // Cells: compute each distinct effective input once; write each finished cell atomically.
@@ -504,10 +620,17 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
           const std::unique_ptr<DecodeSession> decode =
               policy.begin(*backend, *comp.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+          const CacheForker fork = [&] {
+            CacheCopy copy{backend->clone(*comp.cache), nullptr};
+            copy.decode =
+                policy.begin(*backend, *copy.cache, prompt_cumulative_attention(ex.prompt), &comp.prompt_positions);
+            return copy;
+          };
+          size_t forked_end = 0;
           dump.add_kept(*backend, *comp.cache, ex.task, ex.index, T, &comp.prompt_positions);
           r.values = score_example(*backend, tok, ex, *comp.cache, comp.next_position, &r.decode_tokens_per_second,
-                                   decode.get(), &dump);
-          r.kv_bytes_end = comp.cache->bytes_in_use();
+                                   decode.get(), fork, &forked_end, &dump);
+          r.kv_bytes_end = forked_end > 0 ? forked_end : comp.cache->bytes_in_use();
         }
         outcomes.push_back(std::move(r));
       }

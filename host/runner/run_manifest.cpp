@@ -37,6 +37,22 @@ nlohmann::json task_settings(const RunPlan& plan) {
                      {"answer_prefix", kNeedleAnswerPrefix},
                      {"prompt_template_sha256", sha256_of(needle_prompt_template())},
                      {"query_aware", plan.query_aware}};
+    else if (task == "ruler")
+      tasks[task] = {{"subtasks", plan.ruler.subtasks},
+                     {"context_tokens", plan.ruler.context_tokens},
+                     {"examples", plan.ruler.examples},
+                     {"seed", plan.ruler.seed},
+                     {"max_new_tokens", plan.ruler.max_new_tokens == 0 ? nlohmann::json("per subtask (RULER)")
+                                                                        : nlohmann::json(plan.ruler.max_new_tokens)},
+                     {"scoring", "string_match_all"},
+                     {"query_aware", plan.query_aware}};
+    else if (task == "multi_question")
+      tasks[task] = {{"context_tokens", plan.multi_question.context_tokens},
+                     {"questions", plan.multi_question.questions},
+                     {"examples", plan.multi_question.examples},
+                     {"seed", plan.multi_question.seed},
+                     {"max_new_tokens", plan.multi_question.max_new_tokens},
+                     {"scoring", "string_match_all"}};
     else if (task == "longbench")
       tasks[task] = {{"max_context_tokens", plan.longbench.max_context_tokens},
                      {"max_new_tokens", "per dataset (LongBench dataset2maxlen unless overridden)"}};

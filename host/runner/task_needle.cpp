@@ -1,9 +1,9 @@
 #include "runner/task_needle.hpp"
 
-#include <algorithm>
 #include <random>
 
 #include "core/errors.hpp"
+#include "runner/prompt_split.hpp"
 #include "tokenizer/chat_template.hpp"
 
 namespace rkv {
@@ -64,17 +64,9 @@ std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::
         if (!query_aware) {
           p.compressed_part = ids;
         } else {
-          // Split where the question starts: the context part tokenized alone is a prefix of the whole (the
-          // question begins after "\n\n"); if BPE merged across the cut, tokenize both parts separately.
-          const std::string head = prompt.substr(0, prompt.rfind(kQuestion));
-          const std::vector<int32_t> head_ids = tok.encode(head, false, true);
-          if (head_ids.size() <= ids.size() && std::equal(head_ids.begin(), head_ids.end(), ids.begin())) {
-            p.compressed_part = head_ids;
-            p.question_part.assign(ids.begin() + static_cast<int64_t>(head_ids.size()), ids.end());
-          } else {
-            p.compressed_part = head_ids;
-            p.question_part = tok.encode(prompt.substr(head.size()), false, true);
-          }
+          PromptParts parts = split_prompt(tok, prompt, prompt.rfind(kQuestion));
+          p.compressed_part = std::move(parts.context);
+          p.question_part = std::move(parts.question);
         }
         out.push_back(std::move(p));
       }

@@ -183,6 +183,83 @@ TEST_F(Config, IntegerSettingsBeyondWhatTheirConsumersHoldAreRejectedAtValidate)
   EXPECT_EQ(load(base("[output]\nbootstrap_resamples = 1000000\n")).bootstrap_resamples, 1000000);
 }
 
+// [tasks.ruler]: defaults, every key read, and each bad value named with its key.
+TEST_F(Config, RulerTaskSettingsAreReadAndRangeChecked) {
+  const rkv::RunPlan d = load(base("[tasks]\nrun = [\"ruler\"]\n"));
+  ASSERT_EQ(d.tasks, std::vector<std::string>{"ruler"});
+  EXPECT_EQ(d.ruler.subtasks.size(), 11u);  // every synthetic subtask of RULER (the two QA tasks need their data)
+  EXPECT_EQ(d.ruler.subtasks.front(), "niah_single_1");
+  EXPECT_EQ(d.ruler.subtasks.back(), "fwe");
+  EXPECT_EQ(d.ruler.context_tokens, std::vector<int64_t>{1024});
+  EXPECT_EQ(d.ruler.examples, 4);
+  EXPECT_EQ(d.ruler.seed, 42u);
+  EXPECT_EQ(d.ruler.max_new_tokens, 0);
+  const rkv::RunPlan p = load(base("[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\nsubtasks = [\"vt\", \"niah_single_2\"]\n"
+                                   "context_tokens = [512, 2048]\nexamples = 3\nseed = 5\nmax_new_tokens = 40\n"));
+  EXPECT_EQ(p.ruler.subtasks, (std::vector<std::string>{"vt", "niah_single_2"}));
+  EXPECT_EQ(p.ruler.context_tokens, (std::vector<int64_t>{512, 2048}));
+  EXPECT_EQ(p.ruler.examples, 3);
+  EXPECT_EQ(p.ruler.seed, 5u);
+  EXPECT_EQ(p.ruler.max_new_tokens, 40);
+  struct Case {
+    std::string toml, expect;
+  };
+  const std::vector<Case> cases = {
+      {"subtasks = [\"niah_singel_1\"]", "'tasks.ruler.subtasks': unknown subtask 'niah_singel_1'"},
+      {"subtasks = [\"niah_singel_1\"]", "did you mean 'niah_single_1'?"},
+      {"subtasks = [\"vt\", \"vt\"]", "'tasks.ruler.subtasks' lists 'vt' twice"},
+      {"subtasks = []", "'tasks.ruler.subtasks' lists no subtask"},
+      {"context_tokens = []", "'tasks.ruler.context_tokens' lists no length"},
+      {"context_tokens = [1024, 32]", "'tasks.ruler.context_tokens' must be in [64, 16777216] (got 32)"},
+      {"context_tokens = [16777217]", "'tasks.ruler.context_tokens' must be in [64, 16777216] (got 16777217)"},
+      {"examples = 0", "'tasks.ruler.examples' must be >= 1 (got 0)"},
+      {"examples = 1000001", "'tasks.ruler.examples' must be <= 1000000"},
+      {"examples = 100000\ncontext_tokens = [64, 128]", "2200000 prompts, more than 1000000"},  // 11 x 2 x 100000
+      {"seed = -1", "'tasks.ruler.seed' must be >= 0 (got -1)"},
+      {"max_new_tokens = -1", "'tasks.ruler.max_new_tokens' must be >= 0 (got -1)"},
+      {"max_new_tokens = 1000001", "'tasks.ruler.max_new_tokens' must be <= 1000000"},
+      {"exmaples = 3", "did you mean 'examples'?"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error(base("[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\n" + c.toml + "\n"));
+    EXPECT_NE(e.find("cfg.toml:"), std::string::npos) << c.toml << ": " << e;
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.toml << ": " << e;
+  }
+  EXPECT_NE(error(base("[tasks]\nrun = [\"rulr\"]\n")).find("did you mean 'ruler'?"), std::string::npos);
+}
+
+// [tasks.multi_question]: defaults, every key read, and each bad value named with its key.
+TEST_F(Config, MultiQuestionTaskSettingsAreReadAndRangeChecked) {
+  const rkv::RunPlan d = load(base("[tasks]\nrun = [\"multi_question\"]\n"));
+  EXPECT_EQ(d.multi_question.context_tokens, std::vector<int64_t>{1024});
+  EXPECT_EQ(d.multi_question.questions, 4);
+  EXPECT_EQ(d.multi_question.examples, 4);
+  EXPECT_EQ(d.multi_question.seed, 42u);
+  EXPECT_EQ(d.multi_question.max_new_tokens, 32);
+  const rkv::RunPlan p = load(base("[tasks]\nrun = [\"multi_question\"]\n[tasks.multi_question]\n"
+                                   "context_tokens = [2048]\nquestions = 6\nexamples = 3\nseed = 1\nmax_new_tokens = 16\n"));
+  EXPECT_EQ(p.multi_question.context_tokens, std::vector<int64_t>{2048});
+  EXPECT_EQ(p.multi_question.questions, 6);
+  EXPECT_EQ(p.multi_question.examples, 3);
+  EXPECT_EQ(p.multi_question.seed, 1u);
+  EXPECT_EQ(p.multi_question.max_new_tokens, 16);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"context_tokens = []", "'tasks.multi_question.context_tokens' lists no length"},
+      {"context_tokens = [63]", "'tasks.multi_question.context_tokens' must be in [64, 16777216] (got 63)"},
+      {"questions = 0", "'tasks.multi_question.questions' must be >= 1 (got 0)"},
+      {"examples = 0", "'tasks.multi_question.examples' must be >= 1 (got 0)"},
+      {"examples = 200000\nquestions = 9", "2000000 prompts, more than 1000000"},  // 1 x 200000 x (9 + 1)
+      {"seed = -2", "'tasks.multi_question.seed' must be >= 0 (got -2)"},
+      {"max_new_tokens = 0", "'tasks.multi_question.max_new_tokens' must be >= 1 (got 0)"},
+      {"question = 3", "did you mean 'questions'?"},
+  };
+  for (const auto& [toml, expect] : cases) {
+    const std::string e = error(base("[tasks]\nrun = [\"multi_question\"]\n[tasks.multi_question]\n" + toml + "\n"));
+    EXPECT_NE(e.find("cfg.toml:"), std::string::npos) << toml << ": " << e;
+    EXPECT_NE(e.find(expect), std::string::npos) << toml << ": " << e;
+  }
+}
+
 TEST_F(Config, SweepOverAnUnknownKey) {
   const std::string e = error(base("", "[sweep]\n\"scorer.snapkv.windw\" = [16, 32]\n"));
   EXPECT_NE(e.find("plugin 'org.ripplekv.scorer.snapkv' has no parameter 'windw'"), std::string::npos) << e;
