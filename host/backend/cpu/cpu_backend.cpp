@@ -187,7 +187,7 @@ void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selecti
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
   KVCache& kv = host_cache(cache);
   check_layer(kv, layer);
-  rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.rope_inv_freq, layer);
+  rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.layer_inv_freq(layer), layer);
 }
 
 std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,

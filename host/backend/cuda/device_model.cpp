@@ -60,6 +60,11 @@ Precision parse_precision(const std::string& name) {
 }
 
 void DeviceModel::check_geometry(const ModelConfig& c) {
+  if (c.architecture == "gemma3" || !c.layer_sliding.empty() || c.qk_norm || c.post_norms ||
+      c.ffn_act != FfnActivation::silu || c.embed_scale != 1.0f || c.final_logit_softcap > 0.0f || c.attn_scale > 0.0f)
+    throw InputError("the CUDA backend does not implement the " + c.architecture +
+                     " layer (sliding-window layers, Q/K norms, post norms, GELU MLP, scaled embeddings, logit "
+                     "soft-cap); use model.backend = \"cpu\"");
   if (!kernels::attention_supported_head_dim(static_cast<int>(c.head_dim)))
     throw InputError("the CUDA backend supports head_dim 64 or 128; this model has " + std::to_string(c.head_dim));
   if (c.n_kv_heads < 1 || c.n_heads % c.n_kv_heads != 0 || c.n_heads / c.n_kv_heads > 8)
