@@ -284,7 +284,7 @@ class CudaBackend final : public Backend {
   void rerotate_layer(BackendCache& cache, int64_t layer) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);
-    RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.rope_inv_freq(), layer);
+    RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.layer_inv_freq(layer), layer);
   }
 
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
