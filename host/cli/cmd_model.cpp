@@ -1,6 +1,7 @@
 // `ripplekv model info MODEL`: what the loader makes of a model file or folder.
 #include <boost/program_options.hpp>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -100,7 +101,9 @@ void print_info(const rkv::Model& m, std::ostream& os) {
   } else if (c.sliding_window > 0) {
     os << "sliding window:    " << c.sliding_window << " (not applied: longer contexts are refused)\n";
   }
-  os << "attention scale:   " << c.attention_scale() << (c.attn_scale > 0.0f ? "" : " (1/sqrt(head dim))") << "\n";
+  const float scale = c.attention_scale();
+  os << "attention scale:   " << scale << " (1/sqrt(" << std::lround(1.0 / (static_cast<double>(scale) * scale))
+     << ")" << (c.attn_scale > 0.0f ? "" : ": the head dim") << ")\n";
   if (c.embed_scale != 1.0f) os << "embedding scale:   " << c.embed_scale << " (sqrt(hidden size))\n";
   if (c.final_logit_softcap > 0.0f) os << "logit soft-cap:    " << c.final_logit_softcap << " (c tanh(logits / c))\n";
   if (c.architecture == "gemma3") {

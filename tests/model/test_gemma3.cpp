@@ -1,6 +1,6 @@
 // The real Gemma 3 270M (base) Q4_K_M GGUF (label `model`; scripts/fetch-assets joins it from its PyPI wheels):
-// configuration, decode beyond the 512-token window against the prefill, and the Berlin continuation through the
-// CLI. The numpy reference on the real file is test_gemma3_numpy.cpp (label `slow`: about a minute).
+// configuration, decode beyond the 512-token window against the prefill, `model info`, and the Berlin continuation
+// through the CLI. The numpy reference on the real file is test_gemma3_numpy.cpp (label `slow`: about a minute).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,6 +55,25 @@ TEST(Gemma3, DecodeBeyondTheWindowMatchesPrefill) {
   std::printf("decode of tokens %lld..%lld vs prefill: %.3g\n", static_cast<long long>(n - kSteps),
               static_cast<long long>(n - 1), err);
   EXPECT_LT(err, 1e-4);
+}
+
+TEST(Gemma3, ModelInfoDescribesLayerTypesWindowBasesAndKvBytes) {
+  REQUIRE_ASSET_AT(gemma3_gguf());
+  const std::string out_file = (fs::path(testing::TempDir()) / "rkv_gemma3_info.txt").string();
+  const std::vector<std::string> cmd = {RKV_TEST_BINARY_DIR "/bin/ripplekv", "model", "info", gemma3_gguf().string()};
+  ASSERT_EQ(rkv::run_program(cmd, "", out_file, out_file + ".err"), 0) << rkv::read_file(out_file + ".err");
+  const std::string text = rkv::read_file(out_file);
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find("15 sliding-window (window 512"), std::string::npos);
+  EXPECT_NE(text.find("3 global (layers 5, 11, 17)"), std::string::npos);
+  EXPECT_NE(text.find("theta 1e+06 (global layers), 10000 (sliding-window layers)"), std::string::npos);
+  EXPECT_NE(text.find("attention scale:   0.0625 (1/sqrt(256))"), std::string::npos);
+  // Windowed KV bytes, f32 keys + values + int32 positions, 1 KV head of dim 256: (2 * 256 * 4 + 4) = 2052 bytes per
+  // entry; at T = 1024: 15 * 512 + 3 * 1024 = 10752 entries = 22063104 bytes, global share 3072 / 10752 = 28.6%.
+  EXPECT_NE(text.find("KV bytes at 1024:  22063104 (21546.0/token; global layers 28.6%)"), std::string::npos);
+  // T = 4096: 15 * 512 + 3 * 4096 = 19968 entries; T = 32768: 7680 + 98304 = 105984 entries (92.8% global).
+  EXPECT_NE(text.find("KV bytes at 4096:  40974336"), std::string::npos);
+  EXPECT_NE(text.find("KV bytes at 32768: 217479168 (6636.9/token; global layers 92.8%)"), std::string::npos);
 }
 
 TEST(Gemma3, GenerateContinuesWithBerlin) {
