@@ -102,7 +102,7 @@ TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
   rkv::AttentionStatsOptions window, cumulative;
   window.window_attention = true;
   window.window = 8;
-  cumulative.cumulative_attention = true;
+  cumulative.cumulative_attention = cumulative.query_counts = true;
   req.stats = {window, cumulative};
   const rkv::PrefillResult a = cpu->prefill(prompt, req), b = dev->prefill(prompt, req);
   const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size, L = model.config.n_layers;
@@ -121,6 +121,9 @@ TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
     EXPECT_LE(rel_diff(bw.window_attention, aw.window_attention), 1e-4) << "layer " << l;
     EXPECT_LE(rel_diff(bc.cumulative_attention, ac.cumulative_attention), 1e-4) << "layer " << l;
     EXPECT_TRUE(bc.window_attention.empty());
+    EXPECT_EQ(bc.query_counts, ac.query_counts) << "layer " << l;  // min(T - j, W) on a sliding layer
+    ASSERT_EQ(bc.query_counts.size(), static_cast<size_t>(T));
+    EXPECT_EQ(bc.query_counts[0], static_cast<float>(model.config.is_sliding(l) ? model.config.sliding_window : T));
     // Each window query's probabilities sum to 1 over its keys: sum_j W[h, j] = w for every head (by hand).
     for (int64_t h = 0; h < model.config.n_heads; ++h) {
       double s = 0;

@@ -9,9 +9,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "../backend/naive_forward.hpp"
+#include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
@@ -195,6 +197,25 @@ TEST(Gemma3Synthetic, HooksSeeTheWindowAndDoNotChangeTheResult) {
   rkv::cpu::forward_layer(m, 0, x_hooked.data(), kT, pos.data(), b.layers[0], ws, &hooks);
   EXPECT_EQ(rows, kT * m.config.n_heads);
   EXPECT_LT(rkv_test::max_rel_err(x_hooked, x, kT, m.config.d_model), 1e-6);
+}
+
+TEST(Gemma3Synthetic, QueryCountsOfASlidingLayerStopAtTheWindow) {
+  // H2O's normalizer: key j of a prompt of T = 100 is seen by T - j queries on the global layer 2, and by
+  // min(T - j, 16) on the sliding layers 0 and 1 (queries j .. j + 15).
+  const rkv::Model m = rkv::load_model(written_gguf().string());
+  const std::unique_ptr<rkv::Backend> be = rkv::make_backend("cpu", m);
+  rkv::PrefillRequest req;
+  rkv::AttentionStatsOptions o;
+  o.cumulative_attention = o.query_counts = true;
+  req.stats = {o};
+  const rkv::PrefillResult r = be->prefill(tokens(kT, m.config.vocab_size), req);
+  for (int64_t l = 0; l < 3; ++l) {
+    const std::vector<float>& n = r.stats[0][static_cast<size_t>(l)].query_counts;
+    ASSERT_EQ(n.size(), static_cast<size_t>(kT));
+    EXPECT_EQ(n[0], l == 2 ? 100.0f : 16.0f) << "layer " << l;
+    EXPECT_EQ(n[84], 16.0f) << "layer " << l;  // T - j = 16 either way
+    EXPECT_EQ(n[90], 10.0f) << "layer " << l;
+  }
 }
 
 TEST(Gemma3Synthetic, SlidingLayerNeedsCachePositions) {
