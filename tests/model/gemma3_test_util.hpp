@@ -58,18 +58,25 @@ inline std::vector<int32_t> austen_ids(size_t n) {
   return ids;
 }
 
-/// Logits [rows, V] of the last `rows` tokens of `ids` after one prefill (only those rows go through the LM head).
-inline std::vector<float> last_logits(const rkv::Model& m, const std::vector<int32_t>& ids, int64_t rows) {
+/// Logits [rows.size(), V] at positions `rows` of `ids` after one prefill (only those rows go through the LM head).
+inline std::vector<float> logits_at(const rkv::Model& m, const std::vector<int32_t>& ids,
+                                    const std::vector<int64_t>& rows) {
   const int64_t n = static_cast<int64_t>(ids.size());
   rkv::cpu::Workspace ws;
   rkv::KVCache cache = rkv::cpu::make_cache(m, n);
   std::vector<float> x = rkv::cpu::embed(m, ids);
-  std::vector<int64_t> pos(static_cast<size_t>(n)), want;
+  std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = t;
   for (int64_t l = 0; l < m.config.n_layers; ++l)
     rkv::cpu::forward_layer(m, l, x.data(), n, pos.data(), cache.layers[static_cast<size_t>(l)], ws);
-  for (int64_t t = n - rows; t < n; ++t) want.push_back(t);
-  return rkv::cpu::final_logits(m, x.data(), n, want, ws);
+  return rkv::cpu::final_logits(m, x.data(), n, rows, ws);
+}
+
+/// Logits [rows, V] of the last `rows` tokens of `ids` after one prefill.
+inline std::vector<float> last_logits(const rkv::Model& m, const std::vector<int32_t>& ids, int64_t rows) {
+  std::vector<int64_t> want;
+  for (int64_t t = static_cast<int64_t>(ids.size()) - rows; t < static_cast<int64_t>(ids.size()); ++t) want.push_back(t);
+  return logits_at(m, ids, want);
 }
 
 }  // namespace rkv_test
