@@ -214,7 +214,7 @@ class Backend {
   /// layout): entry i of head h, whose key was rotated at its stored position p, gets
   ///   key <- R((i - p) inv_freq) key,   position <- i,     i = 0 .. head_length(layer, h) - 1
   /// (RoPE rotations compose, R(a) R(b) = R(a + b): model/rope.hpp rope_rerotate, llama.cpp#3825), with the model's
-  /// own frequencies (Model::rope_inv_freq, angles in double, cos/sin rounded to float); values are untouched. Called
+  /// own frequencies for that layer (Model::layer_inv_freq, angles in double, cos/sin rounded to float); values are untouched. Called
   /// after compact_layer; tokens fed afterwards should continue at the cache length (the longest head over the
   /// layers), as kvpress' pipeline does (runner/compression.hpp CompressedPrompt::next_position), not at T. A head
   /// already at 0 .. n - 1 is left as it is. In place, no reallocation. rkv::InputError for a bad layer or a cache

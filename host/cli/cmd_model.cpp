@@ -1,6 +1,7 @@
 // `ripplekv model info MODEL`: what the loader makes of a model file or folder.
 #include <boost/program_options.hpp>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -28,6 +29,41 @@ std::string human_count(int64_t n) {
   return s.str();
 }
 
+/// Bytes the f32 cache of layer set `sliding` (true: the sliding-window layers, false: the global ones) needs after T
+/// tokens: sum of the layers' spans min(T, window) x H_kv x (2 d x 4 + 4) (keys, values and an int32 position).
+int64_t span_bytes(const rkv::ModelConfig& c, int64_t T, bool sliding) {
+  int64_t entries = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (c.is_sliding(l) == sliding) entries += c.layer_span(l, T);
+  return entries * c.n_kv_heads * (2 * c.head_dim * 4 + 4);
+}
+
+/// Layer types, window, attention scale and the KV bytes a windowed cache needs at 1K/4K/32K tokens.
+void print_layer_types(const rkv::ModelConfig& c, std::ostream& os) {
+  int64_t n_sliding = 0;
+  std::string globals;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (c.is_sliding(l)) {
+      ++n_sliding;
+    } else {
+      globals += (globals.empty() ? "" : ", ") + std::to_string(l);
+    }
+  }
+  os << "layer types:       " << n_sliding << " sliding-window (window " << c.sliding_window << ": key visible iff "
+     << "q_pos - k_pos < " << c.sliding_window << "), " << c.n_layers - n_sliding << " global (layers " << globals
+     << ")\n";
+  const int64_t entry_bytes = c.n_kv_heads * (2 * c.head_dim * 4 + 4);
+  for (const int64_t T : {1024, 4096, 32768}) {
+    const int64_t local = span_bytes(c, T, true), global = span_bytes(c, T, false);
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(1) << "KV bytes at " << T << ":" << std::string(T < 10000 ? 2 : 1, ' ')
+         << local + global << " (" << static_cast<double>(local + global) / static_cast<double>(T)
+         << "/token; global layers " << 100.0 * static_cast<double>(global) / static_cast<double>(local + global)
+         << "%); the forward keeps all " << T * c.n_layers * entry_bytes << " and masks by position\n";
+    os << line.str();
+  }
+}
+
 void print_info(const rkv::Model& m, std::ostream& os) {
   const rkv::ModelConfig& c = m.config;
   os << "path:              " << m.path << "\n"
@@ -47,7 +83,9 @@ void print_info(const rkv::Model& m, std::ostream& os) {
      << "feed-forward size: " << c.d_ff << "\n"
      << "vocab size:        " << c.vocab_size << "\n"
      << "context length:    " << c.context_length << "\n"
-     << "rope:              theta " << c.rope_theta << ", rotate_half (NeoX) pairs, scaling " << c.rope_scaling.type;
+     << "rope:              theta " << c.rope_theta;
+  if (!c.layer_sliding.empty()) os << " (global layers), " << c.rope_theta_swa << " (sliding-window layers)";
+  os << ", rotate_half (NeoX) pairs, scaling " << c.rope_scaling.type;
   if (c.rope_scaling.type == "linear") os << " (factor " << c.rope_scaling.factor << ")";
   if (c.rope_scaling.type == "llama3") {
     os << " (factor " << c.rope_scaling.factor << ", low " << c.rope_scaling.low_freq_factor << ", high "
@@ -58,7 +96,19 @@ void print_info(const rkv::Model& m, std::ostream& os) {
      << "rms norm eps:      " << c.rms_eps << "\n"
      << "tied embeddings:   " << (c.tied_embeddings ? "yes" : "no") << "\n"
      << "qkv bias:          " << (c.qkv_bias ? "yes" : "no") << "\n";
-  if (c.sliding_window > 0) os << "sliding window:    " << c.sliding_window << " (not applied: longer contexts are refused)\n";
+  if (!c.layer_sliding.empty()) {
+    print_layer_types(c, os);
+  } else if (c.sliding_window > 0) {
+    os << "sliding window:    " << c.sliding_window << " (not applied: longer contexts are refused)\n";
+  }
+  const float scale = c.attention_scale();
+  os << "attention scale:   " << scale << " (1/sqrt(" << std::lround(1.0 / (static_cast<double>(scale) * scale))
+     << ")" << (c.attn_scale > 0.0f ? "" : ": the head dim") << ")\n";
+  if (c.embed_scale != 1.0f) os << "embedding scale:   " << c.embed_scale << " (sqrt(hidden size))\n";
+  if (c.final_logit_softcap > 0.0f) os << "logit soft-cap:    " << c.final_logit_softcap << " (c tanh(logits / c))\n";
+  if (c.architecture == "gemma3") {
+    os << "layer:             per-head Q/K RMSNorm, norms after attention and MLP, GELU-tanh gated MLP\n";
+  }
   std::map<std::string, int> types;
   for (const auto& t : m.source_tensors) ++types[t.type];
   os << "tensor types:      ";
@@ -69,7 +119,7 @@ void print_info(const rkv::Model& m, std::ostream& os) {
   }
   os << " (" << m.source_tensors.size() << " tensors; computed in f32)\n"
      << "parameters:        " << m.parameter_count() << " (" << human_count(m.parameter_count()) << ")\n"
-     << "KV bytes/token:    " << c.kv_bytes_per_token() << " (f32 keys and values, all layers)\n";
+     << "KV bytes/token:    " << c.kv_bytes_per_token() << " (f32 keys and values, all layers, full span)\n";
 }
 
 int run_model(const std::vector<std::string>& args) {

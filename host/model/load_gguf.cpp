@@ -5,6 +5,7 @@
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "model/dequant.hpp"
+#include "model/gemma3.hpp"
 #include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
@@ -77,6 +78,14 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   w.w_gate = ld.load(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]");
   w.w_up = ld.load(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]");
   w.w_down = ld.load(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]");
+  if (c.qk_norm) {
+    w.q_norm = ld.load(p + "attn_q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
+    w.k_norm = ld.load(p + "attn_k_norm.weight", {d}, "per-head key RMSNorm weight [head_dim]");
+  }
+  if (c.post_norms) {
+    w.post_attn_norm = ld.load(p + "post_attention_norm.weight", {D}, "RMSNorm weight after attention [hidden]");
+    w.post_ffn_norm = ld.load(p + "post_ffw_norm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
+  }
   if (c.architecture == "llama" && !ld.check_only) {  // undo llama.cpp's Q/K row permutation (see model.hpp)
     unpermute_qk_rows(w.wq, H, d, D);
     unpermute_qk_rows(w.wk, Hkv, d, D);
@@ -120,8 +129,8 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
   ModelConfig& c = m.config;
   c.architecture = f.get_string_or("general.architecture", "");
   if (c.architecture.empty()) throw InputError(src + ": missing GGUF metadata key 'general.architecture'");
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
-    throw InputError(src + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2)");
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "gemma3") {
+    throw InputError(src + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2, gemma3)");
   }
   const std::string a = c.architecture + ".";
   c.n_layers = ld.hparam(a + "block_count");
@@ -142,6 +151,7 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
   c.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
   c.rope_theta = f.get_f64(a + "rope.freq_base").value_or(10000.0);
   c.sliding_window = ld.hparam(a + "attention.sliding_window", 0);
+  if (c.architecture == "gemma3") read_gemma3_config(f, src, c);  // window, layer pattern, scales, norms (gemma3.hpp)
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
     c.rope_scaling.type = "linear";

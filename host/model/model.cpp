@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/errors.hpp"
@@ -12,9 +13,14 @@ int64_t Model::parameter_count() const {
   for (const auto& l : layers) {
     n += static_cast<int64_t>(l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.bq.size() +
                               l.bk.size() + l.bv.size() + l.wo.size() + l.ffn_norm.size() + l.w_gate.size() +
-                              l.w_up.size() + l.w_down.size());
+                              l.w_up.size() + l.w_down.size() + l.q_norm.size() + l.k_norm.size() +
+                              l.post_attn_norm.size() + l.post_ffn_norm.size());
   }
   return n;
+}
+
+float ModelConfig::attention_scale() const {
+  return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
 
 void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim, int64_t cols) {

@@ -1,8 +1,10 @@
 // A decoder-only transformer held in float32: configuration and weights, loaded from a GGUF file or a Hugging Face
 // folder (config.json + *.safetensors).
 //
-// Supported architectures: `llama` (Llama 2/3/3.1 incl. llama3 rope scaling, Mistral, SmolLM) and `qwen2` (Q/K/V
-// biases). Anything else is an rkv::InputError naming the architecture.
+// Supported architectures: `llama` (Llama 2/3/3.1 incl. llama3 rope scaling, Mistral, SmolLM), `qwen2` (Q/K/V
+// biases) and `gemma3` (GGUF only: sliding-window and global layers with their own RoPE bases, per-head Q/K RMSNorm,
+// norms after attention and after the MLP, GELU-tanh gated MLP, embeddings scaled by sqrt(D), optional final logit
+// soft-capping). Anything else is an rkv::InputError naming the architecture.
 //
 // Canonical weight layout (both sources give bit-for-bit the same layout for the same weights):
 // - every matrix is row-major [out_features, in_features] (PyTorch nn.Linear layout), so y = x W^T;
@@ -12,6 +14,7 @@
 //   qwen2 GGUFs are not permuted (llama.cpp uses NeoX RoPE for qwen2).
 // - All weights are dequantized to float32 at load.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,9 +25,15 @@
 
 namespace rkv {
 
+/// Activation of the gated MLP: act(h Wg^T) * (h Wu^T).
+enum class FfnActivation {
+  silu,       ///< SwiGLU (llama, qwen2): silu(g) = g / (1 + exp(-g))
+  gelu_tanh,  ///< GeGLU (gemma): gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+};
+
 /// Hyperparameters of a loaded model.
 struct ModelConfig {
-  std::string architecture;      ///< "llama" or "qwen2"
+  std::string architecture;      ///< "llama", "qwen2" or "gemma3"
   int64_t n_layers = 0;          ///< L
   int64_t d_model = 0;           ///< D (hidden size)
   int64_t n_heads = 0;           ///< H (query heads)
@@ -39,9 +48,27 @@ struct ModelConfig {
   bool rope_freq_factors = false;  ///< GGUF carried rope_freqs.weight (llama3 factors as divisors)
   bool tied_embeddings = false;  ///< LM head shares token_embd
   bool qkv_bias = false;         ///< Q/K/V projections have biases (qwen2)
-  int64_t sliding_window = 0;    ///< > 0: the model was trained with a sliding window (not applied; see forward)
+  /// W > 0: the model was trained with a sliding window of W tokens. The layers listed in layer_sliding attend to
+  /// a key iff q_pos - k_pos < W; with layer_sliding empty the forward refuses contexts longer than W instead.
+  int64_t sliding_window = 0;
+  std::vector<uint8_t> layer_sliding;  ///< [L] 1 for a sliding-window layer (gemma3), or empty (every layer global)
+  double rope_theta_swa = 10000.0;     ///< RoPE base of the sliding-window layers (gemma3 rope.freq_base_swa)
+  float attn_scale = 0.0f;             ///< scale of q.k before softmax; 0 means 1/sqrt(head_dim) (attention_scale())
+  float embed_scale = 1.0f;            ///< the embeddings are multiplied by this (gemma3: sqrt(D), in float32)
+  float final_logit_softcap = 0.0f;    ///< c > 0: logits = c tanh(logits / c) (gemma final_logit_softcapping)
+  bool qk_norm = false;                ///< RMSNorm of each head's q and k (weights [d]) before RoPE (gemma3)
+  bool post_norms = false;             ///< RMSNorm of the attention and MLP outputs before each residual add (gemma3)
+  FfnActivation ffn_act = FfnActivation::silu;
 
   int64_t group_size() const { return n_heads / n_kv_heads; }  ///< G = H / H_kv
+  /// True when layer l is a sliding-window layer (l in [0, L)).
+  bool is_sliding(int64_t l) const { return !layer_sliding.empty() && layer_sliding[static_cast<size_t>(l)] != 0; }
+  /// Window of layer l in tokens: sliding_window for a sliding-window layer, 0 (unbounded) for a global one.
+  int64_t layer_window(int64_t l) const { return is_sliding(l) ? sliding_window : 0; }
+  /// What layer l can attend to after a prompt of T tokens: min(T, window) for a sliding-window layer, T otherwise.
+  int64_t layer_span(int64_t l, int64_t T) const { return is_sliding(l) ? std::min(T, sliding_window) : T; }
+  /// The softmax scale of q.k: attn_scale when set, else 1/sqrt(head_dim) (float32).
+  float attention_scale() const;
   /// Bytes the K and V cache of one token takes across all layers in float32: 2 * L * H_kv * d * 4.
   int64_t kv_bytes_per_token() const { return 2 * n_layers * n_kv_heads * head_dim * 4; }
 };
@@ -60,6 +87,10 @@ struct LayerWeights {
   std::vector<float> w_gate;     ///< [F, D]
   std::vector<float> w_up;       ///< [F, D]
   std::vector<float> w_down;     ///< [D, F]
+  std::vector<float> q_norm;     ///< [d] per-head query RMSNorm weight, or empty (gemma3 only)
+  std::vector<float> k_norm;     ///< [d] per-head key RMSNorm weight, or empty (gemma3 only)
+  std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma3 only)
+  std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma3 only)
 };
 
 /// Name, storage type and shape (PyTorch order) of a tensor as stored in the source file (for `model info`).
@@ -76,7 +107,8 @@ struct Model {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  ///< [D]
   std::vector<float> lm_head;      ///< [V, D]; empty when config.tied_embeddings (then tok_embd is used)
-  std::vector<double> rope_inv_freq;  ///< [d/2], scaling and GGUF freq factors applied
+  std::vector<double> rope_inv_freq;  ///< [d/2], scaling and GGUF freq factors applied (global layers)
+  std::vector<double> rope_inv_freq_swa;  ///< [d/2] of the sliding-window layers (base rope_theta_swa); empty if none
 
   std::string path;    ///< the GGUF file or the HF folder given to load_model
   std::string format;  ///< "gguf" or "safetensors"
@@ -89,6 +121,11 @@ struct Model {
 
   /// The LM head matrix [V, D]: lm_head, or tok_embd when tied.
   const float* lm_head_weights() const { return lm_head.empty() ? tok_embd.data() : lm_head.data(); }
+  /// RoPE frequencies [d/2] of layer l: rope_inv_freq_swa for a sliding-window layer that has its own, else
+  /// rope_inv_freq.
+  const std::vector<double>& layer_inv_freq(int64_t l) const {
+    return config.is_sliding(l) && !rope_inv_freq_swa.empty() ? rope_inv_freq_swa : rope_inv_freq;
+  }
   /// Number of parameters in the weights held (tied embeddings counted once).
   int64_t parameter_count() const;
 };

@@ -21,8 +21,15 @@ void check_shape(const std::string& source, const std::string& name, const std::
 }
 
 void check_sizes(const ModelConfig& c, const std::string& source) {
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
-    throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2)");
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "gemma3") {
+    throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2, gemma3)");
+  }
+  if (!c.layer_sliding.empty() && static_cast<int64_t>(c.layer_sliding.size()) != c.n_layers) {
+    throw InputError(source + ": the sliding-window pattern has " + std::to_string(c.layer_sliding.size()) +
+                     " entries, the model has " + std::to_string(c.n_layers) + " layers");
+  }
+  if (!c.layer_sliding.empty() && c.sliding_window <= 0) {
+    throw InputError(source + ": sliding-window layers need a positive window, got " + std::to_string(c.sliding_window));
   }
   auto positive = [&](int64_t v, const char* what) {
     if (v <= 0) throw InputError(source + ": " + what + " must be positive, got " + std::to_string(v));
@@ -56,6 +63,9 @@ void finish_config(Model& m, const std::string& source, const std::vector<float>
   check_sizes(c, source);
   try {
     m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+    // Sliding-window layers (gemma3) have their own base and no scaling (llama.cpp: rope_freq_scale_train_swa = 1).
+    m.rope_inv_freq_swa.clear();
+    if (!c.layer_sliding.empty()) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
     if (!freq_factors.empty()) {
       if (freq_factors.size() != m.rope_inv_freq.size()) {
         throw InputError("rope_freqs has " + std::to_string(freq_factors.size()) + " entries, expected " +

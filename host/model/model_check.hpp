@@ -21,7 +21,7 @@ void check_shape(const std::string& source, const std::string& name, const std::
 /// those tensors before they allocate anything sized by the configuration. Throws InputError naming `source`.
 void check_sizes(const ModelConfig& config, const std::string& source);
 
-/// check_sizes, then fills model.rope_inv_freq from the configuration; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
+/// check_sizes, then fills model.rope_inv_freq (and rope_inv_freq_swa when the model has sliding-window layers) from the configuration; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
 /// given. Throws InputError naming `source`.
 void finish_config(Model& model, const std::string& source, const std::vector<float>& freq_factors = {});
 

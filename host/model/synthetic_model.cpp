@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/gemma3.hpp"
 #include "model/rope.hpp"
 
 namespace rkv {
@@ -38,6 +39,18 @@ ModelConfig synthetic_config(const std::string& arch, int64_t H, int64_t Hkv, in
   c.rope_theta = 10000.0;
   c.tied_embeddings = true;
   c.qkv_bias = arch == "qwen2";
+  if (arch == "gemma3") {
+    c.sliding_window = 16;
+    c.layer_sliding = sliding_pattern(layers, 3);
+    c.rope_theta = 1.0e6;
+    c.rope_theta_swa = 1.0e4;
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model / H));  // not 1/sqrt(d): the field must be used
+    c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
+    c.final_logit_softcap = 3.0f;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.ffn_act = FfnActivation::gelu_tanh;
+  }
   return c;
 }
 
@@ -69,8 +82,17 @@ Model synthetic_model(const ModelConfig& c, uint64_t seed) {
     w.w_gate = synthetic_uniform(r, F * D, 2.0f * sD);
     w.w_up = synthetic_uniform(r, F * D, 2.0f * sD);
     w.w_down = synthetic_uniform(r, D * F, sF);
+    if (c.qk_norm) {
+      w.q_norm = synthetic_uniform(r, d, 0.2f, 1.0f);
+      w.k_norm = synthetic_uniform(r, d, 0.2f, 1.0f);
+    }
+    if (c.post_norms) {
+      w.post_attn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
+      w.post_ffn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
+    }
   }
   m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  if (!c.layer_sliding.empty()) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
   return m;
 }
 

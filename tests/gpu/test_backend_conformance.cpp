@@ -1,5 +1,6 @@
 // The backend conformance suite (in the style of ggml's test-backend-ops): every member of rkv::Backend
-// (backend/backend.hpp) on a seeded synthetic model with SmolLM2's shapes, run on the CUDA backend -- the real one on a
+// (backend/backend.hpp) on seeded synthetic models (SmolLM2's shapes; a Gemma-3-shaped one with sliding-window
+// layers), run on the CUDA backend -- the real one on a
 // device (test_gpu, label gpu) or its code path under the CPU emulator (test_gpu_emu, label unit) -- and checked
 // against the CPU backend, the oracle. fp32 mode: logits, queries, statistics and caches within 1e-4 relative,
 // identical kept positions (selection runs on the host from the CPU's scores), identical greedy tokens; the profiler's
@@ -58,13 +59,21 @@ rkv::DecodePolicy policy_of(const std::string& policy, std::vector<int64_t> budg
   return rkv::DecodePolicy(spec, std::move(budgets), std::move(heads));
 }
 
-class BackendConformance : public GpuTest {
+/// Run on two synthetic models (the test parameter): "llama" (SmolLM2's shapes) and "gemma3" (head dim 64, window
+/// 16 on layers l % 3 < 2, so the 100-token prompt reaches far past the window: model/synthetic_model.hpp).
+class BackendConformance : public GpuTest, public testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
     const Sizes z = sizes();
-    model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 42);
+    if (GetParam() == "gemma3") {
+      rkv::ModelConfig c = rkv::synthetic_config("gemma3", 4, 2, 64, std::max<int64_t>(3, z.layers));
+      c.vocab_size = z.vocab;
+      model = rkv::synthetic_model(c, 42);
+    } else {
+      model = rkv::synthetic_model(smollm2_shapes(z.layers, z.vocab), 42);
+    }
     prompt = random_tokens(static_cast<size_t>(z.prompt), z.vocab, 1);
     next = random_tokens(8, z.vocab, 2);
     rkv::BackendOptions o;
@@ -77,7 +86,7 @@ class BackendConformance : public GpuTest {
   std::unique_ptr<rkv::Backend> cpu, dev;
 };
 
-TEST_F(BackendConformance, KindDtypeAndDescription) {
+TEST_P(BackendConformance, KindDtypeAndDescription) {
   EXPECT_EQ(cpu->kind(), "cpu");
   EXPECT_EQ(dev->kind(), "cuda");
   EXPECT_EQ(cpu->compute_dtype(), "f32");
@@ -86,14 +95,14 @@ TEST_F(BackendConformance, KindDtypeAndDescription) {
   EXPECT_EQ(&dev->model(), &model);
 }
 
-TEST_F(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
+TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
   rkv::PrefillRequest req;
   req.logits = rkv::LogitsFor::All;
   req.keep_queries = 8;
   rkv::AttentionStatsOptions window, cumulative;
   window.window_attention = true;
   window.window = 8;
-  cumulative.cumulative_attention = true;
+  cumulative.cumulative_attention = cumulative.query_counts = true;
   req.stats = {window, cumulative};
   const rkv::PrefillResult a = cpu->prefill(prompt, req), b = dev->prefill(prompt, req);
   const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size, L = model.config.n_layers;
@@ -112,6 +121,9 @@ TEST_F(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
     EXPECT_LE(rel_diff(bw.window_attention, aw.window_attention), 1e-4) << "layer " << l;
     EXPECT_LE(rel_diff(bc.cumulative_attention, ac.cumulative_attention), 1e-4) << "layer " << l;
     EXPECT_TRUE(bc.window_attention.empty());
+    EXPECT_EQ(bc.query_counts, ac.query_counts) << "layer " << l;  // min(T - j, W) on a sliding layer
+    ASSERT_EQ(bc.query_counts.size(), static_cast<size_t>(T));
+    EXPECT_EQ(bc.query_counts[0], static_cast<float>(model.config.is_sliding(l) ? model.config.sliding_window : T));
     // Each window query's probabilities sum to 1 over its keys: sum_j W[h, j] = w for every head (by hand).
     for (int64_t h = 0; h < model.config.n_heads; ++h) {
       double s = 0;
@@ -125,7 +137,7 @@ TEST_F(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
   EXPECT_EQ(b.cache->length(0), T);
 }
 
-TEST_F(BackendConformance, ExtendDecodeAndCloneMatchCpu) {
+TEST_P(BackendConformance, ExtendDecodeAndCloneMatchCpu) {
   const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
   const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size;
   // Teacher-forced continuation on clones (the originals stay at T entries).
@@ -147,7 +159,7 @@ TEST_F(BackendConformance, ExtendDecodeAndCloneMatchCpu) {
   }
 }
 
-TEST_F(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
+TEST_P(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
   const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads;
   // Scores from the CPU cache's key norms; the same Selection goes to both backends.
@@ -195,7 +207,7 @@ TEST_F(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the
 // 8 most recent tokens, T + 7 .. T + 14 (by hand). Logits agree across backends.
-TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
+TEST_P(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
   const int64_t b = 10;
   std::vector<float> scores(static_cast<size_t>(Hkv * T));
@@ -240,7 +252,7 @@ TEST_F(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
 // Per-head budgets (the ragged per-head layout): compaction with a different count per KV head, decoding on it
 // (teacher-forced, one launch per KV head on cuda) and the rolling policy evicting each head to its own budget give
 // the CPU's entries, positions, bytes and logits.
-TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
+TEST_P(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
   std::vector<int64_t> heads(static_cast<size_t>(Hkv));
   for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 6 + 5 * h;  // 6, 11, 16, ...
@@ -288,9 +300,10 @@ TEST_F(BackendConformance, PerHeadCompactionDecodeAndRollingMatchCpu) {
 
 // Backend::extend's attention mass (ExtendCapture::attention_mass) on both backends, uniform and per-head layouts:
 // each query head's row sums to the number of new rows (softmax rows sum to 1), and the values agree with the CPU.
-// The CPU's own value is checked against a direct softmax of q . k / sqrt(d) from the captured queries and the
-// downloaded keys (an independent computation).
-TEST_F(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
+// The CPU's own value is checked against a direct softmax of q . k times the model's attention scale (1/sqrt(d) for
+// llama), over the entries inside the window on gemma3's sliding layer 1, from the captured queries and the
+// downloaded keys and positions (an independent computation).
+TEST_P(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
   const int64_t H = model.config.n_heads, G = H / Hkv, d = model.config.head_dim;
   std::vector<int64_t> heads(static_cast<size_t>(Hkv));
@@ -335,10 +348,12 @@ TEST_F(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
               const int64_t seen_len = len - 1 + i;  // row 0 does not see the second new entry
               std::vector<double> p(static_cast<size_t>(seen_len));
               double mx = -1e300, z = 0;
+              const int64_t W = model.config.layer_window(1);  // gemma3: layer 1 slides; the new rows are at T, T + 1
               for (int64_t j = 0; j < seen_len; ++j) {
                 double dot = 0;
                 for (int64_t e = 0; e < d; ++e) dot += double(q[static_cast<size_t>((qh * 2 + i) * d + e)]) * kv.k_at(g, j)[e];
-                p[static_cast<size_t>(j)] = dot / std::sqrt(double(d));
+                const bool visible = W == 0 || T + i - *kv.pos_at(g, j) < W;
+                p[static_cast<size_t>(j)] = visible ? dot * double(model.config.attention_scale()) : -INFINITY;
                 mx = std::max(mx, p[static_cast<size_t>(j)]);
               }
               for (double& x : p) z += (x = std::exp(x - mx));
@@ -366,7 +381,7 @@ TEST_F(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
 // Decode policy "h2o" on both backends (per-head budgets, the accumulated attention seeded from the prompt's
 // cumulative attention): after every token each head holds at most its budget and keeps its recent entries; the two
 // backends keep the same positions and give the same logits.
-TEST_F(BackendConformance, H2oDecodeMatchesCpu) {
+TEST_P(BackendConformance, H2oDecodeMatchesCpu) {
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
   std::vector<int64_t> heads(static_cast<size_t>(Hkv));
   for (int64_t h = 0; h < Hkv; ++h) heads[static_cast<size_t>(h)] = 8 + 2 * h;
@@ -425,7 +440,7 @@ TEST_F(BackendConformance, H2oDecodeMatchesCpu) {
 // that backend's full-cache key at its original position p turned by i - p (rope_rerotate, computed here on the
 // host); keys, values and positions match the CPU's within 1e-4, and so do the logits of 8 tokens fed from the cache
 // length (where kvpress' pipeline puts the tokens after a re-rotated context).
-TEST_F(BackendConformance, RerotationMovesKeptKeysToContiguousPositionsAsTheCpu) {
+TEST_P(BackendConformance, RerotationMovesKeptKeysToContiguousPositionsAsTheCpu) {
   const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
   std::vector<float> scores(static_cast<size_t>(Hkv * T));
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = float((i * 37) % 101);
@@ -458,7 +473,7 @@ TEST_F(BackendConformance, RerotationMovesKeptKeysToContiguousPositionsAsTheCpu)
           ASSERT_EQ(*got.pos_at(h, i), i) << "layer " << l << " head " << h;
           const int64_t p = sel.head_positions(h)[i];
           std::vector<float> want(full.k_at(h, p), full.k_at(h, p) + full.head_dim);
-          rkv::rope_rerotate(want.data(), model.rope_inv_freq, p, i);
+          rkv::rope_rerotate(want.data(), model.layer_inv_freq(l), p, i);
           for (int64_t e = 0; e < full.head_dim; ++e) {
             worst = std::max(worst, std::fabs(double(got.k_at(h, i)[e]) - want[static_cast<size_t>(e)]));
             ASSERT_EQ(got.v_at(h, i)[e], full.v_at(h, p)[e]) << "values are not rotated";
@@ -482,7 +497,7 @@ TEST_F(BackendConformance, RerotationMovesKeptKeysToContiguousPositionsAsTheCpu)
   EXPECT_LE(rel_diff(logits[1], logits[0]), 1e-4);
 }
 
-TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {
+TEST_P(BackendConformance, ProfilerSessionMatchesCpu) {
   // Logits of the raw synthetic model spread over tens of nats, so its softmax is one-hot and every KL underflows:
   // scale the final norm so the logits spread about one (as tests/gpu/test_profiler.cpp does).
   rkv::Model soft = model;
@@ -531,7 +546,7 @@ TEST_F(BackendConformance, ProfilerSessionMatchesCpu) {
   for (double kl : sb->window_kl(0)) EXPECT_EQ(kl, 0.0);
 }
 
-TEST_F(BackendConformance, LayerViewsDescribeTheCacheInPlace) {
+TEST_P(BackendConformance, LayerViewsDescribeTheCacheInPlace) {
   const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
   const int64_t T = static_cast<int64_t>(prompt.size());
   for (bool values : {false, true}) {
@@ -560,7 +575,7 @@ TEST_F(BackendConformance, LayerViewsDescribeTheCacheInPlace) {
   EXPECT_THROW(dev->layer_view(*b.cache, model.config.n_layers, false), rkv::InputError);
 }
 
-TEST_F(BackendConformance, MemoryPhasesAreRecorded) {
+TEST_P(BackendConformance, MemoryPhasesAreRecorded) {
   dev->begin_phase("prefill");
   const rkv::PrefillResult b = dev->prefill(prompt, {});
   dev->end_phase();
@@ -570,7 +585,7 @@ TEST_F(BackendConformance, MemoryPhasesAreRecorded) {
   EXPECT_GE(phases[0].peak_bytes, b.cache->bytes());  // at least the cache it made was held during the phase
 }
 
-TEST_F(BackendConformance, ErrorsNameTheirArgument) {
+TEST_P(BackendConformance, ErrorsNameTheirArgument) {
   EXPECT_THROW(dev->prefill({}, {}), rkv::InputError);
   EXPECT_THROW(dev->prefill({static_cast<int32_t>(model.config.vocab_size)}, {}), rkv::InputError);
   const rkv::PrefillResult a = cpu->prefill(prompt, {});
@@ -579,5 +594,8 @@ TEST_F(BackendConformance, ErrorsNameTheirArgument) {
   EXPECT_THROW(dev->download_layer(*b.cache, model.config.n_layers), rkv::InputError);
   EXPECT_THROW(cpu->download_layer(*b.cache, 0), rkv::InputError);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, BackendConformance, testing::Values("llama", "gemma3"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

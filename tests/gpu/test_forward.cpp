@@ -168,6 +168,56 @@ TEST_F(ForwardTest, StatisticsGatheredDuringPrefillMatchCpu) {
   EXPECT_THROW(rc::prefill(dm, prompt, T, dc, ws, rc::LogitsFor::None, 0, &cap), rkv::InputError);
 }
 
+/// A Gemma-3-shaped synthetic model with head_dim 64 (the kernels' smallest): window 16, layers 0 and 1 sliding and
+/// layer 2 global, two RoPE bases, attention scale 1/sqrt(D/H), sqrt(D) embeddings, Q/K norms, post norms, GeGLU,
+/// logit soft-cap (model/synthetic_model.hpp).
+rkv::Model gemma3_model(int64_t vocab) {
+  rkv::ModelConfig c = rkv::synthetic_config("gemma3", 4, 2, 64, 3);
+  c.vocab_size = vocab;
+  return rkv::synthetic_model(c, 9);
+}
+
+TEST_F(ForwardTest, Gemma3MatchesCpuBeyondTheWindow) {
+  const rkv::Model m = gemma3_model(sizes().vocab);
+  const rc::DeviceModel dm(*ctx, m, rc::Precision::FP32);
+  // 100 prompt tokens and 16 decode steps against a 16-token window: most keys are outside every later window.
+  expect_logits_match(run_cpu(m, prompt, next), run_gpu(dm, prompt, next), 1e-4, true, "gemma3 fp32");
+  expect_logits_match(run_cpu(m, prompt, next), run_gpu(dm, prompt, next, 24), 1e-4, true, "gemma3 fp32 chunked");
+}
+
+TEST_F(ForwardTest, Gemma3StatisticsSeeOnlyTheWindow) {
+  const rkv::Model m = gemma3_model(sizes().vocab);
+  const rc::DeviceModel dm(*ctx, m, rc::Precision::FP32);
+  const int64_t T = static_cast<int64_t>(prompt.size()), L = m.config.n_layers, H = m.config.n_heads;
+  rkv::AttentionStatsOptions opt;
+  opt.window_attention = opt.cumulative_attention = true;
+  opt.window = 32;
+  rkv::cpu::Workspace cws;
+  rkv::KVCache cc = rkv::cpu::make_cache(m, T);
+  std::vector<float> x = rkv::cpu::embed(m, prompt);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = i;
+  rc::StatsCapture cap;
+  cap.options = opt;
+  rc::DeviceWorkspace ws(*ctx);
+  rc::DeviceKVCache dc = rc::make_cache(dm, T);
+  rc::prefill(dm, prompt, 0, dc, ws, rc::LogitsFor::None, 0, &cap);
+  for (int64_t l = 0; l < L; ++l) {
+    rkv::AttentionStatsAccumulator acc(H, T, T, opt);
+    rkv::cpu::LayerHooks hooks;
+    hooks.stats = {&acc};
+    rkv::cpu::forward_layer(m, l, x.data(), T, pos.data(), cc.layers[static_cast<size_t>(l)], cws, &hooks);
+    const rkv::AttentionStats want = acc.finish(), got = cap.download(*ctx, l);
+    EXPECT_LE(max_abs_diff(got.cumulative_attention, want.cumulative_attention),
+              1e-4 * max_abs(want.cumulative_attention)) << "layer " << l;
+    EXPECT_LE(max_abs_diff(got.window_attention, want.window_attention), 1e-4 * max_abs(want.window_attention))
+        << "layer " << l;
+    // The window queries (positions 68..99) see no key older than 16 positions on a sliding layer.
+    if (m.config.is_sliding(l))
+      for (int64_t h = 0; h < H; ++h) EXPECT_EQ(got.window_attention[static_cast<size_t>(h * T + 40)], 0.0f) << l;
+  }
+}
+
 TEST_F(ForwardTest, BadInputsAreInputErrors) {
   const rc::DeviceModel dm(*ctx, model, rc::Precision::BF16);
   rc::DeviceWorkspace ws(*ctx);

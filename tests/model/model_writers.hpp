@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf_writer.hpp"
+#include "model/gemma3.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
 #include "model/synthetic_model.hpp"
@@ -28,6 +30,22 @@ inline std::vector<float> permute_for_gguf(const std::vector<float>& w, int64_t 
         std::memcpy(out.data() + (h * d + 2 * j + s) * cols, w.data() + (h * d + s * (d / 2) + j) * cols,
                     static_cast<size_t>(cols) * sizeof(float));
   return out;
+}
+
+/// gemma3 metadata in llama.cpp's names: window, the sliding pattern as a period (the one that reproduces
+/// c.layer_sliding; throws std::invalid_argument when none does), the sliding layers' RoPE base, the attention scale
+/// and the final logit soft-cap when set.
+inline void add_gemma3_keys(GgufWriter& w, const rkv::ModelConfig& c) {
+  const std::string a = "gemma3.";
+  w.add_u32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  int64_t period = -1;
+  for (int64_t p = 1; p <= c.n_layers + 1 && period < 0; ++p)
+    if (rkv::sliding_pattern(c.n_layers, p) == c.layer_sliding) period = p;
+  if (period < 0) throw std::invalid_argument("add_gemma3_keys: layer_sliding is not a periodic pattern");
+  w.add_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
+  w.add_f32(a + "rope.freq_base_swa", static_cast<float>(c.rope_theta_swa));
+  if (c.attn_scale > 0.0f) w.add_f32(a + "attention.scale", c.attn_scale);
+  if (c.final_logit_softcap > 0.0f) w.add_f32(a + "final_logit_softcapping", c.final_logit_softcap);
 }
 
 /// Writes `m` as a GGUF file in llama.cpp's conventions (F32 tensors; llama Q/K permuted).
@@ -49,6 +67,7 @@ inline GgufWriter gguf_writer_for(const rkv::Model& m) {
   const uint64_t D = static_cast<uint64_t>(c.d_model), Hd = static_cast<uint64_t>(c.n_heads * c.head_dim),
                  Kd = static_cast<uint64_t>(c.n_kv_heads * c.head_dim), F = static_cast<uint64_t>(c.d_ff),
                  V = static_cast<uint64_t>(c.vocab_size);
+  if (c.architecture == "gemma3") add_gemma3_keys(w, c);
   w.add_tensor_f32("token_embd.weight", {D, V}, m.tok_embd);
   w.add_tensor_f32("output_norm.weight", {D}, m.output_norm);
   if (!c.tied_embeddings) w.add_tensor_f32("output.weight", {D, V}, m.lm_head);
@@ -70,6 +89,14 @@ inline GgufWriter gguf_writer_for(const rkv::Model& m) {
     w.add_tensor_f32(p + "ffn_gate.weight", {D, F}, L.w_gate);
     w.add_tensor_f32(p + "ffn_up.weight", {D, F}, L.w_up);
     w.add_tensor_f32(p + "ffn_down.weight", {F, D}, L.w_down);
+    if (c.qk_norm) {
+      w.add_tensor_f32(p + "attn_q_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.q_norm);
+      w.add_tensor_f32(p + "attn_k_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.k_norm);
+    }
+    if (c.post_norms) {
+      w.add_tensor_f32(p + "post_attention_norm.weight", {D}, L.post_attn_norm);
+      w.add_tensor_f32(p + "post_ffw_norm.weight", {D}, L.post_ffn_norm);
+    }
   }
   return w;
 }

@@ -97,7 +97,12 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
     const bool hooked = nq > 0 || !acc.empty();
     forward_layer(model_, l, x.data(), T, positions.data(), cache->kv.layers[static_cast<size_t>(l)], ws_,
                   hooked ? &hooks : nullptr);
-    for (size_t k = 0; k < acc.size(); ++k) r.stats[k][static_cast<size_t>(l)] = acc[k].finish();
+    for (size_t k = 0; k < acc.size(); ++k) {
+      AttentionStats& st = r.stats[k][static_cast<size_t>(l)] = acc[k].finish();
+      // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
+      if (const int64_t W = c.layer_window(l); W > 0)
+        for (float& n : st.query_counts) n = std::min(n, static_cast<float>(W));
+    }
   }
   (void)d;
   if (request.logits == LogitsFor::Last) {
@@ -187,7 +192,7 @@ void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selecti
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
   KVCache& kv = host_cache(cache);
   check_layer(kv, layer);
-  rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.rope_inv_freq, layer);
+  rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.layer_inv_freq(layer), layer);
 }
 
 std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,

@@ -35,7 +35,7 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
                      std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(c.head_dim));
   }
   check_layer_layout(kv, layer);
-  if (c.sliding_window > 0 && kv.length + extra > c.sliding_window) {
+  if (c.sliding_window > 0 && c.layer_sliding.empty() && kv.length + extra > c.sliding_window) {
     throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
                      ") and this context of " + std::to_string(kv.length + extra) +
                      " entries exceeds it; this backend computes full attention only (no sliding window)");
@@ -58,33 +58,68 @@ int64_t head_offset(const LayerKV& kv, int64_t g) {
   return at;
 }
 
-/// One attention block: query rows [i0, i1) of KV head g against the head's cache entries [0, len_before + i1),
-/// len_before = (entries head g held before the n new ones).
-/// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d].
+/// First cache entry of KV head g that new row i may see, for every head and row: first[g * n + i]. A global layer
+/// sees from entry 0; a sliding-window layer of window W only entries with q_pos - k_pos < W, i.e. positions above
+/// positions[i] - W (the head's positions ascend, so the visible entries are a contiguous range ending at the row's
+/// own entry). Empty for a global layer. Throws InputError when a sliding-window layer's cache has no positions.
+std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const LayerKV& kv, const int64_t* positions,
+                                   int64_t n) {
+  const int64_t W = c.layer_window(layer);
+  if (W <= 0) return {};
+  if (!kv.has_positions()) {
+    throw InputError("layer " + std::to_string(layer) + ": a sliding-window layer needs a KV cache that stores "
+                     "positions (this one has none)");
+  }
+  std::vector<int64_t> first(static_cast<size_t>(kv.n_kv_heads * n));
+  for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
+    const int32_t* pos = kv.pos_at(g, 0);
+    const int64_t len_before = kv.head_length(g) - n;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t own = len_before + i;  // the row's own entry, always visible
+      const int64_t oldest = positions[i] - W + 1;
+      const int64_t j = std::lower_bound(pos, pos + own, oldest, [](int32_t p, int64_t v) { return p < v; }) - pos;
+      first[static_cast<size_t>(g * n + i)] = std::min(j, own);
+    }
+  }
+  return first;
+}
+
+/// One attention block: query rows [i0, i1) of KV head g against the head's cache entries [first_i, len_before + i]
+/// for row i, len_before = (entries head g held before the n new ones), first_i = first[g * n + i] (0 when `first`
+/// is empty: a global layer). Scores are scaled by c.attention_scale().
+/// S: scratch for the scores [M, N], O: scratch [M, d]; writes the block's rows of out [n, H*d]. When nothing reads
+/// the probability rows (no hook, statistics or attention mass), the block's columns start at the smallest first_i,
+/// so a sliding-window layer costs O(window) per query; otherwise rows span [0, len) with zeros outside the window.
 /// When `row_parallel`, softmax rows are spread over the pool (the sgemm calls use OpenBLAS's threads).
 void attention_block(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, int64_t g, int64_t i0,
-                     float* S, float* O, float* out, bool row_parallel, const LayerHooks* hooks,
-                     const std::vector<AttentionStatsAccumulator*>& stats) {
+                     const std::vector<int64_t>& first, float* S, float* O, float* out, bool row_parallel,
+                     const LayerHooks* hooks, const std::vector<AttentionStatsAccumulator*>& stats) {
   const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
   const int64_t len_before = kv.head_length(g) - n;
   const int64_t i1 = std::min(n, i0 + kQueryBlock);
-  const int64_t M = (i1 - i0) * G;    // rows: (query i, head j) -> (i - i0) * G + j
-  const int64_t N = len_before + i1;  // keys visible to the last query of the block
-  const float* K = kv.k_at(g, 0);     // [head capacity, d], rows 0..head_length(g) valid
-  const float* V = kv.v_at(g, 0);
-  const float* Q = qg + (g * n + i0) * G * d;
-  gemm_nt(M, N, d, 1.0f / std::sqrt(static_cast<float>(d)), Q, d, K, d, 0.0f, S, N);
+  const int64_t* lo = first.empty() ? nullptr : first.data() + g * n;
   const bool probs_needed = hooks && hooks->on_attention_probs;
+  const bool full_rows = probs_needed || (hooks && hooks->attention_mass) || !stats.empty();
+  const int64_t k0 = lo && !full_rows ? *std::min_element(lo + i0, lo + i1) : 0;  // first key column of the block
+  const int64_t M = (i1 - i0) * G;         // rows: (query i, head j) -> (i - i0) * G + j
+  const int64_t N = len_before + i1 - k0;  // key columns k0 .. len_before + i1 - 1
+  const float* K = kv.k_at(g, k0);         // [head capacity, d], rows 0..head_length(g) valid
+  const float* V = kv.v_at(g, k0);
+  const float* Q = qg + (g * n + i0) * G * d;
+  gemm_nt(M, N, d, c.attention_scale(), Q, d, K, d, 0.0f, S, N);
   // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
   std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
   auto softmax_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t len = len_before + i0 + r / G + 1;  // causal: entries 0..len_before + i
+      const int64_t i = i0 + r / G;
+      const int64_t from = lo ? lo[i] - k0 : 0;  // window: columns before `from` are older than the window
+      const int64_t len = len_before + i + 1 - k0;  // causal: entries up to len_before + i
       float* row = S + r * N;
+      std::fill(row, row + from, 0.0f);
       if (probs_needed) {
-        softmax_row(row, len);
+        softmax_row(row + from, len - from);
       } else {
-        inv_sum[static_cast<size_t>(r)] = 1.0f / softmax_unnormalized(row, len);
+        inv_sum[static_cast<size_t>(r)] = 1.0f / softmax_unnormalized(row + from, len - from);
       }
       std::fill(row + len, row + N, 0.0f);
     }
@@ -123,14 +158,15 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
 }
 
 /// Blocked causal attention for the n new rows. qg: queries after RoPE, [H_kv, n, G, d]. kv holds the cache with the
-/// n new entries already appended to every head (head g attends to its own head_length(g) entries). out: [n, H*d].
+/// n new entries already appended to every head (head g attends to its own head_length(g) entries, from
+/// first[g * n + i] on for a sliding-window layer: window_starts). out: [n, H*d].
 ///
 /// Without a probability hook and with several threads, the blocks (KV head x query block) are spread over the pool,
 /// each thread running its blocks' sgemm calls single-threaded (one synchronisation per layer instead of three per
 /// block; blocks are dealt round-robin so early, cheap blocks and late, expensive ones mix). With the hook, blocks
 /// run in order on the calling thread (the hook's contract), with multi-threaded sgemm and softmax.
-void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, float* out, Workspace& ws,
-               const LayerHooks* hooks) {
+void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, const std::vector<int64_t>& first,
+               float* out, Workspace& ws, const LayerHooks* hooks) {
   const int64_t G = c.group_size(), d = c.head_dim;
   const int64_t n_blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = c.n_kv_heads * n_blocks;
@@ -159,7 +195,7 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
       for (int64_t slot = s0; slot < s1; ++slot) {
         float* S = scratch + per_slot * static_cast<size_t>(slot);
         for (int64_t t = slot; t < tasks; t += slots) {
-          attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, S, S + max_scores, out,
+          attention_block(c, qg, n, kv, t % c.n_kv_heads, (t / c.n_kv_heads) * kQueryBlock, first, S, S + max_scores, out,
                           false, hooks && hooks->attention_mass ? hooks : nullptr,
                           stats.empty() ? kNoStats : partial_ptrs[static_cast<size_t>(slot)]);
         }
@@ -173,7 +209,7 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
   float* O = grow(ws.o, static_cast<size_t>(std::min(n, kQueryBlock) * G * d));
   for (int64_t g = 0; g < c.n_kv_heads; ++g) {
     for (int64_t i0 = 0; i0 < n; i0 += kQueryBlock)
-      attention_block(c, qg, n, kv, g, i0, S, O, out, true, hooks, stats);
+      attention_block(c, qg, n, kv, g, i0, first, S, O, out, true, hooks, stats);
   }
 }
 
@@ -181,49 +217,52 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
 
 std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens) {
   const int64_t D = model.config.d_model;
+  const float scale = model.config.embed_scale;
   check_token_ids(tokens, model.config.vocab_size);
   std::vector<float> x(tokens.size() * static_cast<size_t>(D));
   for (size_t t = 0; t < tokens.size(); ++t) {
     std::memcpy(x.data() + t * D, model.tok_embd.data() + static_cast<int64_t>(tokens[t]) * D,
                 static_cast<size_t>(D) * sizeof(float));
   }
+  if (scale != 1.0f)
+    for (float& e : x) e *= scale;  // gemma: x = embedding * sqrt(D)
   return x;
 }
 
-void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
-                   Workspace& ws, const LayerHooks* hooks) {
-  const ModelConfig& c = model.config;
-  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
-  if (n <= 0) return;
-  for (int64_t i = 0; i < n; ++i)
-    if (positions[i] < 0 || positions[i] > INT32_MAX)
-      throw InputError("layer " + std::to_string(layer) + ": token position " + std::to_string(positions[i]) +
-                       " is outside [0, 2^31) (the cache stores positions as int32)");
-  prepare_cache(c, layer, kv, n);
-  const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
-  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, G = c.group_size(), F = c.d_ff;
-  const int64_t half = d / 2;
+namespace {
 
-  // ---- attention ----
-  float* h = grow(ws.h, static_cast<size_t>(n * D));
-  parallel_for(n, 16, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.attn_norm.data(), c.rms_eps, D, h + i * D);
-  });
+/// The RoPE cos/sin tables of `layer` for these positions: Workspace slot 0 (global layers) or 1 (sliding-window
+/// layers), recomputed only when the positions or the frequencies changed (so consecutive layers share them).
+const Workspace::Rope& rope_for(const Model& model, int64_t layer, const int64_t* positions, int64_t n, Workspace& ws) {
+  const std::vector<double>& inv_freq = model.layer_inv_freq(layer);
+  Workspace::Rope& r = ws.rope[model.config.is_sliding(layer) ? 1 : 0];
+  if (r.inv_freq != inv_freq || r.positions.size() != static_cast<size_t>(n) ||
+      !std::equal(positions, positions + n, r.positions.begin())) {
+    rope_tables(inv_freq, positions, n, r.cos, r.sin);
+    r.positions.assign(positions, positions + n);
+    r.inv_freq = inv_freq;
+  }
+  return r;
+}
+
+/// q, k, v of the n rows h[n, D] into ws.q [n, H*d], ws.k, ws.v [n, H_kv*d]: projections (+ biases), per-head
+/// RMSNorm of q and k (gemma3), RoPE at `positions`, then the queries regrouped per KV head into ws.qg
+/// [H_kv, n, G, d] and the keys, values and positions appended to every KV head of kv (which has room for them).
+void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, const int64_t* positions, LayerKV& kv,
+                 Workspace& ws) {
+  const ModelConfig& c = model.config;
+  const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, G = c.group_size();
+  const int64_t half = d / 2;
   float* q = grow(ws.q, static_cast<size_t>(n * H * d));
   float* k = grow(ws.k, static_cast<size_t>(n * Hkv * d));
   float* v = grow(ws.v, static_cast<size_t>(n * Hkv * d));
   linear(h, n, D, w.wq.data(), H * d, q);
   linear(h, n, D, w.wk.data(), Hkv * d, k);
   linear(h, n, D, w.wv.data(), Hkv * d, v);
-  // cos/sin tables depend only on the positions: computed once and reused by the following layers.
-  if (ws.rope_inv_freq != model.rope_inv_freq || ws.rope_positions.size() != static_cast<size_t>(n) ||
-      !std::equal(positions, positions + n, ws.rope_positions.begin())) {
-    rope_tables(model.rope_inv_freq, positions, n, ws.rope_cos, ws.rope_sin);
-    ws.rope_positions.assign(positions, positions + n);
-    ws.rope_inv_freq = model.rope_inv_freq;
-  }
-  const float* cs = ws.rope_cos.data();
-  const float* sn = ws.rope_sin.data();
+  const Workspace::Rope& rope = rope_for(model, layer, positions, n, ws);
+  const float* cs = rope.cos.data();
+  const float* sn = rope.sin.data();
   float* qg = grow(ws.qg, static_cast<size_t>(n * H * d));
   parallel_for(n, 16, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
@@ -234,6 +273,10 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
         add_bias(qi, w.bq.data(), H * d);
         add_bias(ki, w.bk.data(), Hkv * d);
         add_bias(vi, w.bv.data(), Hkv * d);
+      }
+      if (!w.q_norm.empty()) {  // gemma3: RMSNorm of each head's query and key
+        for (int64_t hh = 0; hh < H; ++hh) rmsnorm_row(qi + hh * d, w.q_norm.data(), c.rms_eps, d, qi + hh * d);
+        for (int64_t g = 0; g < Hkv; ++g) rmsnorm_row(ki + g * d, w.k_norm.data(), c.rms_eps, d, ki + g * d);
       }
       for (int64_t hh = 0; hh < H; ++hh) rope_rotate_half(qi + hh * d, half, cs + i * half, sn + i * half);
       for (int64_t g = 0; g < Hkv; ++g) rope_rotate_half(ki + g * d, half, cs + i * half, sn + i * half);
@@ -252,27 +295,55 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   });
   kv.length += n;
   for (int64_t& len : kv.head_lengths) len += n;
+}
+
+/// RMSNorm of every row of y[n, D] in place with weight `w` [D] (gemma3's post-attention / post-MLP norms).
+void rmsnorm_rows(const ModelConfig& c, const std::vector<float>& w, float* y, int64_t n) {
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rmsnorm_row(y + i * c.d_model, w.data(), c.rms_eps, c.d_model, y + i * c.d_model);
+  });
+}
+
+/// The attention half of block `layer` on the residual rows x[n, D] (in/out): x += [RMSNorm](attn(RMSNorm(x)) Wo^T).
+void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
+                        Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
+  const int64_t D = c.d_model, H = c.n_heads, d = c.head_dim;
+  float* h = grow(ws.h, static_cast<size_t>(n * D));
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.attn_norm.data(), c.rms_eps, D, h + i * D);
+  });
+  project_qkv(model, layer, h, n, positions, kv, ws);
   if (hooks && hooks->on_queries) {
     std::vector<float> qh(static_cast<size_t>(H * n * d));
     for (int64_t hh = 0; hh < H; ++hh) {
       for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(qh.data() + (hh * n + i) * d, q + i * H * d + hh * d, static_cast<size_t>(d) * sizeof(float));
+        std::memcpy(qh.data() + (hh * n + i) * d, ws.q.data() + i * H * d + hh * d, static_cast<size_t>(d) * sizeof(float));
       }
     }
     hooks->on_queries(qh.data(), H, n, d);
   }
   float* attn = grow(ws.attn, static_cast<size_t>(n * H * d));
-  attention(c, qg, n, kv, attn, ws, hooks);
-  if (hooks && hooks->on_attn_output) {
+  attention(c, ws.qg.data(), n, kv, window_starts(c, layer, kv, positions, n), attn, ws, hooks);
+  if ((hooks && hooks->on_attn_output) || !w.post_attn_norm.empty()) {
     float* o = grow(ws.h, static_cast<size_t>(n * D));  // h is free again
     linear(attn, n, H * d, w.wo.data(), D, o);
-    hooks->on_attn_output(o, n, D);
+    if (!w.post_attn_norm.empty()) rmsnorm_rows(c, w.post_attn_norm, o, n);
+    if (hooks && hooks->on_attn_output) hooks->on_attn_output(o, n, D);
     for (int64_t i = 0; i < n * D; ++i) x[i] += o[i];
   } else {
     linear(attn, n, H * d, w.wo.data(), D, x, 1.0f);  // x += attn Wo^T
   }
+}
 
-  // ---- SwiGLU MLP ----
+/// The gated MLP half of block `layer` on x[n, D] (in/out): x += [RMSNorm]((act(h Wg^T) * (h Wu^T)) Wd^T),
+/// h = RMSNorm(x) * ffn_norm; act = silu (SwiGLU) or gelu_tanh (gemma).
+void mlp_sublayer(const Model& model, int64_t layer, float* x, int64_t n, Workspace& ws) {
+  const ModelConfig& c = model.config;
+  const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
+  const int64_t D = c.d_model, F = c.d_ff;
+  float* h = grow(ws.h, static_cast<size_t>(n * D));
   parallel_for(n, 16, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.ffn_norm.data(), c.rms_eps, D, h + i * D);
   });
@@ -280,8 +351,34 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   float* up = grow(ws.up, static_cast<size_t>(n * F));
   linear(h, n, D, w.w_gate.data(), F, gate);
   linear(h, n, D, w.w_up.data(), F, up);
-  parallel_for(n, 4, [&](int64_t a, int64_t b) { silu_mul(gate + a * F, up + a * F, (b - a) * F); });
-  linear(gate, n, F, w.w_down.data(), D, x, 1.0f);  // x += act Wd^T
+  if (c.ffn_act == FfnActivation::gelu_tanh) {
+    parallel_for(n, 4, [&](int64_t a, int64_t b) { gelu_tanh_mul(gate + a * F, up + a * F, (b - a) * F); });
+  } else {
+    parallel_for(n, 4, [&](int64_t a, int64_t b) { silu_mul(gate + a * F, up + a * F, (b - a) * F); });
+  }
+  if (w.post_ffn_norm.empty()) {
+    linear(gate, n, F, w.w_down.data(), D, x, 1.0f);  // x += act Wd^T
+    return;
+  }
+  linear(gate, n, F, w.w_down.data(), D, h);  // h is free again
+  rmsnorm_rows(c, w.post_ffn_norm, h, n);
+  for (int64_t i = 0; i < n * D; ++i) x[i] += h[i];
+}
+
+}  // namespace
+
+void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
+                   Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
+  if (n <= 0) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] < 0 || positions[i] > INT32_MAX)
+      throw InputError("layer " + std::to_string(layer) + ": token position " + std::to_string(positions[i]) +
+                       " is outside [0, 2^31) (the cache stores positions as int32)");
+  prepare_cache(c, layer, kv, n);
+  attention_sublayer(model, layer, x, n, positions, kv, ws, hooks);
+  mlp_sublayer(model, layer, x, n, ws);
 }
 
 std::vector<float> final_logits(const Model& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
@@ -298,6 +395,7 @@ std::vector<float> final_logits(const Model& model, const float* x, int64_t n, c
   }
   std::vector<float> logits(static_cast<size_t>(r * V));
   linear(xn, r, D, model.lm_head_weights(), V, logits.data());
+  if (model.config.final_logit_softcap > 0.0f) softcap(logits.data(), model.config.final_logit_softcap, r * V);
   return logits;
 }
 

@@ -12,6 +12,17 @@
 //   h = RMSNorm(x) * ffn_norm;  x += (silu(h Wg^T) * (h Wu^T)) Wd^T   (SwiGLU)
 // then logits = RMSNorm(x) * output_norm  W_lm^T (tied: W_lm = token embeddings).
 //
+// Gemma 3 (config.architecture "gemma3"; transformers Gemma3DecoderLayer, llama.cpp src/models/gemma3.cpp) differs in:
+//   x = embedding * sqrt(D) (config.embed_scale)
+//   q, k <- RMSNorm(q[h]) * q_norm, RMSNorm(k[g]) * k_norm per head, before RoPE
+//   RoPE base rope_theta_swa on sliding-window layers, rope_theta on global ones (Model::layer_inv_freq)
+//   scores scaled by config.attention_scale() (query_pre_attn_scalar^-1/2; 1/sqrt(d) for the 270M model)
+//   sliding-window layers: key j visible to query i iff pos_i - pos_j < W (config.sliding_window), by the positions
+//   the cache stores, in prefill and decode alike
+//   x += RMSNorm(a Wo^T) * post_attn_norm;  x += RMSNorm(MLP(h)) * post_ffn_norm
+//   MLP(h) = (gelu_tanh(h Wg^T) * (h Wu^T)) Wd^T;  logits <- c tanh(logits / c) when final_logit_softcap c > 0
+// The GGUF's norm weights already include Gemma's "1 +" (llama.cpp's converter adds it), so RMSNorm is the same.
+//
 // Every matrix product is an OpenBLAS sgemm (sgemv for one row). Attention is blocked: for each KV head and block
 // of queries it forms scores [G*block, keys] only, so memory stays O(G * block * T), never [H, T, T].
 //
@@ -33,9 +44,13 @@ using rkv::LogitsFor;  // backend/types.hpp
 
 /// Scratch buffers reused across calls (grown on demand, never shrunk). One per concurrent caller.
 struct Workspace {
-  std::vector<float> h, q, k, v, qg, attn, o, gate, up, scores, rope_cos, rope_sin, norm_rows;
-  std::vector<int64_t> rope_positions;  ///< positions rope_cos/rope_sin were computed for (reused across layers)
-  std::vector<double> rope_inv_freq;    ///< frequencies they were computed with
+  std::vector<float> h, q, k, v, qg, attn, o, gate, up, scores, norm_rows;
+  /// RoPE cos/sin tables, one slot per RoPE base (0: global layers, 1: sliding-window layers), reused across layers.
+  struct Rope {
+    std::vector<float> cos, sin;
+    std::vector<int64_t> positions;  ///< positions cos/sin were computed for
+    std::vector<double> inv_freq;    ///< frequencies they were computed with
+  } rope[2];
 };
 
 /// Optional observers of one layer's attention, for profiling and compression statistics. Any member may be empty.
@@ -62,7 +77,7 @@ struct LayerHooks {
   std::vector<float>* attention_mass = nullptr;
 };
 
-/// Token embeddings: x[t] = tok_embd[tokens[t]], float32 [n, D]. Throws rkv::InputError when a token id is outside
+/// Token embeddings: x[t] = tok_embd[tokens[t]] * config.embed_scale, float32 [n, D]. Throws rkv::InputError when a token id is outside
 /// [0, V).
 std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens);
 
@@ -73,12 +88,15 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
 /// entries [0, kv.length_before + i]. Cache entries may be any subset of earlier positions (a compacted cache): keys
 /// are stored already rotated; each entry's position is kept beside it (LayerKV::pos, when the cache tracks them).
 /// Positions must lie in [0, 2^31).
-/// Throws rkv::InputError for a cache of the wrong geometry, or when a sliding-window model would attend beyond its
-/// window (this backend computes full attention only).
+/// On a sliding-window layer (config.is_sliding(layer)) row i sees only the entries whose stored position p has
+/// positions[i] - p < config.sliding_window (the cache must store positions); entries are not dropped.
+/// Throws rkv::InputError for a cache of the wrong geometry, or when a model with a window but no sliding-window
+/// layers listed (llama/qwen2 with sliding_window) would attend beyond its window.
 void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
                    Workspace& ws, const LayerHooks* hooks = nullptr);
 
-/// Logits for selected rows of the final residual stream: out[r] = RMSNorm(x[rows[r]]) * output_norm  W_lm^T.
+/// Logits for selected rows of the final residual stream: out[r] = RMSNorm(x[rows[r]]) * output_norm  W_lm^T
+/// (then c tanh(out / c) when config.final_logit_softcap c > 0).
 /// x is float32 [n, D]; rows are indices into it (each in [0, n)); returns float32 [rows.size(), V].
 std::vector<float> final_logits(const Model& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
                                 Workspace& ws);

@@ -12,6 +12,14 @@ void rmsnorm_row(const float* x, const float* w, float eps, int64_t n, float* y)
 /// SwiGLU activation (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). In place on gate.
 void silu_mul(float* gate, const float* up, int64_t n);
 
+/// GeGLU activation with the tanh approximation of GELU (Gemma; Hendrycks & Gimpel 2016, eq. in sec. 2; torch
+/// gelu(approximate="tanh")): gate[i] = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up[i], g = gate[i]. In place
+/// on gate; std::tanh in float32.
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
+/// Logit soft-capping (Gemma 2/3 final_logit_softcapping): x[i] = cap * tanh(x[i] / cap), cap > 0, in place.
+void softcap(float* x, float cap, int64_t n);
+
 /// Softmax of row x[0..n) in place, with max subtraction: x[j] = exp(x[j] - max) / sum. Uses exp_inplace's exp.
 void softmax_row(float* x, int64_t n);
 

@@ -200,7 +200,12 @@ class CudaBackend final : public Backend {
     }
     r.stats.resize(captures.size());
     for (size_t k = 0; k < captures.size(); ++k)
-      for (int64_t l = 0; l < c.n_layers; ++l) r.stats[k].push_back(captures[k].download(*ctx_, l));
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        r.stats[k].push_back(captures[k].download(*ctx_, l));
+        // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
+        if (const int64_t W = c.layer_window(l); W > 0)
+          for (float& n : r.stats[k].back().query_counts) n = std::min(n, static_cast<float>(W));
+      }
     ctx_->synchronize();
     r.cache = std::move(cache);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -284,7 +289,7 @@ class CudaBackend final : public Backend {
   void rerotate_layer(BackendCache& cache, int64_t layer) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);
-    RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.rope_inv_freq(), layer);
+    RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.layer_inv_freq(layer), layer);
   }
 
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,

@@ -77,6 +77,7 @@ DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
   if (!model.lm_head.empty()) lm_head_ = upload_as(ctx, {&model.lm_head}, t);
   output_norm_ = upload_f32(ctx, model.output_norm);
   rope_inv_freq_ = upload(ctx, model.rope_inv_freq);
+  if (!model.rope_inv_freq_swa.empty()) rope_inv_freq_swa_ = upload(ctx, model.rope_inv_freq_swa);
   layers_.resize(static_cast<size_t>(config_.n_layers));
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights& w = model.layers[static_cast<size_t>(l)];
@@ -93,15 +94,26 @@ DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
     d.ffn_norm = upload_f32(ctx, w.ffn_norm);
     d.w_gate_up = upload_as(ctx, {&w.w_gate, &w.w_up}, t);
     d.w_down = upload_as(ctx, {&w.w_down}, t);
+    if (!w.q_norm.empty()) {
+      d.q_norm = upload_f32(ctx, w.q_norm);
+      d.k_norm = upload_f32(ctx, w.k_norm);
+    }
+    if (!w.post_attn_norm.empty()) {
+      d.post_attn_norm = upload_f32(ctx, w.post_attn_norm);
+      d.post_ffn_norm = upload_f32(ctx, w.post_ffn_norm);
+    }
   }
   weight_bytes_ = tok_embd_.bytes() + lm_head_.bytes() + output_norm_.bytes();
   for (const auto& d : layers_)
     weight_bytes_ += d.attn_norm.bytes() + d.wqkv.bytes() + d.bqkv.bytes() + d.wo.bytes() + d.ffn_norm.bytes() +
-                     d.w_gate_up.bytes() + d.w_down.bytes();
+                     d.w_gate_up.bytes() + d.w_down.bytes() + d.q_norm.bytes() + d.k_norm.bytes() +
+                     d.post_attn_norm.bytes() + d.post_ffn_norm.bytes();
 }
 
 DeviceModel DeviceModel::random(Context& ctx, const ModelConfig& config, Precision precision, uint64_t seed) {
   check_geometry(config);
+  if (!config.layer_sliding.empty() || config.qk_norm || config.post_norms || config.ffn_act != FfnActivation::silu)
+    throw InputError("DeviceModel::random builds llama-style layers only; upload a synthetic gemma3 model instead");
   DeviceModel m;
   m.ctx_ = &ctx;
   m.config_ = config;

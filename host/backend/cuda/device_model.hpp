@@ -35,18 +35,21 @@ struct DeviceLayerWeights {
   DeviceBuffer ffn_norm;   ///< float32 [D]
   DeviceBuffer w_gate_up;  ///< dtype [2F, D]
   DeviceBuffer w_down;     ///< dtype [D, F]
+  DeviceBuffer q_norm, k_norm;                 ///< float32 [d] each (gemma3's per-head Q/K RMSNorm); else empty
+  DeviceBuffer post_attn_norm, post_ffn_norm;  ///< float32 [D] each (gemma3's post norms); else empty
 };
 
 class DeviceModel {
  public:
-  /// Uploads `model` (float32 weights) in `precision`. Throws rkv::InputError when the geometry is outside what the
-  /// kernels support (head_dim not 64 or 128, G = H / H_kv above 8), CudaError when the device runs out of memory.
+  /// Uploads `model` (float32 weights) in `precision`, gemma3's extra norms and its sliding layers' RoPE frequencies
+  /// included. Throws rkv::InputError when the geometry is outside what the kernels support (head_dim not 64 or 128,
+  /// G = H / H_kv above 8), CudaError when the device runs out of memory.
   DeviceModel(Context& ctx, const Model& model, Precision precision);
 
   /// A model of `config` with random weights generated on the device (no host copy; for benchmarks at Llama-3.1-8B
   /// size): uniform in +-1 for embeddings, 1 +- 0.2 for norms, +-2/sqrt(in) for wq, wk, gate and up, +-1/sqrt(in) for
   /// wv, wo and down (as rkv::synthetic_model, model/synthetic_model.hpp). RoPE frequencies from the config.
-  /// Deterministic in `seed`.
+  /// Deterministic in `seed`. Llama-style layers only (rkv::InputError for a config with gemma3's features).
   static DeviceModel random(Context& ctx, const ModelConfig& config, Precision precision, uint64_t seed);
 
   DeviceModel(DeviceModel&&) = default;
@@ -62,6 +65,10 @@ class DeviceModel {
   const void* lm_head() const { return lm_head_.empty() ? tok_embd_.data() : lm_head_.data(); }  ///< dtype [V, D]
   const float* output_norm() const { return output_norm_.as<float>(); }  ///< float32 [D]
   const double* rope_inv_freq() const { return rope_inv_freq_.as<double>(); }  ///< double [d / 2]
+  /// RoPE frequencies of layer l, double [d / 2] (rkv::Model::layer_inv_freq: the sliding layers' own, if any).
+  const double* layer_inv_freq(int64_t l) const {
+    return config_.is_sliding(l) && !rope_inv_freq_swa_.empty() ? rope_inv_freq_swa_.as<double>() : rope_inv_freq();
+  }
   int64_t qkv_dim() const { return (config_.n_heads + 2 * config_.n_kv_heads) * config_.head_dim; }
   /// Bytes of weights held on the device.
   size_t weight_bytes() const { return weight_bytes_; }
@@ -73,7 +80,7 @@ class DeviceModel {
   ModelConfig config_;
   Precision precision_ = Precision::BF16;
   std::vector<DeviceLayerWeights> layers_;
-  DeviceBuffer tok_embd_, lm_head_, output_norm_, rope_inv_freq_;
+  DeviceBuffer tok_embd_, lm_head_, output_norm_, rope_inv_freq_, rope_inv_freq_swa_;
   size_t weight_bytes_ = 0;
 };
 

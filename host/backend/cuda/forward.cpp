@@ -53,13 +53,31 @@ void prepare_cache(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, int64
   if (!layout_consistent(kv))
     throw InputError("layer " + str(layer) + ": inconsistent KV cache (length " + str(kv.length) + ", capacity " +
                      str(kv.capacity) + ")");
-  if (c.sliding_window > 0 && kv.length + extra > c.sliding_window)
+  if (c.sliding_window > 0 && c.layer_sliding.empty() && kv.length + extra > c.sliding_window)
     throw InputError("the model uses sliding-window attention (window " + str(c.sliding_window) +
                      ") and this context of " + str(kv.length + extra) +
                      " entries exceeds it; sliding-window attention is not implemented");
   reserve_extra(m.context(), kv, extra);
   if (fresh)  // a cache the forward starts also tracks positions
     kv.pos = DeviceBuffer(m.context(), static_cast<size_t>(kv.n_kv_heads * kv.capacity) * sizeof(int32_t));
+}
+
+/// The attention geometry of layer `layer` for n_heads query heads over n_kv_heads KV heads: the model's scale and,
+/// on a sliding-window layer, the window with the cache's positions `k_pos` (int32, the keys' layout) and the new
+/// rows' `positions`. rkv::InputError for a sliding-window layer whose cache stores no positions.
+kernels::AttentionShape layer_shape(const DeviceModel& m, int64_t layer, int64_t n_heads, int64_t n_kv_heads,
+                                    const DeviceLayerKV& kv, const int32_t* k_pos, const int64_t* positions) {
+  const ModelConfig& c = m.config();
+  kernels::AttentionShape s{static_cast<int>(n_heads), static_cast<int>(n_kv_heads), static_cast<int>(c.head_dim),
+                            c.attention_scale()};
+  if (c.is_sliding(layer)) {
+    if (!kv.has_positions())
+      throw InputError("layer " + str(layer) + ": a sliding-window layer needs a KV cache that stores positions");
+    s.window = c.sliding_window;
+    s.k_pos = k_pos;
+    s.q_pos = positions;
+  }
+  return s;
 }
 
 /// Uploads n int64 positions start, start + 1, ... into ws.positions.
@@ -102,7 +120,7 @@ void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, 
   ws.k_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
   ws.v_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
   RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, m.qkv_dim(),
-                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions, m.rope_inv_freq(),
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions, m.layer_inv_freq(layer),
                                           static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d), ws.q.data(),
                                           ws.k_new.data(), ws.v_new.data(), n, 0, ctx.stream()));
   for (int64_t g = 0; g < Hkv; ++g) {
@@ -116,8 +134,9 @@ void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, 
   kv.length += n;
   for (int64_t& len : kv.head_lengths) len += n;
 
-  const kernels::AttentionShape one{static_cast<int>(G), 1, static_cast<int>(d), 1.0f / std::sqrt(static_cast<float>(d))};
   for (int64_t g = 0; g < Hkv; ++g) {
+    const kernels::AttentionShape one =
+        layer_shape(m, layer, G, 1, kv, kv.has_positions() ? kv.pos.as<int32_t>() + kv.head_row(g) : nullptr, positions);
     const char* q = ws.q.as<char>() + static_cast<size_t>(g * G) * row;
     char* out = ws.attn.as<char>() + static_cast<size_t>(g * G) * row;
     const char* k = kv.k.as<char>() + static_cast<size_t>(kv.head_row(g)) * row;
@@ -151,13 +170,13 @@ void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& k
   const DType t = model.dtype();
   const DeviceLayerWeights& w = model.layer(layer);
   const int64_t H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, QKV = model.qkv_dim(), Hd = H * d;
-  const kernels::AttentionShape shape{static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
-                                      1.0f / std::sqrt(static_cast<float>(d))};
+  const kernels::AttentionShape shape =
+      layer_shape(model, layer, H, Hkv, kv, kv.has_positions() ? kv.pos.as<int32_t>() : nullptr, positions);
   const bool stats = !captures.empty() || mass;
   const int64_t first = kv.length;
   RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, QKV,
                                           w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
-                                          model.rope_inv_freq(), static_cast<int>(H), static_cast<int>(Hkv),
+                                          model.layer_inv_freq(layer), static_cast<int>(H), static_cast<int>(Hkv),
                                           static_cast<int>(d), ws.q.data(), kv.k.data(), kv.v.data(), kv.capacity,
                                           first, s));
   if (kv.has_positions())
@@ -215,6 +234,16 @@ AttentionStats StatsCapture::download(Context& ctx, int64_t layer) const {
   return s;
 }
 
+namespace {
+
+/// A float32 scratch of `count` values for a sub-layer's output before its post norm (gemma3): ws.post.
+float* post_norm_rows(Context& ctx, DeviceWorkspace& ws, int64_t count) {
+  ws.post.ensure(ctx, static_cast<size_t>(count) * sizeof(float));
+  return ws.post.as<float>();
+}
+
+}  // namespace
+
 float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, DeviceWorkspace& ws) {
   Context& ctx = model.context();
   const int64_t D = model.config().d_model, V = model.config().vocab_size;
@@ -228,6 +257,8 @@ float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, Devic
   ws.x.ensure(ctx, static_cast<size_t>(n * D) * sizeof(float));
   RKV_CUDA_CHECK(kernels::embed(model.dtype(), model.tok_embd(), ws.tokens.as<int32_t>(), n, D, ws.x.as<float>(),
                                 ctx.stream()));
+  if (model.config().embed_scale != 1.0f)  // gemma: x = embedding * sqrt(D)
+    RKV_CUDA_CHECK(kernels::scale_inplace(ws.x.as<float>(), model.config().embed_scale, n * D, ctx.stream()));
   return ws.x.as<float>();
 }
 
@@ -255,6 +286,9 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   // ---- attention ----
   RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
   linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
+  if (!w.q_norm.empty())  // gemma3: RMSNorm of each query and key head, before RoPE
+    RKV_CUDA_CHECK(kernels::head_rmsnorm(ws.qkv.as<float>(), n, QKV, static_cast<int>(H), static_cast<int>(Hkv),
+                                         static_cast<int>(d), w.q_norm.as<float>(), w.k_norm.as<float>(), c.rms_eps, s));
   if (kv.per_head()) {
     if (!captures.empty())
       throw InputError("layer " + str(layer) + ": attention statistics need a uniform cache (a prefill)");
@@ -264,20 +298,34 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
     if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
     attention_uniform(model, layer, kv, n, positions, ws, captures, hooks ? hooks->attention_mass : nullptr);
   }
-  if (hooks && hooks->attn_output) {
-    linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, hooks->attn_output, DType::F32);
-    RKV_CUDA_CHECK(kernels::add_inplace(x, hooks->attn_output, n * D, s));
+  if ((hooks && hooks->attn_output) || !w.post_attn_norm.empty()) {
+    float* o = hooks && hooks->attn_output ? hooks->attn_output : post_norm_rows(ctx, ws, n * D);
+    linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, o, DType::F32);
+    if (!w.post_attn_norm.empty())  // gemma3: RMSNorm of the attention output before the residual add (in place)
+      RKV_CUDA_CHECK(kernels::rmsnorm(o, w.post_attn_norm.as<float>(), c.rms_eps, n, D, DType::F32, o, s));
+    RKV_CUDA_CHECK(kernels::add_inplace(x, o, n * D, s));
   } else {
     linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, x, DType::F32, 1.0f);  // x += attn Wo^T
   }
 
-  // ---- SwiGLU MLP ----
+  // ---- gated MLP: SwiGLU, or GeGLU (gemma) ----
   ws.gate_up.ensure(ctx, static_cast<size_t>(n * 2 * F) * sizeof(float));
   ws.act.ensure(ctx, static_cast<size_t>(n * F) * es);
   RKV_CUDA_CHECK(kernels::rmsnorm(x, w.ffn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
   linear(ctx, n, D, 2 * F, w.w_gate_up.data(), t, ws.h.data(), t, ws.gate_up.data(), DType::F32);
-  RKV_CUDA_CHECK(kernels::silu_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));
-  linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, x, DType::F32, 1.0f);  // x += act Wd^T
+  if (c.ffn_act == FfnActivation::gelu_tanh) {
+    RKV_CUDA_CHECK(kernels::gelu_tanh_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));
+  } else {
+    RKV_CUDA_CHECK(kernels::silu_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));
+  }
+  if (w.post_ffn_norm.empty()) {
+    linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, x, DType::F32, 1.0f);  // x += act Wd^T
+    return;
+  }
+  float* o = post_norm_rows(ctx, ws, n * D);
+  linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, o, DType::F32);
+  RKV_CUDA_CHECK(kernels::rmsnorm(o, w.post_ffn_norm.as<float>(), c.rms_eps, n, D, DType::F32, o, s));
+  RKV_CUDA_CHECK(kernels::add_inplace(x, o, n * D, s));
 }
 
 float* final_logits_device(const DeviceModel& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
@@ -302,6 +350,8 @@ float* final_logits_device(const DeviceModel& model, const float* x, int64_t n, 
   RKV_CUDA_CHECK(kernels::rmsnorm(ws.rows.as<float>(), model.output_norm(), c.rms_eps, r, D, t, ws.xn.data(),
                                   ctx.stream()));
   linear(ctx, r, D, V, model.lm_head(), t, ws.xn.data(), t, ws.logits.data(), DType::F32);
+  if (c.final_logit_softcap > 0.0f)
+    RKV_CUDA_CHECK(kernels::softcap(ws.logits.as<float>(), c.final_logit_softcap, r * V, ctx.stream()));
   return ws.logits.as<float>();
 }
 

@@ -9,6 +9,11 @@
 //   h = RMSNorm(x) * ffn_norm; gu = h Wgu^T (fp32); act = silu(gate) * up (T); x += act Wd^T
 // GEMM outputs that feed element-wise kernels stay float32, so each activation is rounded to T once.
 // then logits = RMSNorm(x) * output_norm  W_lm^T in float32.
+// Gemma 3 (as the CPU's forward.hpp): x *= sqrt(D) after the embedding (kernels::scale_inplace), per-head RMSNorm of
+// q and k in the fp32 qkv (kernels::head_rmsnorm), RoPE with the layer's own base (DeviceModel::layer_inv_freq), the
+// model's attention scale, on sliding-window layers the window by cache position inside the attention kernels
+// (AttentionShape::window), o_proj and down outputs RMSNorm'ed before their residual adds, GeGLU
+// (kernels::gelu_tanh_mul), and the final logit soft-cap (kernels::softcap).
 // Everything runs on the Context's one stream; functions return after queuing work unless they return host data.
 //
 // Thread rules: a DeviceWorkspace and a cache belong to one caller at a time; the model is shared read-only.
@@ -40,6 +45,7 @@ struct DeviceWorkspace {
   DeviceBuffer positions;  ///< int64 [n]
   DeviceBuffer rows, xn;   ///< float32 [r, D] selected rows; T [r, D] normalised
   DeviceBuffer logits;     ///< float32 [r, V]
+  DeviceBuffer post;       ///< float32 [n, D]: a sub-layer's output before its post norm (gemma3)
 };
 
 /// Scorer statistics computed on the device during a prefill that starts from an empty cache (so cache index =
@@ -59,7 +65,7 @@ struct StatsCapture {
 /// Optional per-layer outputs of forward_layer(). Any member may be null.
 struct DeviceLayerHooks {
   std::vector<StatsCapture*> stats;  ///< each adds this chunk's rows to the layer's statistics (see prefill)
-  float* attn_output = nullptr;   ///< device float32 [n, D]: receives the attention output after o_proj
+  float* attn_output = nullptr;   ///< device float32 [n, D]: receives the attention output after o_proj (gemma3: after post_attention_norm)
   /// Host float32 [G x sum_g head_length(g)] after the append: the attention each entry got from the n new rows, per
   /// query head (layout: rkv::ExtendObservation::attention_mass). Computed from the attention's log-sum-exp by the
   /// statistics kernel (kernels::attention_stats), so the attention then runs the prefill kernel even for one row.

@@ -23,8 +23,8 @@ constexpr size_t stats_smem_bytes(int D) {
 template <class T, int D>
 __global__ void __launch_bounds__(kStatThreads)
     attention_stats_kernel(const T* q, int64_t q_ld, int64_t n, int64_t first, const float* lse, const T* k_cache,
-                           int64_t capacity, int G, float scale, int64_t stats_len, int64_t window_start, float* win,
-                           float* cum) {
+                           int64_t capacity, int G, float scale, int64_t window, const int32_t* k_pos,
+                           const int64_t* q_pos, int64_t stats_len, int64_t window_start, float* win, float* cum) {
   constexpr int DP = D + 1;
   RKV_DYNAMIC_SMEM(float, smem);
   float* Ks = smem;                    // [64][DP]
@@ -45,6 +45,8 @@ __global__ void __launch_bounds__(kStatThreads)
   int64_t i_begin = imax64(0, j0 - first);
   if (!cum) i_begin = imax64(i_begin, window_start - first);
   const int64_t j = j0 + kj;
+  const int32_t* kp = window > 0 ? k_pos + static_cast<int64_t>(g) * capacity : nullptr;  // sliding window only
+  const int64_t kpos = kp && j < kv_end ? kp[j] : 0;
   float cs = 0.0f, wsum = 0.0f;
   for (int64_t r0 = i_begin; r0 < n; r0 += kStatRows) {
     __syncthreads();  // K tile written (first pass); the previous Q tile consumed
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(kStatThreads)
       const int64_t i = r0 + r, t = first + i;
       float s = 0.0f;
       for (int e = 0; e < D; ++e) s = fmaf(Qs[r * D + e], Ks[kj * DP + e], s);
-      if (i < n && j <= t) {
+      if (i < n && j <= t && (!kp || q_pos[i] - kpos < window)) {
         const float p = expf(s * scale - Ls[r]);
         cs += p;
         if (t >= window_start) wsum += p;
@@ -89,8 +91,8 @@ cudaError_t launch_stats(const void* q, int64_t q_ld, int64_t n, int64_t first, 
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((first + n + kStatKeys - 1) / kStatKeys), static_cast<unsigned>(s.n_heads));
   RKV_LAUNCH(k, grid, kStatThreads, smem, stream, static_cast<const T*>(q), q_ld, n, first, lse,
-             static_cast<const T*>(k_cache), capacity, s.n_heads / s.n_kv_heads, s.scale, stats_len, window_start,
-             win, cum);
+             static_cast<const T*>(k_cache), capacity, s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos,
+             stats_len, window_start, win, cum);
   return cudaGetLastError();
 }
 

@@ -20,7 +20,8 @@ constexpr int kDecodeMaxSplits = 256;
 template <class T, int D>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_split_kernel(const T* q, const T* k_cache, const T* v_cache, int64_t capacity, int64_t length, int G,
-                        float scale, int64_t chunk, float* ws) {
+                        float scale, int64_t window, const int32_t* k_pos, const int64_t* q_pos, int64_t chunk,
+                        float* ws) {
   constexpr int EPL = D / 32;
   __shared__ float sm_m[kDecodeWarps][kDecodeMaxGroup];
   __shared__ float sm_l[kDecodeWarps][kDecodeMaxGroup];
@@ -44,7 +45,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   const T* kh = k_cache + static_cast<int64_t>(g) * capacity * D;
   const T* vh = v_cache + static_cast<int64_t>(g) * capacity * D;
+  const int32_t* kp = window > 0 ? k_pos + static_cast<int64_t>(g) * capacity : nullptr;  // sliding window only
+  const int64_t qp = kp ? q_pos[0] : 0;
   for (int64_t j = j_begin + warp; j < j_end; j += kDecodeWarps) {
+    if (kp && qp - kp[j] >= window) continue;  // older than the window (uniform across the warp)
     float kv[EPL], vv[EPL];
 #pragma unroll
     for (int k = 0; k < EPL; ++k) {
@@ -86,7 +90,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, sm_m[w][a]);
     float L = 0.0f, O = 0.0f;
     for (int w = 0; w < kDecodeWarps; ++w) {
-      const float f = expf(sm_m[w][a] - M);  // 0 for a warp that saw no key (m = -inf)
+      const float f = M == -INFINITY ? 0.0f : expf(sm_m[w][a] - M);  // 0 for a warp that saw no key (m = -inf)
       L += sm_l[w][a] * f;
       O += sm_o[w][a][e] * f;
     }
@@ -123,7 +127,7 @@ cudaError_t launch_decode(const void* q, const void* k_cache, const void* v_cach
   auto k1 = decode_split_kernel<T, D>;
   RKV_LAUNCH(k1, dim3(static_cast<unsigned>(used), static_cast<unsigned>(s.n_kv_heads)), kDecodeThreads, 0, stream,
              static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache), capacity,
-             length, s.n_heads / s.n_kv_heads, s.scale, chunk, ws);
+             length, s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos, chunk, ws);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   auto k2 = decode_merge_kernel<T, D>;

@@ -1,4 +1,5 @@
-// Row-wise and element-wise kernels: embedding gather, RMSNorm, SwiGLU, residual add, random fill (kernels.hpp).
+// Row-wise and element-wise kernels: embedding gather, RMSNorm (per row and per head), SwiGLU / GeGLU, scaling,
+// soft-capping, residual add, random fill (kernels.hpp).
 #pragma once
 #include "backend/cuda/kernels/common.cuh"
 #include "core/philox.hpp"
@@ -42,6 +43,49 @@ __global__ void __launch_bounds__(kRowThreads) silu_mul_kernel(const float* gate
     const float g = gate_up[i * 2 * F + f], u = gate_up[i * 2 * F + F + f];
     act[idx] = from_f32<T>(__fmul_rn(g / (1.0f + expf(-g)), u));
   }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads) gelu_tanh_mul_kernel(const float* gate_up, int64_t n, int64_t F,
+                                                                    T* act) {
+  const int64_t total = n * F;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / F, f = idx - i * F;
+    const float g = gate_up[i * 2 * F + f], u = gate_up[i * 2 * F + F + f];
+    const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);  // sqrt(2/pi) (g + 0.044715 g^3)
+    act[idx] = from_f32<T>(0.5f * g * (1.0f + tanhf(inner)) * u);
+  }
+}
+
+/// Grid (n, H + H_kv), 64 threads: one head vector of one row, normalised in place.
+__global__ void __launch_bounds__(64) head_rmsnorm_kernel(float* qkv, int64_t ld, int n_heads, int d,
+                                                          const float* q_w, const float* k_w, float eps) {
+  __shared__ double scratch[32];
+  const int64_t i = blockIdx.x;
+  const int head = static_cast<int>(blockIdx.y);
+  float* x = qkv + i * ld + static_cast<int64_t>(head) * d;
+  const float* w = head < n_heads ? q_w : k_w;
+  double ss = 0.0;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    const double v = static_cast<double>(x[c]);
+    ss = __dadd_rn(ss, __dmul_rn(v, v));
+  }
+  ss = block_sum(ss, scratch);
+  const float s = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(d) + static_cast<double>(eps)));
+  for (int c = threadIdx.x; c < d; c += blockDim.x) x[c] = __fmul_rn(__fmul_rn(x[c], s), w[c]);
+}
+
+__global__ void __launch_bounds__(kRowThreads) scale_kernel(float* x, float s, int64_t count) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[idx] = __fmul_rn(x[idx], s);
+}
+
+__global__ void __launch_bounds__(kRowThreads) softcap_kernel(float* x, float cap, int64_t count) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[idx] = cap * tanhf(x[idx] / cap);
 }
 
 __global__ void __launch_bounds__(kRowThreads) add_kernel(float* x, const float* y, int64_t count) {
@@ -103,6 +147,42 @@ cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, voi
     auto k = silu_mul_kernel<bf16>;
     RKV_LAUNCH(k, grid, kRowThreads, 0, stream, gate_up, n, d_ff, static_cast<bf16*>(act));
   }
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_tanh_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned grid = stride_blocks(n * d_ff, kRowThreads);
+  if (t == DType::F32) {
+    auto k = gelu_tanh_mul_kernel<float>;
+    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, gate_up, n, d_ff, static_cast<float*>(act));
+  } else {
+    auto k = gelu_tanh_mul_kernel<bf16>;
+    RKV_LAUNCH(k, grid, kRowThreads, 0, stream, gate_up, n, d_ff, static_cast<bf16*>(act));
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t head_rmsnorm(float* qkv, int64_t n, int64_t ld, int n_heads, int n_kv_heads, int head_dim,
+                         const float* q_w, const float* k_w, float eps, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  auto k = head_rmsnorm_kernel;
+  RKV_LAUNCH(k, dim3(static_cast<unsigned>(n), static_cast<unsigned>(n_heads + n_kv_heads)), 64, 0, stream, qkv, ld,
+             n_heads, head_dim, q_w, k_w, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t scale_inplace(float* x, float s, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  auto k = scale_kernel;
+  RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, x, s, count);
+  return cudaGetLastError();
+}
+
+cudaError_t softcap(float* x, float cap, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  auto k = softcap_kernel;
+  RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, x, cap, count);
   return cudaGetLastError();
 }
 

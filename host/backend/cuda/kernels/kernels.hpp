@@ -53,6 +53,22 @@ cudaError_t qkv_rope_append(DType t, const float* qkv, int64_t n, int64_t ld, co
 /// silu(g) = g / (1 + exp(-g)). gate_up: float32 [n, 2 d_ff] (the GEMM's output); act: `t` [n, d_ff].
 cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
 
+/// GeGLU with the tanh GELU (Gemma): act[i, f] = gelu_tanh(g) * u, g = gate_up[i, f], u = gate_up[i, d_ff + f],
+/// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), as rkv::cpu::gelu_tanh_mul. Layouts as silu_mul.
+cudaError_t gelu_tanh_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
+
+/// Per-head RMSNorm of the queries and keys in the fused Q/K/V projection qkv[n, ld] (float32, in place; gemma3's
+/// q_norm / k_norm, before RoPE): each of the H query heads and H_kv key heads of a row, head_dim values, becomes
+/// x * s * w with s as rmsnorm's (mean of squares in double), w = q_w [head_dim] for queries, k_w for keys.
+cudaError_t head_rmsnorm(float* qkv, int64_t n, int64_t ld, int n_heads, int n_kv_heads, int head_dim,
+                         const float* q_w, const float* k_w, float eps, cudaStream_t stream);
+
+/// x[i] *= s for `count` float32 values (gemma3's embedding scale sqrt(D)).
+cudaError_t scale_inplace(float* x, float s, int64_t count, cudaStream_t stream);
+
+/// x[i] = cap * tanh(x[i] / cap) for `count` float32 values, cap > 0 (final logit soft-capping).
+cudaError_t softcap(float* x, float cap, int64_t count, cudaStream_t stream);
+
 /// x[i] += y[i] for `count` float32 values.
 cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream);
 
@@ -66,11 +82,18 @@ struct AttentionShape {
   int n_heads = 0;     ///< H
   int n_kv_heads = 0;  ///< H_kv (divides H)
   int head_dim = 0;    ///< d: 64 or 128
-  float scale = 0.0f;  ///< softmax scale, 1 / sqrt(d)
+  float scale = 0.0f;  ///< softmax scale (ModelConfig::attention_scale(): 1 / sqrt(d) unless the model says otherwise)
+  /// W > 0: a sliding-window layer (gemma3): key j is visible to a new row only if also q_pos - k_pos[j] < W, with
+  /// q_pos the row's position (q_pos[i], int64 [n] on the device) and k_pos the cache's int32 positions
+  /// [H_kv, capacity] (the layout of the keys). 0: causal only, and k_pos / q_pos are not read.
+  int64_t window = 0;
+  const int32_t* k_pos = nullptr;
+  const int64_t* q_pos = nullptr;
 };
 
 /// Causal grouped-query attention for n new rows (prefill; FlashAttention-style tiling with an online softmax, no
-/// [n, keys] matrix in memory). Row i (cache index first_index + i) attends to cache entries [0, first_index + i]:
+/// [n, keys] matrix in memory). Row i (cache index first_index + i) attends to cache entries [0, first_index + i]
+/// (within shape.window of its position, when set):
 ///   out[i, h] = sum_j softmax_j(scale * q[i, h] . k[h / G, j]) v[h / G, j].
 /// q: `t` [n, q_ld] with head h at columns [h d, (h + 1) d) (qkv_rope_append's q_out); caches as above;
 /// out: `t` [n, out_ld] with the same head layout; lse: when not null, float32 [H, n] receives the log-sum-exp of each
@@ -88,7 +111,8 @@ inline size_t decode_attention_workspace_floats(int splits, const AttentionShape
 /// enough blocks (splits * H_kv) to fill the GPU about twice, each split at least 256 entries, at most 256 splits.
 int decode_attention_splits(int64_t length, int n_kv_heads, int sm_count);
 
-/// Attention of one new row over cache entries [0, length) (decode; split-K / flash-decoding: each of `splits`
+/// Attention of one new row over cache entries [0, length) (within shape.window of q_pos[0], when set; decode;
+/// split-K / flash-decoding: each of `splits`
 /// blocks per KV head reduces a contiguous range of the cache for all G query heads of that KV head, then a second
 /// kernel merges the splits). q: `t` [H d]; out: `t` [H d]; workspace: float32, decode_attention_workspace_floats().
 /// Same result as prefill_attention() for one row up to float rounding.
@@ -100,7 +124,8 @@ cudaError_t decode_attention(DType t, const void* q, const void* k_cache, const 
 /// position; rkv::AttentionStatsAccumulator's definitions, cache/attention_stats.hpp):
 ///   cumulative_sums[h, j] += sum_{rows i} A[h, t_i, j]                     (when not null)
 ///   window_sums[h, j]     += sum_{rows i with t_i >= window_start} A[h, t_i, j]   (when not null)
-/// with t_i = first_index + i and A[h, t, j] = exp(scale * q[i, h] . k[h / G, j] - lse[h, i]) for j <= t.
+/// with t_i = first_index + i and A[h, t, j] = exp(scale * q[i, h] . k[h / G, j] - lse[h, i]) for j <= t (and, with
+/// shape.window, q_pos[i] - k_pos[j] < window; 0 otherwise).
 /// q, q_ld, n, caches: as prefill_attention(), after it ran on this chunk; lse: its float32 [H, n] output.
 /// Sums are float32 [H, stats_len]; columns [0, first_index + n) are touched, each by one thread in a fixed order
 /// (deterministic, no atomics).

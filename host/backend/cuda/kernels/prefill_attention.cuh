@@ -25,7 +25,8 @@ constexpr size_t prefill_smem_bytes(int D) {
 template <class T, int D>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_attention_kernel(const T* q, int64_t q_ld, int64_t n, const T* k_cache, const T* v_cache,
-                             int64_t capacity, int64_t first, int G, float scale, T* out, int64_t out_ld, float* lse) {
+                             int64_t capacity, int64_t first, int G, float scale, int64_t window,
+                             const int32_t* k_pos, const int64_t* q_pos, T* out, int64_t out_ld, float* lse) {
   constexpr int DP = D + 1;
   constexpr int PP = kPrefillKeys + 1;
   constexpr int EPT = D / 8;
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int64_t rows = imin64(kPrefillRows, n - i0);
   const T* kh = k_cache + static_cast<int64_t>(g) * capacity * D;
   const T* vh = v_cache + static_cast<int64_t>(g) * capacity * D;
+  const int32_t* kp = window > 0 ? k_pos + static_cast<int64_t>(g) * capacity : nullptr;  // sliding window only
 
   for (int idx = tid; idx < kPrefillRows * D; idx += kPrefillThreads) {
     const int r = idx / D, c = idx - r * D;
@@ -47,6 +49,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
   float m[4], l[4], acc[4][EPT];
   int64_t last[4];  // the last key index each of my rows may see (rows past n behave like row n - 1)
+  int64_t qp[4];    // my rows' positions (sliding window only)
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     m[r] = -INFINITY;
@@ -54,6 +57,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
 #pragma unroll
     for (int e = 0; e < EPT; ++e) acc[r][e] = 0.0f;
     last[r] = first + imin64(i0 + ty * 4 + r, n - 1);
+    qp[r] = kp ? q_pos[imin64(i0 + ty * 4 + r, n - 1)] : 0;
   }
   const int64_t kv_end = first + i0 + rows;  // keys [0, kv_end) are visible to some row of this tile
 
@@ -91,12 +95,13 @@ __global__ void __launch_bounds__(kPrefillThreads)
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const int64_t j = j0 + tx + 8 * c;
-        s[r][c] = j <= last[r] ? s[r][c] * scale : -INFINITY;
+        const bool visible = j <= last[r] && (!kp || qp[r] - kp[j] < window);
+        s[r][c] = visible ? s[r][c] * scale : -INFINITY;
         mt = fmaxf(mt, s[r][c]);
       }
       mt = group_allreduce<8>(mt, MaxOp{});
-      const float mn = fmaxf(m[r], mt);     // finite: key 0 is in the first tile and visible to every row
-      const float corr = expf(m[r] - mn);   // 0 on the first tile (m = -inf)
+      const float mn = fmaxf(m[r], mt);  // -inf while a sliding window has shown the row no key yet
+      const float corr = mn == -INFINITY ? 1.0f : expf(m[r] - mn);  // 0 on the row's first visible tile
       float ps = 0.0f;
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
@@ -149,7 +154,7 @@ cudaError_t launch_prefill(const void* q, int64_t q_ld, int64_t n, const void* k
   const dim3 grid(static_cast<unsigned>((n + kPrefillRows - 1) / kPrefillRows), static_cast<unsigned>(s.n_heads));
   RKV_LAUNCH(k, grid, kPrefillThreads, smem, stream, static_cast<const T*>(q), q_ld, n,
              static_cast<const T*>(k_cache), static_cast<const T*>(v_cache), capacity, first,
-             s.n_heads / s.n_kv_heads, s.scale, static_cast<T*>(out), out_ld, lse);
+             s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos, static_cast<T*>(out), out_ld, lse);
   return cudaGetLastError();
 }
 
