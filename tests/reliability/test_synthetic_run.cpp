@@ -51,7 +51,10 @@ class SyntheticRun : public ::testing::Test {
     fs::remove_all(dir);
     rkv_test::write_synthetic_run_folder(dir);
   }
-  void TearDown() override { if (!std::getenv("RKV_KEEP")) fs::remove_all(dir); }
+  // RKV_KEEP=1 keeps the folder (its outputs and plots) for a reader debugging a failure.
+  void TearDown() override {
+    if (!std::getenv("RKV_KEEP")) fs::remove_all(dir);
+  }
 
   /// A config: `scorer_table` is the [scorer] section (with its params), `extra` is appended.
   std::string config(const std::string& scorer_table, const std::string& extra = "") const {
