@@ -22,7 +22,7 @@ std::vector<uint8_t> sliding_pattern(int64_t n_layers, int64_t period);
 /// metadata under "gemma3.":
 /// - attention.sliding_window (required, > 0) -> sliding_window;
 /// - attention.sliding_window_pattern: an array of L bools/ints (1 = sliding) or an integer period; absent: period 6
-///   (llama.cpp's hard-coded Gemma 3 pattern) -> layer_sliding;
+///   (the fixed Gemma 3 pattern llama.cpp uses) -> layer_sliding;
 /// - rope.freq_base_swa (default 10000) -> rope_theta_swa (rope.freq_base stays the global layers' base, and linear
 ///   RoPE scaling, if any, applies to the global layers only, as in llama.cpp);
 /// - attention.scale when present, else llama.cpp's rule: 1/sqrt(D/H) for the 62-layer (27B) model, 1/sqrt(d)

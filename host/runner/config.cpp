@@ -662,6 +662,19 @@ void check_decode_scoring(const Ctx& c, const Cell& cell, const HostServices& ho
                    (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
 }
 
+/// `<table>.context_tokens`: a non-empty list of prompt lengths, each in [64, 2^24] (ruler, multi_question).
+std::vector<int64_t> context_lengths(const Ctx& c, const toml::table& t, const std::string& table,
+                                     const std::vector<int64_t>& fallback) {
+  const std::string key = table + ".context_tokens";
+  std::vector<int64_t> lengths = get_number_list<int64_t>(c, t, "context_tokens", key, fallback);
+  if (lengths.empty()) throw InputError(where(c, *t.get("context_tokens"), key) + " lists no length");
+  for (int64_t n : lengths)
+    if (n < 64 || n > kMaxTokens)
+      throw InputError(where(c, *t.get("context_tokens"), key) + " must be in [64, " + std::to_string(kMaxTokens) +
+                       "] (got " + std::to_string(n) + ")");
+  return lengths;
+}
+
 /// [tasks.ruler]: subtask names (known, each once), context lengths in [64, 2^24], examples, seed, max_new_tokens,
 /// and at most kMaxCount prompts in all.
 RulerConfig parse_ruler(const Ctx& c, const toml::table& t) {
@@ -682,13 +695,7 @@ RulerConfig parse_ruler(const Ctx& c, const toml::table& t) {
         r.subtasks.begin() + static_cast<int64_t>(i))
       throw InputError(where(c, *t.get("subtasks"), "tasks.ruler.subtasks") + " lists '" + name + "' twice");
   }
-  r.context_tokens = get_number_list<int64_t>(c, t, "context_tokens", "tasks.ruler.context_tokens", r.context_tokens);
-  if (r.context_tokens.empty())
-    throw InputError(where(c, *t.get("context_tokens"), "tasks.ruler.context_tokens") + " lists no length");
-  for (int64_t n : r.context_tokens)
-    if (n < 64 || n > kMaxTokens)
-      throw InputError(where(c, *t.get("context_tokens"), "tasks.ruler.context_tokens") + " must be in [64, " +
-                       std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
+  r.context_tokens = context_lengths(c, t, "tasks.ruler", r.context_tokens);
   r.examples = get_int(c, t, "examples", "tasks.ruler.examples", r.examples, 1, kMaxCount);
   const double prompts = static_cast<double>(r.subtasks.size()) * static_cast<double>(r.context_tokens.size()) *
                          static_cast<double>(r.examples);
@@ -706,14 +713,7 @@ RulerConfig parse_ruler(const Ctx& c, const toml::table& t) {
 MultiQuestionConfig parse_multi_question(const Ctx& c, const toml::table& t) {
   check_keys(c, t, "tasks.multi_question", {"context_tokens", "questions", "examples", "seed", "max_new_tokens"});
   MultiQuestionConfig m;
-  m.context_tokens =
-      get_number_list<int64_t>(c, t, "context_tokens", "tasks.multi_question.context_tokens", m.context_tokens);
-  if (m.context_tokens.empty())
-    throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " lists no length");
-  for (int64_t n : m.context_tokens)
-    if (n < 64 || n > kMaxTokens)
-      throw InputError(where(c, *t.get("context_tokens"), "tasks.multi_question.context_tokens") + " must be in [64, " +
-                       std::to_string(kMaxTokens) + "] (got " + std::to_string(n) + ")");
+  m.context_tokens = context_lengths(c, t, "tasks.multi_question", m.context_tokens);
   m.questions = get_int(c, t, "questions", "tasks.multi_question.questions", m.questions, 1, kMaxCount);
   m.examples = get_int(c, t, "examples", "tasks.multi_question.examples", m.examples, 1, kMaxCount);
   const double prompts = static_cast<double>(m.context_tokens.size()) * static_cast<double>(m.examples) *

@@ -308,6 +308,16 @@ std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
   return mine;
 }
 
+/// The input record of a generated prompt: `source` and `id` name it, the hash covers the compressed part then the
+/// question fed after compression (the whole prompt the model sees).
+ExampleInput prompt_input(const std::string& source, const std::string& id, const std::vector<int32_t>& compressed,
+                          const std::vector<int32_t>& question) {
+  std::vector<int32_t> ids = compressed;
+  ids.insert(ids.end(), question.begin(), question.end());
+  const auto n = static_cast<int64_t>(ids.size());
+  return {source, -1, n, n, id, token_ids_sha256(ids)};
+}
+
 /// multi_question's examples: per context, the query-agnostic one (the context alone, every question asked after)
 /// then one query-aware example per question (context and question prefilled together).
 void add_multi_question_examples(const RunPlan& plan, const Tokenizer& tok, Backend& backend, const PrefillNeeds& needs,
@@ -329,8 +339,7 @@ void add_multi_question_examples(const RunPlan& plan, const Tokenizer& tok, Back
       }
       const std::string id = "context=" + std::to_string(p.context_tokens) + ",example=" + std::to_string(p.example) +
                              (q >= 0 ? ",question=" + std::to_string(q) : std::string(",questions=all"));
-      ex.input = {"multi_question", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()), id,
-                  token_ids_sha256(ids)};
+      ex.input = prompt_input("multi_question", id, ids, {});
       ex.prompt = prefill_prompt(backend, ids, needs);
       examples.push_back(std::move(ex));
       check_cancel(opt);
@@ -488,12 +497,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         ex.task = task;
         ex.index = static_cast<int64_t>(i);
         ex.needle = prompts[i];
-        std::vector<int32_t> ids = ex.needle.compressed_part;
-        ids.insert(ids.end(), ex.needle.question_part.begin(), ex.needle.question_part.end());
         std::ostringstream id;
         id << "context=" << ex.needle.context_tokens << ",depth=" << ex.needle.depth << ",trial=" << ex.needle.trial;
-        ex.input = {"needle", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()), id.str(),
-                    token_ids_sha256(ids)};
+        ex.input = prompt_input("needle", id.str(), ex.needle.compressed_part, ex.needle.question_part);
         ex.prompt = prefill_prompt(*backend, ex.needle.compressed_part, needs);
         examples.push_back(std::move(ex));
         check_cancel(opt);
@@ -507,10 +513,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         ex.task = task;
         ex.index = static_cast<int64_t>(i);
         ex.ruler = prompts[i];
-        std::vector<int32_t> ids = ex.ruler.compressed_part;
-        ids.insert(ids.end(), ex.ruler.question_part.begin(), ex.ruler.question_part.end());
-        ex.input = {"ruler", -1, static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids.size()),
-                    ruler_metric(ex.ruler) + ",example=" + std::to_string(ex.ruler.example), token_ids_sha256(ids)};
+        ex.input = prompt_input("ruler", ruler_metric(ex.ruler) + ",example=" + std::to_string(ex.ruler.example),
+                                ex.ruler.compressed_part, ex.ruler.question_part);
         ex.prompt = prefill_prompt(*backend, ex.ruler.compressed_part, needs);
         examples.push_back(std::move(ex));
         check_cancel(opt);

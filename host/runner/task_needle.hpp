@@ -41,8 +41,8 @@ inline constexpr int64_t kNeedleAnswerTokens = 16;
 /// The answer prefix the assistant turn is primed with.
 inline constexpr const char* kNeedleAnswerPrefix = "The pass key is";
 
-/// The prompt's text with placeholders ({haystack_before}, {key}, {haystack_after}; the chat template's turns around
-/// it, then kNeedleAnswerPrefix): what the reproducibility manifest hashes.
+/// The prompt's text with its variable parts named {haystack_before}, {key} and {haystack_after} (the chat template's
+/// turns around it, then kNeedleAnswerPrefix): what the reproducibility manifest hashes.
 std::string needle_prompt_template();
 
 /// Whether `answer` contains the pass key's digits.
