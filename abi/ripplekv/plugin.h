@@ -36,7 +36,7 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 2
+#define RKV_ABI_VERSION_MINOR 3
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
@@ -225,6 +225,11 @@ typedef const rkv_plugin_library* (*rkv_plugin_library_get_fn)(uint32_t host_abi
  * n_layers: |A|.
  * protected_count: positions the run's scorer protects per layer (sinks + observation/recent window), or -1 when
  *   there is no scorer (standalone `ripplekv allocate`).
+ * layer_spans (ABI minor 3; read it only when RKV_HAS_FIELD says it is there): int64 [n_layers] on the CPU, span_l =
+ *   the entries layer l can hold, min(T, window_l) for a sliding-window layer (Gemma 2/3), T otherwise; 1 <= span_l
+ *   <= T. B is a fraction of sum span_l, and the host caps every b_l at span_l (water-filling against per-layer caps),
+ *   so an allocator that wants every layer to keep the same fraction returns x_l proportional to span_l. NULL, or
+ *   absent in an older host's struct, means every span is T.
  */
 typedef struct rkv_allocation_request {
   uint32_t struct_size;
@@ -233,6 +238,7 @@ typedef struct rkv_allocation_request {
   int64_t prefix_tokens;
   int64_t n_layers;
   int64_t protected_count;
+  const DLTensor* layer_spans;
 } rkv_allocation_request;
 
 /**
@@ -265,6 +271,10 @@ typedef struct rkv_allocator_v1 {
  * budget_total: H_kv x B, entries summed over every (layer, KV head) of A.
  * prefix_tokens: T. n_layers: |A|. n_kv_heads: H_kv.
  * protected_count: positions the scorer protects per head (the ones of protected_mask), or -1 with no scorer.
+ * layer_spans (ABI minor 3; read it only when RKV_HAS_FIELD says it is there): int64 [n_layers] on the CPU, as in
+ *   rkv_allocation_request: each head of layer l holds at most span_l entries (the host caps b[l, h] there); the
+ *   scores of a sliding-window layer at positions before T - span_l are those of entries the layer no longer holds
+ *   (ignore them). NULL, or absent, means every span is T.
  */
 typedef struct rkv_head_allocation_request {
   uint32_t struct_size;
@@ -277,6 +287,7 @@ typedef struct rkv_head_allocation_request {
   int64_t n_layers;
   int64_t n_kv_heads;
   int64_t protected_count;
+  const DLTensor* layer_spans;
 } rkv_head_allocation_request;
 
 /**

@@ -13,7 +13,10 @@
 // exactly H_kv b_l entries. The host then selects, per head, its protected positions and its top b[l, h] - protected
 // scores: exactly the set this rule picked. Layer budgets come from an rkv.allocator/1 plugin when composed
 // (`[allocator] plugin = "ripplekv", heads = "adakv"`); alone, every layer gets B / |A| (kvpress applies one
-// compression ratio to every layer), split as integers with the remainder to the lower layers.
+// compression ratio to every layer), split as integers with the remainder to the lower layers; on a model with
+// sliding-window layers (layer spans below T), the same fraction of each span instead, B span_l / sum span.
+// A sliding-window layer holds only its last span_l positions, so only those are ranked (a sink before the window
+// is not held, so it is not protected there).
 #include <ripplekv/sdk.hpp>
 
 #include <algorithm>
@@ -25,7 +28,7 @@ namespace {
 class AdaKV final : public rkv::sdk::HeadAllocator {
  public:
   static rkv::sdk::Descriptor describe() {
-    return rkv::sdk::Descriptor("org.ripplekv.allocator.adakv", RKV_KIND_ALLOCATOR, "1.0.0",
+    return rkv::sdk::Descriptor("org.ripplekv.allocator.adakv", RKV_KIND_ALLOCATOR, "1.1.0",
                                 "AdaKV: per-head budgets by a global top-k over the heads of each layer")
         .param(rkv::sdk::Param::Float("alpha_safeguard", 0.20,
                                       "fraction of b_l every head keeps by its own ranking before the global top-k")
@@ -38,19 +41,49 @@ class AdaKV final : public rkv::sdk::HeadAllocator {
   void allocate_heads(const rkv::sdk::HeadAllocationRequest& r, double* budgets, rkv::sdk::Diagnostics&) override {
     if (!r.scores) throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "adakv needs the scorer's scores");
     const int64_t L = r.n_layers, H = r.n_kv_heads, T = r.prefix_tokens;
-    const int64_t B = r.budget_total / H;  // per-head positions summed over layers
-    for (int64_t l = 0; l < L; ++l) {
-      const int64_t b = r.layer_budgets ? r.layer_budgets[l] : B / L + (l < B % L ? 1 : 0);
-      split_layer(r, r.scores + l * H * T, std::min(b, T), budgets + l * H);
-    }
+    const std::vector<int64_t> b = layer_budgets(r);
+    for (int64_t l = 0; l < L; ++l)
+      split_layer(r, r.scores + l * H * T, std::min(b[static_cast<size_t>(l)], r.span(l)), r.span(l), budgets + l * H);
   }
 
  private:
-  /// b[h] for one layer: scores [H, T], b_l entries per head on average.
-  void split_layer(const rkv::sdk::HeadAllocationRequest& r, const float* s, int64_t b_l, double* out) const {
-    const int64_t H = r.n_kv_heads, T = r.prefix_tokens;
+  /// b_l per layer: the given layer budgets, or B / |A| (remainder to the lower layers) when every span is T, or
+  /// floor(B span_l / sum span) with the remainder to the lower layers below their span.
+  static std::vector<int64_t> layer_budgets(const rkv::sdk::HeadAllocationRequest& r) {
+    const int64_t L = r.n_layers, B = r.budget_total / r.n_kv_heads;  // per-head positions summed over layers
+    std::vector<int64_t> b(static_cast<size_t>(L));
+    if (r.layer_budgets) return std::vector<int64_t>(r.layer_budgets, r.layer_budgets + L);
+    int64_t span_sum = 0;
+    for (int64_t l = 0; l < L; ++l) span_sum += r.span(l);
+    if (span_sum == L * r.prefix_tokens) {
+      for (int64_t l = 0; l < L; ++l) b[static_cast<size_t>(l)] = B / L + (l < B % L ? 1 : 0);
+      return b;
+    }
+    int64_t left = B;
+    for (int64_t l = 0; l < L; ++l) {
+      b[static_cast<size_t>(l)] = std::max<int64_t>(1, B * r.span(l) / span_sum);
+      left -= b[static_cast<size_t>(l)];
+    }
+    for (bool moved = true; left != 0 && moved;) {  // the rounding remainder: lower layers first, within [1, span]
+      moved = false;
+      for (int64_t l = 0; l < L && left > 0; ++l)
+        if (b[static_cast<size_t>(l)] < r.span(l)) ++b[static_cast<size_t>(l)], --left, moved = true;
+      for (int64_t l = L; l-- > 0 && left < 0;)
+        if (b[static_cast<size_t>(l)] > 1) --b[static_cast<size_t>(l)], ++left, moved = true;
+    }
+    return b;
+  }
+
+  /// b[h] for one layer holding its last `span` of T positions: scores [H, T], b_l entries per head on average.
+  void split_layer(const rkv::sdk::HeadAllocationRequest& r, const float* s, int64_t b_l, int64_t span,
+                   double* out) const {
+    const int64_t H = r.n_kv_heads, T = r.prefix_tokens, first = T - span;  // positions [first, T) are held
     auto is_protected = [&](int64_t j) { return r.protected_mask && r.protected_mask[j] != 0; };
-    const int64_t n_protected = r.protected_count < 0 ? 0 : std::min(r.protected_count, T);
+    int64_t n_protected = r.protected_count < 0 ? 0 : std::min(r.protected_count, T);
+    if (first > 0 && r.protected_mask) {  // only the protected positions the layer still holds
+      n_protected = 0;
+      for (int64_t j = first; j < T; ++j) n_protected += is_protected(j) ? 1 : 0;
+    }
     const int64_t n_safe = static_cast<int64_t>(std::floor(alpha_ * static_cast<double>(b_l)));
     const int64_t f = std::min(b_l, std::max(n_safe, n_protected));
     // Per head: the ranking (protected first, then score descending, ties to the earlier position); its first f
@@ -60,16 +93,16 @@ class AdaKV final : public rkv::sdk::HeadAllocator {
       int64_t head, pos;
     };
     std::vector<Entry> rest;
-    rest.reserve(static_cast<size_t>(H * T));
-    std::vector<int64_t> rank(static_cast<size_t>(T));
+    rest.reserve(static_cast<size_t>(H * span));
+    std::vector<int64_t> rank(static_cast<size_t>(span));
     for (int64_t h = 0; h < H; ++h) {
       const float* sh = s + h * T;
-      for (int64_t j = 0; j < T; ++j) rank[static_cast<size_t>(j)] = j;
+      for (int64_t k = 0; k < span; ++k) rank[static_cast<size_t>(k)] = first + k;
       std::stable_sort(rank.begin(), rank.end(), [&](int64_t a, int64_t c) {
         if (is_protected(a) != is_protected(c)) return is_protected(a);
         return sh[a] > sh[c];
       });
-      for (int64_t k = f; k < T; ++k) {
+      for (int64_t k = f; k < span; ++k) {
         const int64_t j = rank[static_cast<size_t>(k)];
         rest.push_back(Entry{sh[j], h, j});
       }

@@ -195,6 +195,12 @@ class Backend {
   /// plugin is handed. rkv::InputError for a bad layer.
   virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
 
+  /// The stored position of every entry of layer `layer`, KV head after KV head (head_length(layer, h) each,
+  /// ascending within a head): int32 [sum_h head_length]; empty when the cache tracks no positions. A host copy (a
+  /// small device-to-host copy on cuda). What sliding-window bookkeeping reads (runner/sliding_window.hpp).
+  /// rkv::InputError for a bad layer.
+  virtual std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) = 0;
+
   /// A view of layer `layer`'s keys (values = false) or values on the backend's own device, no copy: [H_kv, length,
   /// d] in the cache's dtype (float32, or bfloat16 in a cuda bf16 cache) with strides (capacity * d, d, 1); device
   /// kDLCPU for cpu, kDLCUDA for cuda (for plugins that declare CUDA support; others get download_layer()).

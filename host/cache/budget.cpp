@@ -39,9 +39,39 @@ int64_t budget_total_from_tokens(int64_t tokens, int64_t T, int64_t n_layers) {
 
 namespace {
 
-double clamped_sum(const std::vector<double>& x, double lambda, double lo, double T) {
+/// sum spans, after checking there is at least one and each is >= 1 (and the sum stays exact in a double).
+int64_t checked_span_sum(const std::vector<int64_t>& spans) {
+  if (spans.empty()) throw InputError("budget needs at least one compressible layer (|A| >= 1)");
+  int64_t sum = 0;
+  for (size_t l = 0; l < spans.size(); ++l) {
+    if (spans[l] < 1) throw InputError("budget: span of compressible layer " + std::to_string(l) + " is " +
+                                       std::to_string(spans[l]) + "; spans must be >= 1");
+    check_prefix_and_layers(spans[l], static_cast<int64_t>(spans.size()));
+    sum += spans[l];
+  }
+  return sum;
+}
+
+}  // namespace
+
+int64_t budget_total_from_fraction(double f, const std::vector<int64_t>& spans) {
+  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+  return static_cast<int64_t>(std::floor(f * static_cast<double>(checked_span_sum(spans)) + 0.5));
+}
+
+int64_t budget_total_from_tokens(int64_t tokens, const std::vector<int64_t>& spans) {
+  if (tokens < 1) throw InputError("budget tokens must be >= 1 (got " + std::to_string(tokens) + ")");
+  checked_span_sum(spans);
+  int64_t B = 0;
+  for (int64_t s : spans) B += std::min(tokens, s);
+  return B;
+}
+
+namespace {
+
+double clamped_sum(const std::vector<double>& x, double lambda, double lo, const std::vector<double>& caps) {
   double s = 0;
-  for (double v : x) s += std::clamp(lambda * v, lo, T);
+  for (size_t i = 0; i < x.size(); ++i) s += std::clamp(lambda * x[i], lo, caps[i]);
   return s;
 }
 
@@ -59,39 +89,87 @@ std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B,
 }
 
 std::vector<int64_t> integerize_between(const std::vector<double>& x, int64_t B, int64_t lo, int64_t T) {
+  if (x.empty()) throw InputError("integerize: nothing to allocate");
+  return integerize_capped(x, B, lo, std::vector<int64_t>(x.size(), T));
+}
+
+std::vector<int64_t> integerize_budgets(const std::vector<double>& x, int64_t B, const std::vector<int64_t>& spans) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  if (n < 1) throw InputError("no compressible layers to allocate");
+  const int64_t room = checked_span_sum(spans);
+  if (B < n)
+    throw InputError("global budget B = " + std::to_string(B) + " is below the number of compressible layers |A| = " +
+                     std::to_string(n) + ": every layer keeps at least one position; raise the budget");
+  if (B > room)
+    throw InputError("global budget B = " + std::to_string(B) + " exceeds the sum of the layers' spans, " +
+                     std::to_string(room));
+  return integerize_capped(x, B, 1, spans);
+}
+
+namespace {
+
+/// Step 1, water-filling: reals y [n] with lo <= y_i <= caps[i] and sum B. sum_i clamp(lambda x_i, lo, cap_i) is
+/// continuous and non-decreasing in lambda; bisection on lambda to double precision.
+std::vector<double> water_fill(const std::vector<double>& x, double B, double lo, const std::vector<double>& caps) {
+  const size_t n = x.size();
+  std::vector<double> y(n);
+  const double cap_sum = std::accumulate(caps.begin(), caps.end(), 0.0), floor_sum = lo * static_cast<double>(n);
+  const double xmax = *std::max_element(x.begin(), x.end());
+  if (B >= cap_sum) return caps;
+  if (B <= floor_sum) return std::vector<double>(n, lo);
+  if (xmax <= 0.0) {  // no preference at all: the same level everywhere, capped
+    std::vector<double> ones(n, 1.0);
+    return water_fill(ones, B, lo, caps);
+  }
+  // With lambda -> infinity every x_i > 0 reaches its cap and every x_i = 0 stays at lo. When even that is short of
+  // B, the rest goes to the zero parts at one common level (the limit of giving each an infinitesimal share).
+  double reachable = 0.0;
+  for (size_t i = 0; i < n; ++i) reachable += x[i] > 0.0 ? caps[i] : lo;
+  if (reachable < B) {
+    std::vector<double> rest_x, rest_caps;
+    double given = 0.0;
+    for (size_t i = 0; i < n; ++i)
+      if (x[i] > 0.0) given += caps[i];
+      else rest_x.push_back(1.0), rest_caps.push_back(caps[i]);
+    const std::vector<double> rest = water_fill(rest_x, B - given, lo, rest_caps);
+    for (size_t i = 0, k = 0; i < n; ++i) y[i] = x[i] > 0.0 ? caps[i] : rest[k++];
+    return y;
+  }
+  double a = 0.0, hi = 1.0;
+  while (clamped_sum(x, hi, lo, caps) < B) hi *= 2.0;
+  for (int it = 0; it < 200; ++it) {
+    const double mid = 0.5 * (a + hi);
+    if (mid <= a || mid >= hi) break;
+    (clamped_sum(x, mid, lo, caps) < B ? a : hi) = mid;
+  }
+  for (size_t i = 0; i < n; ++i) y[i] = std::clamp(hi * x[i], lo, caps[i]);
+  return y;
+}
+
+}  // namespace
+
+std::vector<int64_t> integerize_capped(const std::vector<double>& x, int64_t B, int64_t lo,
+                                       const std::vector<int64_t>& caps) {
   const int64_t n = static_cast<int64_t>(x.size());
   if (n < 1) throw InputError("integerize: nothing to allocate");
-  if (lo < 1 || lo > T || B < n * lo || B > n * T)
+  if (caps.size() != x.size())
+    throw InputError("integerize: " + std::to_string(caps.size()) + " caps for " + std::to_string(n) + " parts");
+  int64_t cap_sum = 0;
+  for (int64_t c : caps) {
+    if (lo < 1 || c < lo)
+      throw InputError("integerize: a part capped at " + std::to_string(c) + " cannot hold at least " +
+                       std::to_string(lo));
+    cap_sum += c;
+  }
+  if (B < n * lo || B > cap_sum)
     throw InputError("integerize: a total of " + std::to_string(B) + " over " + std::to_string(n) +
-                     " parts cannot give each between " + std::to_string(lo) + " and " + std::to_string(T));
+                     " parts cannot give each between " + std::to_string(lo) + " and its cap (caps sum to " +
+                     std::to_string(cap_sum) + ")");
   for (double v : x)
     if (!std::isfinite(v) || v < 0) throw InputError("budgets must be finite and non-negative");
 
-  // 1. Water-filling: sum_l clamp(lambda * x_l, lo, T) is continuous and non-decreasing in lambda.
-  const double Td = static_cast<double>(T), Bd = static_cast<double>(B), lod = static_cast<double>(lo);
-  std::vector<double> y(x.size());
-  const double xmax = *std::max_element(x.begin(), x.end());
-  if (xmax <= 0.0 || B == n * T || B == n * lo) {
-    std::fill(y.begin(), y.end(), B == n * T ? Td : (B == n * lo ? lod : Bd / static_cast<double>(n)));
-  } else {
-    // With lambda -> infinity every x_l > 0 reaches T and every x_l = 0 stays at lo. When even that is short of B,
-    // the remainder goes evenly to the zero parts (the limit of giving every part an infinitesimal share).
-    const int64_t n_zero = std::count(x.begin(), x.end(), 0.0);
-    const double reachable = static_cast<double>(n - n_zero) * Td + static_cast<double>(n_zero) * lod;
-    if (reachable < Bd) {
-      const double rest = (Bd - static_cast<double>(n - n_zero) * Td) / static_cast<double>(n_zero);
-      for (size_t l = 0; l < x.size(); ++l) y[l] = x[l] > 0.0 ? Td : std::clamp(rest, lod, Td);
-    } else {
-      double a = 0.0, hi = 1.0;
-      while (clamped_sum(x, hi, lod, Td) < Bd) hi *= 2.0;
-      for (int it = 0; it < 200; ++it) {
-        const double mid = 0.5 * (a + hi);
-        if (mid <= a || mid >= hi) break;
-        (clamped_sum(x, mid, lod, Td) < Bd ? a : hi) = mid;
-      }
-      for (size_t l = 0; l < x.size(); ++l) y[l] = std::clamp(hi * x[l], lod, Td);
-    }
-  }
+  std::vector<double> capd(caps.begin(), caps.end());
+  const std::vector<double> y = water_fill(x, static_cast<double>(B), static_cast<double>(lo), capd);
 
   // 2. Largest remainder: floors, then +1 to the largest fractional parts (ties: lower index).
   std::vector<int64_t> b(x.size());
@@ -105,7 +183,7 @@ std::vector<int64_t> integerize_between(const std::vector<double>& x, int64_t B,
   while (remaining > 0) {
     bool gave = false;
     for (size_t k = 0; k < order.size() && remaining > 0; ++k)
-      if (b[order[k]] < T) ++b[order[k]], --remaining, gave = true;
+      if (b[order[k]] < caps[order[k]]) ++b[order[k]], --remaining, gave = true;
     if (!gave) break;
   }
   while (remaining < 0) {

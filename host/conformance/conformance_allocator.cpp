@@ -1,6 +1,7 @@
 // Allocator conformance (conformance/conformance.hpp, check_allocator): DESIGN.md "Budget semantics" ("Allocator output:
 // |A| finite, non-negative reals whose sum is within 1e-6 * B of B"; the host's integerization), on a fixed set of
 // requests, through call_allocator (the plugin's answer as written) and run_allocator (the run's path).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -24,7 +25,15 @@ struct Request {
   int64_t n_layers, T, B;
   std::vector<double> profile;  ///< passed only to allocators that need a profile
   int64_t protected_count;      ///< -1: standalone `allocate`
+  std::vector<int64_t> spans = {};  ///< layer_spans (empty: all T)
 };
+
+/// Gemma 3 270M's spans at T: 15 sliding layers of min(T, 512), global layers 5, 11, 17 of T.
+std::vector<int64_t> gemma_spans(int64_t T) {
+  std::vector<int64_t> s(18, std::min<int64_t>(T, 512));
+  for (int64_t l : {5, 11, 17}) s[static_cast<size_t>(l)] = T;
+  return s;
+}
 
 std::vector<double> random_profile(int64_t n, uint64_t seed, double offset) {
   SyntheticRng rng(seed);
@@ -47,6 +56,9 @@ std::vector<Request> requests() {
   r.push_back({"extreme finite profile", 3, 50, 60, {1e308, -1e308, 0.0}, 4});  // max - min overflows a double
   r.push_back({"protected count above B / |A|", 8, 512, 128, random_profile(8, 6, 2.0), 32});
   r.push_back({"B not a multiple of |A|", 7, 100, 101, random_profile(7, 7, 0.5), 0});
+  // Layers with different spans (sliding windows): B = 0.25 sum span; every b_l must stay within its span.
+  r.push_back({"Gemma 3 spans, f = 0.25", 18, 2048, 3456, random_profile(18, 8, 0.0), 32, gemma_spans(2048)});
+  r.push_back({"Gemma 3 spans, f = 0.9", 18, 2048, 12442, random_profile(18, 9, 0.0), -1, gemma_spans(2048)});
   return r;
 }
 
@@ -84,7 +96,7 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
     const std::string where = label_of(q);
     Allocation a;
     try {
-      a = call_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count);
+      a = call_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count, q.spans);
       call.pass();
     } catch (const std::exception& e) {
       call.fail(where + ": " + e.what());
@@ -125,15 +137,18 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
       integer.skip();
     } else {
       try {
-        const Allocation run = run_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count);
+        const Allocation run = run_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count, q.spans);
         std::string bad;
         if (static_cast<int64_t>(run.budgets.size()) != q.n_layers)
           bad = str(static_cast<int64_t>(run.budgets.size())) + " budgets";
         else if (std::accumulate(run.budgets.begin(), run.budgets.end(), int64_t{0}) != q.B)
           bad = "integer budgets do not sum to B";
-        for (size_t l = 0; l < run.budgets.size() && bad.empty(); ++l)
-          if (run.budgets[l] < 1 || run.budgets[l] > q.T)
-            bad = "layer " + str(static_cast<int64_t>(l)) + " gets " + str(run.budgets[l]) + ", outside [1, T]";
+        for (size_t l = 0; l < run.budgets.size() && bad.empty(); ++l) {
+          const int64_t cap = q.spans.empty() ? q.T : q.spans[l];
+          if (run.budgets[l] < 1 || run.budgets[l] > cap)
+            bad = "layer " + str(static_cast<int64_t>(l)) + " gets " + str(run.budgets[l]) + ", outside [1, span " +
+                  str(cap) + "]";
+        }
         if (bad.empty())
           integer.pass();
         else
@@ -145,9 +160,9 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
 
     // deterministic: a second call and a fresh instance give the same bits.
     try {
-      const Allocation again = call_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count);
+      const Allocation again = call_allocator(inst, q.profile, q.B, q.T, q.n_layers, q.protected_count, q.spans);
       const PluginInstance other = PluginInstance::create(info, params, host);
-      const Allocation third = call_allocator(other, q.profile, q.B, q.T, q.n_layers, q.protected_count);
+      const Allocation third = call_allocator(other, q.profile, q.B, q.T, q.n_layers, q.protected_count, q.spans);
       std::string diff;
       for (size_t l = 0; l < x.size() && diff.empty(); ++l) {
         const char* who = std::memcmp(&x[l], &again.raw[l], sizeof(double)) != 0   ? "a second call"
@@ -171,7 +186,7 @@ std::vector<ConformanceCase> check_allocator(const PluginInfo& info, const Param
   }
   const std::string over = str(static_cast<int64_t>(reqs.size())) +
                            " requests (one layer, B = |A|, B = |A| T - 1, B = |A| T, T = 1, 30 layers, negative / "
-                           "constant / wide-range / +-1e308 profiles, protected count -1 .. above B / |A|)";
+                           "constant / wide-range / +-1e308 profiles, protected count -1 .. above B / |A|, Gemma 3 layer spans)";
   cases.push_back(call.result("allocate() succeeds on " + over));
   cases.push_back(finite.result("every x_l finite on " + str(finite.checked()) + " requests"));
   cases.push_back(non_negative.result("every x_l >= 0 on " + str(non_negative.checked()) + " requests"));

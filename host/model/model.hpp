@@ -67,6 +67,13 @@ struct ModelConfig {
   int64_t layer_window(int64_t l) const { return is_sliding(l) ? sliding_window : 0; }
   /// What layer l can attend to after a prompt of T tokens: min(T, window) for a sliding-window layer, T otherwise.
   int64_t layer_span(int64_t l, int64_t T) const { return is_sliding(l) ? std::min(T, sliding_window) : T; }
+  /// layer_span(l, T) for each l of `layers` (the compressible layers A, in order): what budgets are fractions of
+  /// (cache/budget.hpp).
+  std::vector<int64_t> layer_spans(const std::vector<int64_t>& layers, int64_t T) const {
+    std::vector<int64_t> spans;
+    for (int64_t l : layers) spans.push_back(layer_span(l, T));
+    return spans;
+  }
   /// The softmax scale of q.k: attn_scale when set, else 1/sqrt(head_dim) (float32).
   float attention_scale() const;
   /// Bytes the K and V cache of one token takes across all layers in float32: 2 * L * H_kv * d * 4.

@@ -24,6 +24,30 @@ DLTensor cpu_f64_vector(double* data, int64_t* shape) {
   return t;
 }
 
+DLTensor cpu_tensor(void* data, DLDataType dtype, int32_t ndim, int64_t* shape) {
+  DLTensor t{};
+  t.data = data;
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = ndim;
+  t.dtype = dtype;
+  t.shape = shape;
+  return t;
+}
+
+/// The spans [|A|] a request carries: `spans` checked (length |A|, each in [1, T]), or T for every layer when empty.
+std::vector<int64_t> layer_spans_or_T(const std::vector<int64_t>& spans, int64_t n_layers, int64_t T,
+                                      const std::string& who) {
+  if (spans.empty()) return std::vector<int64_t>(static_cast<size_t>(std::max<int64_t>(n_layers, 0)), T);
+  if (static_cast<int64_t>(spans.size()) != n_layers)
+    throw InputError(who + ": " + std::to_string(spans.size()) + " layer spans for " + std::to_string(n_layers) +
+                     " compressible layers");
+  for (size_t l = 0; l < spans.size(); ++l)
+    if (spans[l] < 1 || spans[l] > T)
+      throw InputError(who + ": span of compressible layer " + std::to_string(l) + " is " + std::to_string(spans[l]) +
+                       ", outside [1, T = " + std::to_string(T) + "]");
+  return spans;
+}
+
 }  // namespace
 
 void validate_profile(const std::vector<double>& profile, int64_t n_layers, const std::string& what) {
@@ -37,9 +61,12 @@ void validate_profile(const std::vector<double>& profile, int64_t n_layers, cons
 }
 
 Allocation call_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t B, int64_t T,
-                          int64_t n_layers, int64_t protected_count) {
+                          int64_t n_layers, int64_t protected_count, const std::vector<int64_t>& spans) {
   const std::string who = "allocator '" + inst.id() + "'";
   if (n_layers < 1) throw InputError(who + ": no compressible layers");
+  std::vector<int64_t> span = layer_spans_or_T(spans, n_layers, T, who);
+  int64_t span_shape[1] = {n_layers};
+  DLTensor span_tensor = cpu_tensor(span.data(), DLDataType{kDLInt, 64, 1}, 1, span_shape);
   if (T < 1) throw InputError(who + ": prefix length T must be >= 1");
   if (B < n_layers)
     throw InputError("global budget B = " + std::to_string(B) + " is below the number of compressible layers |A| = " +
@@ -64,6 +91,7 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
   req.prefix_tokens = T;
   req.n_layers = n_layers;
   req.protected_count = protected_count;
+  req.layer_spans = &span_tensor;
 
   Allocation out;
   out.budget_total = B;
@@ -80,9 +108,9 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
 }
 
 Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t B, int64_t T,
-                         int64_t n_layers, int64_t protected_count) {
+                         int64_t n_layers, int64_t protected_count, const std::vector<int64_t>& spans) {
   const std::string who = "allocator '" + inst.id() + "'";
-  Allocation out = call_allocator(inst, profile, B, T, n_layers, protected_count);
+  Allocation out = call_allocator(inst, profile, B, T, n_layers, protected_count, spans);
   double sum = 0;
   for (int64_t l = 0; l < n_layers; ++l) {
     const double v = out.raw[static_cast<size_t>(l)];
@@ -100,7 +128,7 @@ Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& 
     os << who << " returned budgets summing to " << sum << ", not B = " << B << " (tolerance 1e-6 * B)";
     throw InputError(os.str());
   }
-  out.budgets = integerize_budgets(out.raw, B, T);
+  out.budgets = integerize_budgets(out.raw, B, layer_spans_or_T(spans, n_layers, T, who));
   return out;
 }
 
@@ -112,27 +140,17 @@ bool serves_head_budgets(const PluginInstance& inst) {
   return inst.serves(RKV_INTERFACE_ALLOCATOR_V2);
 }
 
-namespace {
-
-DLTensor cpu_tensor(void* data, DLDataType dtype, int32_t ndim, int64_t* shape) {
-  DLTensor t{};
-  t.data = data;
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = ndim;
-  t.dtype = dtype;
-  t.shape = shape;
-  return t;
-}
-
-}  // namespace
-
 HeadAllocation run_head_allocator(const PluginInstance& inst, const HeadAllocationInputs& in) {
   const std::string who = "allocator '" + inst.id() + "'";
   const int64_t L = in.n_layers, H = in.n_kv_heads, T = in.prefix_tokens, B = in.budget_total;
   if (L < 1 || H < 1 || T < 1) throw InputError(who + ": per-head allocation needs |A|, H_kv and T >= 1");
-  if (B < L || B > L * T)
-    throw InputError(who + ": budget B = " + std::to_string(B) + " must lie in [|A|, |A| T] = [" + std::to_string(L) +
-                     ", " + std::to_string(L * T) + "]");
+  std::vector<int64_t> spans = layer_spans_or_T(in.layer_spans, L, T, who);
+  const int64_t room = std::accumulate(spans.begin(), spans.end(), int64_t{0});
+  if (B < L || B > room)
+    throw InputError(who + ": budget B = " + std::to_string(B) + " must lie in [|A|, sum of spans] = [" +
+                     std::to_string(L) + ", " + std::to_string(room) + "]");
+  int64_t span_shape[1] = {L};
+  DLTensor span_t = cpu_tensor(spans.data(), DLDataType{kDLInt, 64, 1}, 1, span_shape);
   if (!inst.serves(RKV_INTERFACE_ALLOCATOR_V2))
     throw InputError(who + " does not serve " RKV_INTERFACE_ALLOCATOR_V2 " (per-head budgets)");
   const auto* vt = static_cast<const rkv_allocator_v2*>(inst.interface(RKV_INTERFACE_ALLOCATOR_V2));
@@ -190,6 +208,7 @@ HeadAllocation run_head_allocator(const PluginInstance& inst, const HeadAllocati
   req.n_layers = L;
   req.n_kv_heads = H;
   req.protected_count = in.protected_count;
+  req.layer_spans = &span_t;
 
   HeadAllocation out;
   out.raw = std::vector<double>(static_cast<size_t>(L * H), std::nan(""));
@@ -235,14 +254,15 @@ HeadAllocation run_head_allocator(const PluginInstance& inst, const HeadAllocati
   } else {
     std::vector<double> per_head(row_sum);
     for (double& r : per_head) r /= static_cast<double>(H);
-    out.layer_budgets = integerize_budgets(per_head, B, T);
+    out.layer_budgets = integerize_budgets(per_head, B, spans);
   }
-  // Integerize each layer's heads to exactly H_kv b_l, every head in [max(1, min(protected, b_l)), T].
+  // Integerize each layer's heads to exactly H_kv b_l, every head in [max(1, min(protected, b_l)), span_l].
   for (int64_t l = 0; l < L; ++l) {
-    const int64_t b = std::min(out.layer_budgets[static_cast<size_t>(l)], T);
+    const int64_t span = spans[static_cast<size_t>(l)];
+    const int64_t b = std::min(out.layer_budgets[static_cast<size_t>(l)], span);
     const int64_t lo = std::max<int64_t>(1, std::min(in.protected_count, b));
     std::vector<double> row(out.raw.begin() + l * H, out.raw.begin() + (l + 1) * H);
-    out.budgets.push_back(integerize_between(row, H * b, lo, T));
+    out.budgets.push_back(integerize_between(row, H * b, lo, span));
   }
   return out;
 }

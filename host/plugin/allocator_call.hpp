@@ -10,7 +10,7 @@ namespace rkv {
 
 /// What an allocation produced: integer budgets b [|A|] (sum exactly B), the plugin's real values, and warnings.
 struct Allocation {
-  std::vector<int64_t> budgets;   ///< b_l per compressible layer, 1 <= b_l <= T, sum B
+  std::vector<int64_t> budgets;   ///< b_l per compressible layer, 1 <= b_l <= span_l (T without windows), sum B
   std::vector<double> raw;        ///< the allocator's real-valued output x_l
   int64_t budget_total = 0;       ///< B
   std::vector<std::string> warnings;
@@ -21,9 +21,12 @@ struct Allocation {
 /// empty. For tools that judge the answer themselves (conformance/conformance.hpp). Throws rkv::InputError naming the
 /// plugin when the request is invalid (see run_allocator) or the call returns an error status.
 Allocation call_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t budget_total,
-                          int64_t prefix_tokens, int64_t n_layers, int64_t protected_count);
+                          int64_t prefix_tokens, int64_t n_layers, int64_t protected_count,
+                          const std::vector<int64_t>& layer_spans = {});
 
 /// Calls allocator `inst` for |A| = n_layers layers with global budget B over T prefix positions.
+/// `layer_spans` ([|A|], each in [1, T]; empty: all T) are the entries each layer can hold (ModelConfig::layer_span;
+/// cache/budget.hpp): they go to the plugin (rkv_allocation_request.layer_spans) and cap each b_l.
 /// `profile` ([|A|], may be empty) is passed only when the plugin sets RKV_FLAG_NEEDS_PROFILE; it is then required
 /// and checked (length |A|, no NaN or infinity; negative values are legal). `protected_count` is the scorer's
 /// protected count, or -1 standalone.
@@ -31,7 +34,8 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
 /// wrong count, or do not sum to B within 1e-6 * B; and when B < |A| (see integerize_budgets). rkv::Cancelled when it
 /// returned RKV_ERROR_CANCELLED. The budgets tensor is its own exactly-sized heap allocation (sanitizer build).
 Allocation run_allocator(const PluginInstance& inst, const std::vector<double>& profile, int64_t budget_total,
-                         int64_t prefix_tokens, int64_t n_layers, int64_t protected_count);
+                         int64_t prefix_tokens, int64_t n_layers, int64_t protected_count,
+                         const std::vector<int64_t>& layer_spans = {});
 
 /// True when `inst` serves "rkv.allocator/1" (layer budgets) / "rkv.allocator/2" (per-head budgets).
 bool serves_layer_budgets(const PluginInstance& inst);
@@ -48,6 +52,7 @@ struct HeadAllocationInputs {
   int64_t n_layers = 0;         ///< |A|
   int64_t n_kv_heads = 0;       ///< H_kv
   int64_t protected_count = -1; ///< per head, -1 with no scorer
+  std::vector<int64_t> layer_spans;  ///< [|A|] entries each head of a layer can hold (each in [1, T]); empty: all T
 };
 
 /// What a per-head allocation produced.
@@ -59,8 +64,8 @@ struct HeadAllocation {
 };
 
 /// Calls per-head allocator `inst` and integerizes what it returns: b_l are `in.layer_budgets` when given, otherwise
-/// integerize_budgets() of the row sums / H_kv; then each row is integerized to exactly H_kv b_l with every head in
-/// [max(1, min(protected_count, b_l)), T] (integerize_between). Throws rkv::InputError naming the plugin when it is
+/// integerize_budgets() of the row sums / H_kv (capped at the layer spans); then each row is integerized to exactly
+/// H_kv b_l with every head in [max(1, min(protected_count, b_l)), span_l] (integerize_between). Throws rkv::InputError naming the plugin when it is
 /// not an rkv.allocator/2 plugin, fails, or returns values that are not finite, negative, of the wrong count, or do
 /// not sum to H_kv B (or, with layer budgets, a row to H_kv b_l) within 1e-6 relative; rkv::Cancelled when it
 /// returned RKV_ERROR_CANCELLED. The output tensor is its own exactly-sized heap allocation.

@@ -171,9 +171,13 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     const LmFidelityReference ref = lm_fidelity_reference(*backend, prompt, cont);
     ScoreMemo memo;
     for (size_t fi = 0; fi < fractions.size(); ++fi) {
-      const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(T) + 0.5));
-      if (b < 1) throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of T = " + std::to_string(T));
       for (int64_t l = 0; l < L; ++l) {
+        // f of the layer's span (min(T, window) for a sliding-window layer; cache/budget.hpp)
+        const int64_t span = mc.layer_span(l, T);
+        const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(span) + 0.5));
+        if (b < 1)
+          throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of layer " +
+                           std::to_string(l) + "'s span of " + std::to_string(span));
         CompressedPrompt comp = compress_prompt(*backend, prompt, scorer, {l}, {b}, memo);
         const std::vector<float> logits = continuation_logits(*backend, cont, T, *comp.cache);
         double kl = 0;
@@ -205,7 +209,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   j["signals"] = nlohmann::json::array();
   std::ostringstream md;
   md << "# ripplekv analysis: do signals predict compression damage?\n\n"
-     << "Compression damage D_l(f): only layer l compressed with " << base->scorer->id << " to floor(f T + 0.5) of T = "
+     << "Compression damage D_l(f): only layer l compressed with " << base->scorer->id << " to floor(f span_l + 0.5) of span_l = min(T, window) of T = "
      << T << " positions; mean KL(full || compressed) over " << plan.continuation_tokens
      << " continuation tokens, averaged over " << N << " evaluation examples. rho is Spearman's (average ranks) "
      << "between the signal's profile and D(f), signed (negative: the signal ranks the damaged layers lowest); 95% CIs "

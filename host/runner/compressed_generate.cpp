@@ -15,19 +15,6 @@ namespace rkv {
 
 namespace {
 
-/// The model layers of the set A: budget.layers, or every layer when it is empty.
-std::vector<int64_t> compressible_layers(const CompressionConfig& cfg, const ModelConfig& mc,
-                                         const std::string& config_path) {
-  std::vector<int64_t> layers = cfg.compressible_layers;
-  if (layers.empty())
-    for (int64_t l = 0; l < mc.n_layers; ++l) layers.push_back(l);
-  for (int64_t l : layers)
-    if (l < 0 || l >= mc.n_layers)
-      throw InputError(config_path + ": budget.layers names layer " + std::to_string(l) + "; the model has " +
-                       std::to_string(mc.n_layers));
-  return layers;
-}
-
 /// s_l for every layer of `layers`, read from `profile_path` (checked against the model's layer count).
 std::vector<double> profile_of_layers(const std::string& profile_path, const std::string& allocator_id,
                                       const std::vector<int64_t>& layers, int64_t n_layers) {
@@ -53,7 +40,8 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const CompressionConfig cfg = load_compression_config(config_path);
   const CellConfig& cc = cfg.cell;
   const ModelConfig& mc = backend.model().config;
-  const std::vector<int64_t> layers = compressible_layers(cfg, mc, config_path);
+  const std::vector<int64_t> layers =
+      resolve_compressible_layers(cfg.compressible_layers, cfg.compress_global_only, mc, config_path);
   const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
   const std::vector<double> profile =
       needs_profile ? profile_of_layers(profile_path, cc.allocator->id, layers, mc.n_layers) : std::vector<double>{};
@@ -71,13 +59,12 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   scorer.key = cc.scorer->id;
 
   // Prefill once, computing the scorer's statistics on the way.
-  const int64_t T = static_cast<int64_t>(prompt_ids.size()), A = static_cast<int64_t>(layers.size());
+  const int64_t T = static_cast<int64_t>(prompt_ids.size());
   const PrefilledPrompt prompt = prefill_prompt(
       backend, prompt_ids, prefill_needs({&scorer}, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
-  const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
-                                       : budget_total_from_tokens(*cc.budget_tokens, T, A);
+  const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers, T));
   ScoreMemo memo;
   const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "cache/budget.hpp"
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "runner/sampling.hpp"
+#include "runner/sliding_window.hpp"
 
 namespace rkv {
 
@@ -53,6 +55,26 @@ PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cu
     n.stats.push_back(o);
   }
   return n;
+}
+
+std::vector<int64_t> resolve_compressible_layers(const std::vector<int64_t>& listed, bool global_only,
+                                                 const ModelConfig& mc, const std::string& config_path) {
+  std::vector<int64_t> layers = listed;
+  if (layers.empty())
+    for (int64_t l = 0; l < mc.n_layers; ++l)
+      if (!global_only || !mc.is_sliding(l)) layers.push_back(l);
+  if (global_only && layers.empty())
+    throw InputError(config_path + ": budget.layers = \"global\", but every layer of the model has a sliding window");
+  for (int64_t l : layers)
+    if (l < 0 || l >= mc.n_layers)
+      throw InputError(config_path + ": budget.layers names layer " + std::to_string(l) + " but the model has " +
+                       std::to_string(mc.n_layers) + " layers");
+  return layers;
+}
+
+int64_t cell_budget_total(const std::optional<double>& fraction, const std::optional<int64_t>& tokens,
+                          const std::vector<int64_t>& spans) {
+  return fraction ? budget_total_from_fraction(*fraction, spans) : budget_total_from_tokens(tokens.value_or(0), spans);
 }
 
 PrefilledPrompt prefill_prompt(Backend& backend, const std::vector<int32_t>& tokens, const PrefillNeeds& needs) {
@@ -116,10 +138,11 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
                           const std::vector<int64_t>& layers, const std::vector<double>& profile, int64_t B) {
   const int64_t T = static_cast<int64_t>(prompt.tokens.size()), A = static_cast<int64_t>(layers.size());
   const int64_t protected_count = scorer.requirements.protected_count(T);
+  const std::vector<int64_t> spans = backend.model().config.layer_spans(layers, T);
   CellBudgets out;
   const PluginInstance* per_head = head_alloc;
   if (serves_layer_budgets(layer_alloc)) {
-    const Allocation a = run_allocator(layer_alloc, profile, B, T, A, protected_count);
+    const Allocation a = run_allocator(layer_alloc, profile, B, T, A, protected_count, spans);
     out.layers = a.budgets;
     out.warnings = a.warnings;
   } else if (serves_head_budgets(layer_alloc) && !head_alloc) {
@@ -155,6 +178,7 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
   in.n_layers = A;
   in.n_kv_heads = H;
   in.protected_count = protected_count;
+  in.layer_spans = spans;
   HeadAllocation h = run_head_allocator(*per_head, in);
   out.layers = h.layer_budgets;
   out.heads = std::move(h.budgets);
@@ -170,26 +194,32 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     throw InputError("compress_prompt: " + std::to_string(layers.size()) + " layers but " +
                      std::to_string(budgets.size()) + " budgets");
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), Hkv = backend.model().config.n_kv_heads;
+  const ModelConfig& c = backend.model().config;
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), Hkv = c.n_kv_heads;
+  if (rerotate && has_sliding_window(c))
+    throw InputError("compression.rerotate = true is not supported on a model with sliding-window layers: "
+                     "re-rotated positions would move entries across the window");
   CompressedPrompt out;
   out.cache = backend.clone(*prompt.cache);  // a copy: the prefill is shared by every cell
-  out.bytes_full = prompt.cache->bytes();
-  out.budgets.assign(static_cast<size_t>(prompt.cache->n_layers()), T);
+  out.bytes_full = window_bytes(backend, *prompt.cache, T);
+  for (int64_t l = 0; l < c.n_layers; ++l) out.budgets.push_back(c.layer_span(l, T));  // what a layer left whole holds
   if (head_budgets) out.head_budgets.resize(static_cast<size_t>(prompt.cache->n_layers()));
+  std::vector<char> compressed(static_cast<size_t>(c.n_layers), 0);
   for (size_t a = 0; a < layers.size(); ++a) {
-    const int64_t l = layers[a], b = budgets[a];
-    out.budgets[static_cast<size_t>(l)] = std::min(b, T);
+    const int64_t l = layers[a], span = c.layer_span(l, T);
     const std::vector<int64_t>* heads = head_budgets ? &(*head_budgets)[a] : nullptr;
+    out.budgets[static_cast<size_t>(l)] = std::min(budgets[a], span);
+    bool whole = budgets[a] >= span;
     if (heads) {
-      for (int64_t hb : *heads) out.head_budgets[static_cast<size_t>(l)].push_back(std::min(hb, T));
-      if (std::all_of(heads->begin(), heads->end(), [&](int64_t hb) { return hb >= T; })) continue;
-    } else if (b >= T) {
-      continue;
+      for (int64_t hb : *heads) out.head_budgets[static_cast<size_t>(l)].push_back(std::min(hb, span));
+      whole = std::all_of(heads->begin(), heads->end(), [&](int64_t hb) { return hb >= span; });
     }
+    if (whole) continue;  // kept whole (a sliding layer still drops what lies before its window, below)
+    compressed[static_cast<size_t>(l)] = 1;
     const ScoreResult& scores = memo.scores(backend, prompt, scorer, l);
-    const Selection sel =
-        heads ? select_positions_per_head(scores.scores.data(), Hkv, T, *heads, scorer.requirements.protected_spec(), l)
-              : select_positions(scores.scores.data(), Hkv, T, b, scorer.requirements.protected_spec(), l);
+    const ProtectedSpec spec = scorer.requirements.protected_spec();
+    const Selection sel = heads ? select_in_window_per_head(scores.scores.data(), Hkv, T, span, *heads, spec, l)
+                                : select_in_window(scores.scores.data(), Hkv, T, span, budgets[a], spec, l);
     backend.compact_layer(*out.cache, l, sel);
     if (rerotate) {
       out.prompt_positions.resize(static_cast<size_t>(prompt.cache->n_layers()));
@@ -201,10 +231,20 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     for (const auto& w : scores.warnings) out.warnings.push_back(w);
     for (const auto& w : sel.warnings) out.warnings.push_back(w);
   }
+  for (int64_t l = 0; l < c.n_layers; ++l)  // every other sliding layer keeps just its window
+    if (!compressed[static_cast<size_t>(l)] && window_first_position(c, l, T) > 0)
+      backend.compact_layer(*out.cache, l, select_in_window(nullptr, Hkv, T, c.layer_span(l, T), T, {}, l));
   out.bytes_kept = out.cache->bytes();
   out.next_position = next_position_after(*out.cache, T, rerotate);
   out.seconds = seconds_since(t0);
   return out;
+}
+
+size_t window_bytes(Backend& backend, const BackendCache& full, int64_t prefix_tokens) {
+  if (!window_drops_entries(backend.model().config, prefix_tokens)) return full.bytes();
+  const std::unique_ptr<BackendCache> copy = backend.clone(full);
+  drop_out_of_window(backend, *copy, prefix_tokens - 1);
+  return copy->bytes();
 }
 
 const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPrompt& prompt) {
@@ -213,20 +253,28 @@ const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPr
   return nullptr;
 }
 
+std::vector<float> extend_cache(Backend& backend, BackendCache& cache, const std::vector<int32_t>& tokens,
+                                int64_t start_pos, LogitsFor which) {
+  std::vector<float> logits = backend.extend(cache, tokens, start_pos, which);
+  drop_out_of_window(backend, cache, start_pos + static_cast<int64_t>(tokens.size()) - 1);
+  return logits;
+}
+
 std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t token, int64_t position,
                                 DecodeSession* decode) {
   throw_if_cancelled();  // a run's SIGTERM stops a long continuation between two tokens (core/cancel.hpp)
-  if (!decode) return backend.extend(cache, {token}, position, LogitsFor::Last);
+  if (!decode) return extend_cache(backend, cache, {token}, position, LogitsFor::Last);
   ExtendObservation observed;
   std::vector<float> logits = backend.extend(cache, {token}, position, LogitsFor::Last, decode->capture(), &observed);
   decode->after_token(backend, cache, observed, position);
+  drop_out_of_window(backend, cache, position);
   return logits;
 }
 
 std::vector<float> continuation_logits(Backend& backend, const std::vector<int32_t>& tokens, int64_t start_pos,
                                        BackendCache& cache, DecodeSession* decode) {
   if (tokens.empty()) return {};
-  if (!decode) return backend.extend(cache, tokens, start_pos, LogitsFor::All);
+  if (!decode) return extend_cache(backend, cache, tokens, start_pos, LogitsFor::All);
   std::vector<float> logits;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::vector<float> row = decode_token(backend, cache, tokens[i], start_pos + static_cast<int64_t>(i), decode);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,19 @@ struct PrefillNeeds {
 /// The union of what `scorers` need (each distinct statistics request once), plus the cumulative attention of the
 /// whole prompt when `cumulative_for_decode` (a decode policy that seeds accumulated attention from it).
 PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode = false);
+
+/// The compressible layers A of a model: `listed` (budget.layers; each must be below the model's layer count), every
+/// layer when it is empty, or with `global_only` (budget.layers = "global") the layers without a sliding window.
+/// Throws rkv::InputError naming `config_path` and budget.layers for a layer beyond the model, and for "global" on a
+/// model whose every layer slides.
+std::vector<int64_t> resolve_compressible_layers(const std::vector<int64_t>& listed, bool global_only,
+                                                 const ModelConfig& model, const std::string& config_path);
+
+/// The global budget B of a cell over a prompt of T positions: from budget.fraction (B = round(f sum span_l)) or
+/// budget.tokens (sum min(tokens, span_l)) over the spans of A (ModelConfig::layer_spans; cache/budget.hpp). Exactly
+/// one of the two is set. rkv::InputError as budget_total_from_fraction / _from_tokens.
+int64_t cell_budget_total(const std::optional<double>& fraction, const std::optional<int64_t>& tokens,
+                          const std::vector<int64_t>& spans);
 
 /// A prompt after one full prefill.
 struct PrefilledPrompt {
@@ -106,19 +120,33 @@ struct CompressedPrompt {
 };
 
 /// Copies `prompt`'s full cache and compresses every layer of `layers` (model layer indices, the set A) to
-/// `budgets` (one per entry of `layers`; b_l >= T leaves the layer whole) with `scorer`. With `head_budgets`
+/// `budgets` (one per entry of `layers`; b_l >= span_l leaves the layer whole) with `scorer`. A sliding-window layer
+/// holds only the last span_l = min(T, W) positions (runner/sliding_window.hpp): its selection is made among those,
+/// and every sliding layer outside A or left whole is cut to them too; `budgets` in the result are then at most
+/// span_l, and bytes_full is what the uncompressed cache holds once cut to its windows (window_bytes()). With `head_budgets`
 /// ([|A|][H_kv], from allocate_cell) each KV head keeps its own count (select_positions_per_head). With `rerotate`
 /// ([compression] rerotate; kvpress KeyRerotationPress) every compacted layer's kept keys are re-rotated right after
 /// its compaction to the contiguous positions 0 .. b_{l,h} - 1 of each KV head (Backend::rerotate_layer; a layer left
-/// whole already is at 0 .. T - 1), and next_position is the cache length instead of T.
+/// whole already is at 0 .. T - 1), and next_position is the cache length instead of T. Throws rkv::InputError for
+/// rerotate on a model with sliding-window layers (re-rotated positions would move entries across the window).
 CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
                                  ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr,
                                  bool rerotate = false);
 
+/// Bytes the full cache `full` of a prompt of T positions holds once every sliding-window layer keeps only its
+/// window (Backend::bytes of a cut copy; full.bytes() on a model without windows shorter than T): what a compressed
+/// cell's kv_bytes is compared against.
+size_t window_bytes(Backend& backend, const BackendCache& full, int64_t prefix_tokens);
+
 /// The prefill's cumulative attention of every layer ([L] of [H, T]) when one of its statistics requests computed it,
 /// else null: what DecodePolicy::begin() seeds accumulated attention with.
 const std::vector<AttentionStats>* prompt_cumulative_attention(const PrefilledPrompt& prompt);
+
+/// Backend::extend (no capture) followed by drop_out_of_window() at the last position fed: what every decode path
+/// without a decode session uses, so a sliding-window layer never holds entries older than its window.
+std::vector<float> extend_cache(Backend& backend, BackendCache& cache, const std::vector<int32_t>& tokens,
+                                int64_t start_pos, LogitsFor which);
 
 /// Feeds one token at `position` on `cache` and returns its logits float32 [V]; with `decode` (may be null) the
 /// extend observes what the session needs and the session evicts or compresses afterwards. rkv::Cancelled when the

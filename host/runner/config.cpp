@@ -605,8 +605,17 @@ const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "d
 const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
                                                "budget",       "compression", "tasks", "sweep",  "output"};
 
-/// budget.layers: model layer indices >= 0, each at most once (the set A).
-std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget) {
+/// budget.layers: model layer indices >= 0, each at most once (the set A), or the string "global" (then
+/// `*global_only` is set and the list is empty).
+std::vector<int64_t> compressible_layers(const Ctx& c, const toml::table& budget, bool* global_only) {
+  *global_only = false;
+  if (const toml::node* n = budget.get("layers"); n && n->is_string()) {
+    if (n->value_or(std::string()) != "global")
+      throw InputError(where(c, *n, "budget.layers") + " must be a list of layer indices or \"global\" (got \"" +
+                       n->value_or(std::string()) + "\")");
+    *global_only = true;
+    return {};
+  }
   std::vector<int64_t> layers = get_number_list<int64_t>(c, budget, "layers", "budget.layers", {});
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i] < 0 || layers[i] > kMaxLayer)
@@ -863,7 +872,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCells);
   }
   if (const toml::table* b = sub_table(c, root, "budget", "budget")) {
-    plan.compressible_layers = compressible_layers(c, *b);
+    plan.compressible_layers = compressible_layers(c, *b, &plan.compress_global_only);
   }
 
   // [sweep]: the cartesian product of every listed key. The values are copied out and [sweep] is removed from the
@@ -991,7 +1000,7 @@ CompressionConfig load_compression_config(const std::string& path) {
     paths.push_back(resolve_config_path(p, c.base_dir));
   out.registry = std::make_shared<PluginRegistry>(PluginRegistry::discover(paths));
   out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
-  if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b);
+  if (const toml::table* b = sub_table(c, root, "budget", "budget")) out.compressible_layers = compressible_layers(c, *b, &out.compress_global_only);
   if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
     check_keys(c, *cp, "compression", kCompressionKeys);  // a misspelt rerotate is an error, not ignored
     out.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);

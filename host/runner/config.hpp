@@ -10,7 +10,8 @@
 //                 examples, prefix_tokens, window_tokens (calibration), seed
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
-//   [budget]      fraction = f in (0, 1]  |  tokens = N (average per-layer budget); layers = [] (A; empty: all)
+//   [budget]      fraction = f in (0, 1] of the layers' spans  |  tokens = N (per-layer budget, at most a layer's span);
+//                 layers = [] (A; empty: all) or "global" (the layers without a sliding window; cache/budget.hpp)
 //   [compression] query_aware = false
 //   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half
 //                 the budget), interval = 16 and target (periodic; default the budget) -- a cell setting: sweepable
@@ -143,6 +144,7 @@ struct RunPlan {
   int64_t threads = 0;
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
+  bool compress_global_only = false;  ///< budget.layers = "global": A = the layers without a sliding window
   bool query_aware = false;
   bool rerotate = false;  ///< [compression] rerotate: re-rotate kept keys to contiguous positions (compress_prompt)
   std::vector<std::string> tasks = {"lm_fidelity"};
@@ -178,6 +180,7 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
 struct CompressionConfig {
   CellConfig cell;
   std::vector<int64_t> compressible_layers;  ///< empty: all
+  bool compress_global_only = false;         ///< budget.layers = "global"
   bool rerotate = false;                     ///< [compression] rerotate (compress_prompt)
   std::shared_ptr<PluginRegistry> registry;
 };

@@ -7,6 +7,7 @@
 #include "core/errors.hpp"
 #include "runner/compression.hpp"
 #include "runner/decode_sessions.hpp"
+#include "runner/sliding_window.hpp"
 
 namespace rkv {
 
@@ -98,6 +99,11 @@ std::unique_ptr<DecodeSession> DecodePolicy::begin(Backend& backend, const Backe
     throw InputError("decode policy: the cache has " + str(cache.n_layers()) + " layers but " +
                      str(static_cast<int64_t>(budgets_.size())) + " budgets were given");
   if (spec_.policy == "rolling") return decode::make_rolling_session(*this);
+  // h2o and periodic keep state per held entry, which the window cut after every token (sliding_window.hpp) would
+  // have to follow; rolling keeps none.
+  if (has_sliding_window(backend.model().config))
+    throw InputError("compression.decode.policy = \"" + spec_.policy + "\" is not supported on a model with "
+                     "sliding-window layers (use \"none\" or \"rolling\")");
   if (spec_.policy == "h2o") {
     if (!prompt_cumulative)
       throw InputError("decode policy h2o: the prefill's cumulative attention was not computed (it seeds the "

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/errors.hpp"
+#include "runner/compression.hpp"
 
 namespace rkv {
 
@@ -29,7 +30,7 @@ GenerateResult generate(Backend& backend, const std::vector<int32_t>& prompt, co
     res.tokens.push_back(next);
     if (on_token && !on_token(next)) break;
     if (step + 1 == opts.max_new_tokens) break;
-    logits = backend.extend(*pre.cache, {next}, pos++, LogitsFor::Last);
+    logits = extend_cache(backend, *pre.cache, {next}, pos++, LogitsFor::Last);
   }
   res.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return res;

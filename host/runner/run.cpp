@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -137,6 +138,7 @@ struct Example {
   // the full cache's outcome, per metric
   std::map<std::string, double> full_values;
   double full_decode_tps = 0;
+  size_t full_kv_bytes = 0;      // the full cache's bytes after the prompt, sliding layers cut to their windows
   size_t full_kv_bytes_end = 0;  // the full cache's bytes after the task
   ExampleInput input;            // where its tokens came from (examples.jsonl "input")
 };
@@ -153,7 +155,7 @@ GreedyResult answer(Backend& backend, const PrefilledPrompt& prompt, BackendCach
     const std::vector<float> logits = continuation_logits(backend, question, start_pos, cache, decode);
     last.assign(logits.end() - V, logits.end());
   } else {
-    last = backend.extend(cache, question, start_pos, LogitsFor::Last);
+    last = extend_cache(backend, cache, question, start_pos, LogitsFor::Last);
   }
   return greedy_decode(backend, last, start_pos + n, cache, max_new, stop, decode);
 }
@@ -279,14 +281,15 @@ void check_lengths_fit_the_context(const RunPlan& plan, const ModelConfig& mc) {
 /// cell file is written: a config error found after it would leave a folder that neither the fixed config nor
 /// --resume accepts. Throws rkv::InputError naming the config, the cell and the key to raise.
 void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pending,
-                            const std::vector<Example>& examples, int64_t A) {
+                            const std::vector<Example>& examples, const ModelConfig& mc,
+                            const std::vector<int64_t>& layers_A) {
+  const int64_t A = static_cast<int64_t>(layers_A.size());
   for (size_t c : pending) {
     const CellConfig& cc = plan.cells[c].config;
     if (cc.full_cache) continue;
     for (const auto& ex : examples) {
       const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
-      const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
-                                           : budget_total_from_tokens(*cc.budget_tokens, T, A);
+      const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers_A, T));
       if (B < A)
         throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': the global budget B = " +
                          std::to_string(B) + " is below the number of compressible layers |A| = " + std::to_string(A) +
@@ -406,13 +409,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   check_lengths_fit_the_context(plan, mc);
 
-  std::vector<int64_t> layers_A = plan.compressible_layers;
-  if (layers_A.empty())
-    for (int64_t l = 0; l < mc.n_layers; ++l) layers_A.push_back(l);
-  for (int64_t l : layers_A)
-    if (l >= mc.n_layers)
-      throw InputError(plan.config_path + ": budget.layers names layer " + std::to_string(l) + " but the model has " +
-                       std::to_string(mc.n_layers) + " layers");
+  const std::vector<int64_t> layers_A =
+      resolve_compressible_layers(plan.compressible_layers, plan.compress_global_only, mc, plan.config_path);
 
   // Scorers of the cells to compute, and how many prompt queries their statistics need.
   std::map<std::string, ScorerUse> scorers;
@@ -552,10 +550,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       check_cancel(opt);
     }
   }
-  check_budgets_feasible(plan, pending, examples, static_cast<int64_t>(layers_A.size()));
+  check_budgets_feasible(plan, pending, examples, mc, layers_A);
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);
+    ex.full_kv_bytes = window_bytes(*backend, *ex.prompt.cache, static_cast<int64_t>(ex.prompt.tokens.size()));
     const CacheForker fork = [&] { return CacheCopy{backend->clone(*ex.prompt.cache), nullptr}; };
     size_t forked_end = 0;
     ex.full_values = score_example(*backend, tok, ex, *full, static_cast<int64_t>(ex.prompt.tokens.size()),
@@ -583,23 +582,22 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         r.task = ex.task;
         r.example = ex.index;
         r.prefix_tokens = static_cast<int64_t>(ex.prompt.tokens.size());
-        r.kv_bytes_full = ex.prompt.cache->bytes();
+        r.kv_bytes_full = ex.full_kv_bytes;
         r.full_values = ex.full_values;
         r.input = ex.input;
         const int64_t T = r.prefix_tokens;
         if (cc.full_cache) {
           r.values = ex.full_values;
-          r.budget_total = T * static_cast<int64_t>(layers_A.size());
-          r.budgets.assign(static_cast<size_t>(mc.n_layers), T);
+          const std::vector<int64_t> spans_A = mc.layer_spans(layers_A, T);
+          r.budget_total = std::accumulate(spans_A.begin(), spans_A.end(), int64_t{0});
+          for (int64_t l = 0; l < mc.n_layers; ++l) r.budgets.push_back(mc.layer_span(l, T));
           r.kv_bytes = r.kv_bytes_full;
           r.kv_bytes_end = ex.full_kv_bytes_end;
           r.decode_tokens_per_second = ex.full_decode_tps;
           if (ex.task == "lm_fidelity") dump.add_logits(ex.task, ex.index, ex.reference.logits, mc.vocab_size);
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
-          const int64_t A = static_cast<int64_t>(layers_A.size());
-          const int64_t B = cc.budget_fraction ? budget_total_from_fraction(*cc.budget_fraction, T, A)
-                                               : budget_total_from_tokens(*cc.budget_tokens, T, A);
+          const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers_A, T));
           std::vector<double> profile_A;
           if (cc.uses_profile) {
             const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));

@@ -27,13 +27,26 @@ std::string needle_prompt_template() {
          " <assistant> " + kAnswerPrefix;
 }
 
+namespace {
+
+/// The prompt around `user_text` (intro, context, question): the model's chat template with the answer primed, or,
+/// for a model without one (a base model such as Gemma 3 270M), the plain text "<bos>{user_text}\n{answer prefix}".
+std::string needle_prompt_text(const Tokenizer& tok, const std::string& user_text) {
+  if (tok.chat_template().empty()) {
+    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    return bos + user_text + "\n" + kAnswerPrefix;
+  }
+  return ChatTemplate::for_tokenizer(tok).apply({{"user", user_text}}, true) + kAnswerPrefix;
+}
+
+}  // namespace
+
 std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::string& haystack_text,
                                                const NeedleConfig& cfg, bool query_aware) {
-  const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
   const std::vector<int32_t> hay = tok.encode(haystack_text, false, false);
   // Tokens the template, intro, needle and question add (measured on an empty haystack).
   const std::string empty_prompt =
-      chat.apply({{"user", std::string(kIntro) + needle_sentence("00000") + kQuestion}}, true) + kAnswerPrefix;
+      needle_prompt_text(tok, std::string(kIntro) + needle_sentence("00000") + kQuestion);
   const int64_t overhead = static_cast<int64_t>(tok.encode(empty_prompt, false, true).size());
   std::vector<NeedlePrompt> out;
   std::mt19937_64 rng(cfg.seed);
@@ -59,7 +72,7 @@ std::vector<NeedlePrompt> build_needle_prompts(const Tokenizer& tok, const std::
         const std::string after =
             tok.decode(std::vector<int32_t>(hay.begin() + cut, hay.begin() + start + n_hay), false);
         const std::string context = std::string(kIntro) + before + needle_sentence(p.passkey) + after;
-        const std::string prompt = chat.apply({{"user", context + kQuestion}}, true) + kAnswerPrefix;
+        const std::string prompt = needle_prompt_text(tok, context + kQuestion);
         const std::vector<int32_t> ids = tok.encode(prompt, false, true);
         if (!query_aware) {
           p.compressed_part = ids;

@@ -1,5 +1,6 @@
 // Task needle (passkey retrieval): a sentence with a 5-digit pass key is hidden at a depth of Austen text, the
-// question is asked with the model's chat template, and the model answers greedily on the compressed cache.
+// question is asked with the model's chat template (a base model without one, e.g. Gemma 3 270M, gets the plain text
+// "<bos>" + prompt + "\nThe pass key is"), and the model answers greedily on the compressed cache.
 // A hit: the pass key's digits appear in the decoded first 16 generated tokens (Mohtashami & Jaggi, "Landmark
 // Attention", 2023, passkey retrieval; the depth sweep as in "needle in a haystack" tests).
 //

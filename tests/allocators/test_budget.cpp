@@ -75,4 +75,40 @@ TEST(Budget, SumIsExactlyBOnIrregularInputs) {
   }
 }
 
+// Layers with different spans (Gemma 3: sliding layers hold at most their window). Worked by hand.
+TEST(BudgetSpans, TotalIsTheFractionOfTheSumOfSpans) {
+  // spans [512, 512, 1024]: sum 2048; f = 0.25 -> 512; f = 0.75 -> 1536.
+  EXPECT_EQ(rkv::budget_total_from_fraction(0.25, V{512, 512, 1024}), 512);
+  EXPECT_EQ(rkv::budget_total_from_fraction(0.75, V{512, 512, 1024}), 1536);
+  // Gemma 3 270M at T = 2048: 15 sliding layers of 512 and 3 global of 2048 -> 13,824; f = 0.25 -> 3,456.
+  V gemma(18, 512);
+  for (int64_t l : {5, 11, 17}) gemma[static_cast<size_t>(l)] = 2048;
+  EXPECT_EQ(rkv::budget_total_from_fraction(0.25, gemma), 3456);
+  // Equal spans reproduce the f T |A| rule.
+  EXPECT_EQ(rkv::budget_total_from_fraction(0.3, V{100, 100, 100}), rkv::budget_total_from_fraction(0.3, 100, 3));
+  // Tokens: min(600, span) per layer = 512 + 512 + 600.
+  EXPECT_EQ(rkv::budget_total_from_tokens(600, V{512, 512, 1024}), 1624);
+  EXPECT_THROW(rkv::budget_total_from_fraction(0.5, V{}), rkv::InputError);
+  EXPECT_THROW(rkv::budget_total_from_fraction(0.5, V{512, 0}), rkv::InputError);
+  EXPECT_THROW(rkv::budget_total_from_tokens(0, V{512}), rkv::InputError);
+}
+
+TEST(BudgetSpans, UniformShareOfSpansKeepsTheSameFractionOfEveryLayer) {
+  // x proportional to the spans, B = 512: lambda = 0.25, b = [128, 128, 256].
+  EXPECT_EQ(rkv::integerize_budgets({512, 512, 1024}, 512, V{512, 512, 1024}), (V{128, 128, 256}));
+  // Equal x, B = 512: 170.67 each, none capped; remainders .67 x 3 -> floors 170, +1 to layers 0 and 1.
+  EXPECT_EQ(rkv::integerize_budgets({1, 1, 1}, 512, V{512, 512, 1024}), (V{171, 171, 170}));
+}
+
+TEST(BudgetSpans, WaterFillingCapsEachLayerAtItsOwnSpan) {
+  // B = 1536, x = [0.5, 0.4, 0.1]: the proportional split [768, 614.4, 153.6] exceeds both sliding caps (512), so
+  // both sit at 512 and the global layer takes the remaining 512.
+  EXPECT_EQ(rkv::integerize_budgets({0.5, 0.4, 0.1}, 1536, V{512, 512, 1024}), (V{512, 512, 512}));
+  // B = 1200, x = [0.6, 0.2, 0.2]: 720 > 512 caps layer 0; the other 688 split 1:1 -> [512, 344, 344].
+  EXPECT_EQ(rkv::integerize_budgets({0.6, 0.2, 0.2}, 1200, V{512, 512, 1024}), (V{512, 344, 344}));
+  // Above the sum of spans there is nothing to give.
+  EXPECT_THROW(rkv::integerize_budgets({1, 1, 1}, 2049, V{512, 512, 1024}), rkv::InputError);
+  EXPECT_THROW(rkv::integerize_capped({1, 1}, 10, 1, V{5}), rkv::InputError);
+}
+
 }  // namespace

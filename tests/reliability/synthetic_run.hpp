@@ -13,9 +13,10 @@
 namespace rkv_test {
 
 /// Writes model.gguf, cal.txt and eval.txt into `dir` (created).
-inline void write_synthetic_run_folder(const std::filesystem::path& dir) {
+/// `arch` "llama" (2 layers) or "gemma3" (3 layers: 0 and 1 with a sliding window of 16, layer 2 global).
+inline void write_synthetic_run_folder(const std::filesystem::path& dir, const std::string& arch = "llama") {
   std::filesystem::create_directories(dir);
-  rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
+  rkv::ModelConfig c = rkv::synthetic_config(arch, 4, 2, 8, arch == "gemma3" ? 3 : 2);
   c.vocab_size = 258;
   c.context_length = 256;
   const rkv::Model m = rkv::synthetic_model(c, 21);

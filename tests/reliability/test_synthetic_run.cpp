@@ -1040,4 +1040,68 @@ TEST_F(SyntheticRun, MergeLeavesOutLeftoverCellsAndRepeatsOfAnotherSweep) {
   EXPECT_EQ(cells, 3u);
 }
 
+// Issue 16: a model with sliding-window layers (synthetic Gemma 3: layers 0 and 1 slide with window 16, layer 2 is
+// global; H_kv = 2, d = 8, so an entry of one KV head is 2 x 8 floats + an int32 position = 68 bytes). At T = 32 the
+// spans are [16, 16, 32], sum 64, so budget.fraction = 0.5 gives B = 32 and the uniform allocator keeps half of each
+// span: [8, 8, 16]. The full cache holds only the windows of the sliding layers: (16 + 16 + 32) x 2 x 68 = 8,704
+// bytes; the compressed one (8 + 8 + 16) x 2 x 68 = 4,352. After the 8 continuation tokens (positions 32 .. 39) a
+// full sliding layer holds its last 16 entries (drop_out_of_window; 40 without it) and the global one 8 more:
+// (16 + 16 + 40) x 136 = 9,792. With budget.layers = "global" only layer 2 is compressed: B = 16, budgets
+// [16, 16, 16], kv_bytes (16 + 16 + 16) x 136 = 6,528.
+TEST_F(SyntheticRun, SlidingWindowLayersHoldTheirWindowAndBudgetsAreFractionsOfSpans) {
+  fs::remove_all(dir);
+  rkv_test::write_synthetic_run_folder(dir, "gemma3");
+  for (const std::string layers : {"", "layers = \"global\"\n"}) {
+    const fs::path out = dir / (layers.empty() ? "out-all" : "out-global");
+    rkv::RunOptions o;
+    o.out_dir = out.string();
+    o.quiet = true;
+    std::string text = config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n");
+    text.replace(text.find("fraction = 0.5\n"), 15, "fraction = 0.5\n" + layers);
+    ASSERT_EQ(rkv::run_ablation(plan(text), o).cells_computed, 2);
+    for (const auto& e : fs::directory_iterator(out / "cells")) {
+      const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+      const bool full = j.at("full_cache").get<bool>();
+      for (const auto& ex : j.at("examples")) {
+        if (ex.at("task") != "lm_fidelity") continue;
+        EXPECT_EQ(ex.at("kv_bytes_full").get<size_t>(), 8704u);
+        if (full) {
+          EXPECT_EQ(ex.at("budgets"), (std::vector<int64_t>{16, 16, 32}));
+          EXPECT_EQ(ex.at("kv_bytes").get<size_t>(), 8704u);
+          EXPECT_EQ(ex.at("kv_bytes_end").get<size_t>(), 9792u);
+        } else if (layers.empty()) {
+          EXPECT_EQ(ex.at("B").get<int64_t>(), 32);
+          EXPECT_EQ(ex.at("budgets"), (std::vector<int64_t>{8, 8, 16}));
+          EXPECT_EQ(ex.at("kv_bytes").get<size_t>(), 4352u);
+          // A sliding layer's 8 kept prompt entries lie in [16, 32); after position 39 only those at 24 and above
+          // are still in its window (at least snapkv's 4 recent ones): 12 to 16 entries, + the global layer's 24.
+          EXPECT_GE(ex.at("kv_bytes_end").get<size_t>(), (12u + 12u + 24u) * 136u);
+          EXPECT_LE(ex.at("kv_bytes_end").get<size_t>(), (16u + 16u + 24u) * 136u);
+        } else {
+          EXPECT_EQ(ex.at("B").get<int64_t>(), 16);
+          EXPECT_EQ(ex.at("budgets"), (std::vector<int64_t>{16, 16, 16}));
+          EXPECT_EQ(ex.at("kv_bytes").get<size_t>(), 6528u);
+        }
+      }
+    }
+  }
+}
+
+// h2o and periodic keep state per held entry, which the window cut would have to follow: refused with a clear error.
+TEST_F(SyntheticRun, EntryStatefulDecodePoliciesAreRefusedOnSlidingWindowModels) {
+  fs::remove_all(dir);
+  rkv_test::write_synthetic_run_folder(dir, "gemma3");
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n", "[compression.decode]\npolicy = \"h2o\"\n"));
+  try {
+    rkv::run_ablation(p, o);
+    FAIL() << "h2o ran on a sliding-window model";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported on a model with sliding-window layers"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace

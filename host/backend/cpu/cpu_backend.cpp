@@ -154,6 +154,16 @@ std::unique_ptr<BackendCache> CpuBackend::clone(const BackendCache& cache) {
   return std::make_unique<CpuCache>(host_cache(cache));
 }
 
+std::vector<int32_t> CpuBackend::layer_positions(const BackendCache& cache, int64_t layer) {
+  const KVCache& kv = host_cache(cache);
+  check_layer(kv, layer);
+  const LayerKV& src = kv.layers[static_cast<size_t>(layer)];
+  std::vector<int32_t> out;
+  if (!src.has_positions()) return out;
+  for (int64_t h = 0; h < src.n_kv_heads; ++h) out.insert(out.end(), src.pos_at(h, 0), src.pos_at(h, 0) + src.head_length(h));
+  return out;
+}
+
 LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
   const KVCache& kv = host_cache(cache);
   check_layer(kv, layer);

@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
                             ExtendObservation* observed = nullptr) override;
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override;
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
+  std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override;
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;

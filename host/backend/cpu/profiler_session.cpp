@@ -53,6 +53,10 @@ CpuProfilerSession::CpuProfilerSession(const Model& model, int64_t prefix_tokens
     throw InputError("profiler: the model exceeds the noise key limits (65535 layers, KV heads, d/4)");
   protected_.assign(static_cast<size_t>(P_), 0);
   for (int64_t u : protected_positions(P_, protect)) protected_[static_cast<size_t>(u)] = 1;
+  // A sliding-window layer holds only prefix positions u > P - 1 - W after the prefix (runner/sliding_window.hpp):
+  // the others are never perturbed there.
+  unheld_or_protected_ = protected_;
+  for (int64_t u = 0; c.sliding_window > 0 && u < P_ - std::min(P_, c.sliding_window); ++u) unheld_or_protected_[static_cast<size_t>(u)] = 1;
 
   const int64_t L = c.n_layers, D = c.d_model;
   cache_ = make_cache(model_, P_ + n_w_);
@@ -159,11 +163,12 @@ void CpuProfilerSession::perturb_values(int64_t layer, double alpha, uint64_t se
   LayerKV& kv = cache_.layers[static_cast<size_t>(layer)];
   const int64_t Hkv = kv.n_kv_heads, d = kv.head_dim;
   const uint32_t ex = static_cast<uint32_t>(current_);
+  const std::vector<char>& skip = model_.config.is_sliding(layer) ? unheld_or_protected_ : protected_;
   parallel_for(Hkv * P_, 64, [&](int64_t a, int64_t b) {
     std::vector<float> eps(static_cast<size_t>(d));
     for (int64_t r = a; r < b; ++r) {
       const int64_t h = r / P_, u = r % P_;
-      if (protected_[static_cast<size_t>(u)]) continue;
+      if (skip[static_cast<size_t>(u)]) continue;
       float* v = kv.v_at(h, u);
       double norm2 = 0.0;
       for (int64_t k = 0; k < d; ++k) norm2 += static_cast<double>(v[k]) * v[k];

@@ -74,6 +74,7 @@ class CpuProfilerSession final : public ProfilerSession {
   const Model& model_;
   int64_t P_ = 0, n_w_ = 0;
   std::vector<char> protected_;  ///< [P]
+  std::vector<char> unheld_or_protected_;  ///< [P] protected, or before a sliding-window layer's window
   KVCache cache_;
   Workspace ws_;
   std::vector<int64_t> positions_;  ///< P .. P + n_w - 1

@@ -268,6 +268,21 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaCache>(std::move(out));
   }
 
+  std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override {
+    const CudaCache& c = device_cache(cache);
+    c.check(layer);
+    const DeviceLayerKV& kv = c.kv.layers[static_cast<size_t>(layer)];
+    std::vector<int32_t> out;
+    if (!kv.has_positions()) return out;
+    for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+      const std::vector<int32_t> head = download<int32_t>(
+          *ctx_, kv.pos.as<char>() + static_cast<size_t>(kv.head_row(h)) * sizeof(int32_t),
+          static_cast<size_t>(kv.head_length(h)));
+      out.insert(out.end(), head.begin(), head.end());
+    }
+    return out;
+  }
+
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);

@@ -1,5 +1,7 @@
 #include "backend/cuda/profiler.hpp"
 
+#include <algorithm>
+
 #include <string>
 
 #include "core/errors.hpp"
@@ -20,6 +22,10 @@ DeviceProfiler::DeviceProfiler(const DeviceModel& model, int64_t prefix_tokens, 
   protected_.assign(static_cast<size_t>(P_), 0);
   for (int64_t p : protected_positions(P_, protect)) protected_[static_cast<size_t>(p)] = 1;
   protected_mask_ = upload(ctx, protected_);
+  // A sliding-window layer holds only prefix positions u > P - 1 - W (runner/sliding_window.hpp): never perturbed.
+  std::vector<uint8_t> skip = protected_;
+  for (int64_t u = 0; c.sliding_window > 0 && u < P_ - std::min(P_, c.sliding_window); ++u) skip[static_cast<size_t>(u)] = 1;
+  window_mask_ = upload(ctx, skip);
   cache_ = make_cache(model, P_ + n_w_);
   const int64_t D = c.d_model;
   x_ = DeviceBuffer(ctx, static_cast<size_t>(n_w_ * D) * sizeof(float));
@@ -110,7 +116,9 @@ void DeviceProfiler::perturb_values(int64_t layer, double alpha, uint64_t seed, 
   save_values(layer);
   DeviceLayerKV& kv = cache_.layers[static_cast<size_t>(layer)];
   RKV_CUDA_CHECK(kernels::perturb_values(kv.dtype, kv.v.data(), kv.capacity, kv.n_kv_heads, P_,
-                                         static_cast<int>(kv.head_dim), protected_mask_.as<uint8_t>(), alpha, seed,
+                                         static_cast<int>(kv.head_dim),
+                                         (model_->config().is_sliding(layer) ? window_mask_ : protected_mask_).as<uint8_t>(),
+                                         alpha, seed,
                                          static_cast<uint32_t>(draw), static_cast<uint32_t>(example_),
                                          static_cast<uint32_t>(layer), model_->context().stream()));
 }

@@ -63,6 +63,7 @@ class DeviceProfiler {
   bool recording_ = false;  ///< prepare_example's reference run is in progress
   std::vector<uint8_t> protected_;
   DeviceBuffer protected_mask_;  ///< uint8 [P]
+  DeviceBuffer window_mask_;     ///< uint8 [P]: protected, or before a sliding-window layer's window (not held)
   DeviceKVCache cache_;
   DeviceWorkspace ws_;
   DeviceBuffer x_, positions_, ref_hidden_, ref_attn_, ref_logits_, kl_, o_;

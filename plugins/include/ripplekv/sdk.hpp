@@ -308,6 +308,9 @@ struct AllocationRequest {
   int64_t prefix_tokens = 0;        ///< T
   int64_t n_layers = 0;             ///< |A|
   int64_t protected_count = -1;     ///< scorer's protected count, -1 in standalone allocate
+  const int64_t* layer_spans = nullptr;  ///< [n_layers] entries layer l can hold (ABI minor 3); nullptr: all T
+  /// span_l: min(T, window) for a sliding-window layer, T otherwise (T when the host sent no spans).
+  int64_t span(int64_t l) const { return layer_spans ? layer_spans[l] : prefix_tokens; }
 };
 
 /// Base class of allocators ("rkv.allocator/1"). allocate() writes n_layers finite non-negative reals summing to B.
@@ -328,6 +331,9 @@ struct HeadAllocationRequest {
   int64_t n_layers = 0;                   ///< |A|
   int64_t n_kv_heads = 0;                 ///< H_kv
   int64_t protected_count = -1;           ///< per head; -1 with no scorer
+  const int64_t* layer_spans = nullptr;   ///< [n_layers] entries each head of layer l can hold (ABI minor 3); nullptr: T
+  /// span_l: each head of layer l holds at most this many entries, its last span_l positions (T without windows).
+  int64_t span(int64_t l) const { return layer_spans ? layer_spans[l] : prefix_tokens; }
 };
 
 /// Base class of per-head allocators ("rkv.allocator/2"). allocate_heads() writes n_layers x n_kv_heads finite
@@ -430,6 +436,10 @@ inline rkv_status allocator_allocate(rkv_plugin_instance* self, const rkv_alloca
     req.prefix_tokens = r->prefix_tokens;
     req.n_layers = r->n_layers;
     req.protected_count = r->protected_count;
+    if (RKV_HAS_FIELD(r, rkv_allocation_request, layer_spans) && r->layer_spans) {
+      require_tensor(r->layer_spans, "layer_spans", kDLInt, 64, {r->n_layers});
+      req.layer_spans = tensor_data<const int64_t>(r->layer_spans);
+    }
     static_cast<Allocator*>(plugin_of(self))->allocate(req, tensor_data<double>(out), d);
   });
 }
@@ -464,6 +474,10 @@ inline rkv_status head_allocator_allocate(rkv_plugin_instance* self, const rkv_h
     req.n_layers = r->n_layers;
     req.n_kv_heads = r->n_kv_heads;
     req.protected_count = r->protected_count;
+    if (RKV_HAS_FIELD(r, rkv_head_allocation_request, layer_spans) && r->layer_spans) {
+      require_tensor(r->layer_spans, "layer_spans", kDLInt, 64, {r->n_layers});
+      req.layer_spans = tensor_data<const int64_t>(r->layer_spans);
+    }
     static_cast<HeadAllocator*>(plugin_of(self))->allocate_heads(req, tensor_data<double>(out), d);
   });
 }
