@@ -131,10 +131,18 @@ std::string task_table(const std::vector<CellData>& cells, const std::string& ta
   return md.str() + "\n";
 }
 
-/// Per compressed cell of `task`, b_l relative to an even split of its total, b_l / (B / L) with B = sum_l b_l over
-/// the L model layers (1 = what uniform gives the layer), means over its examples, for the budget heatmap.
+/// Per compressed cell of `task`, b_l relative to what uniform gives the layer out of the same total, b_l / (B span_l /
+/// sum span) with B = sum_l b_l over the L model layers and span_l the full cache's b_l on that example (B / L when
+/// every span is T), means over its examples, for the budget heatmap.
 std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::vector<CellData>& cells,
                                                                      const std::string& task) {
+  // The full cache's budgets of each example are the layers' spans (min(T, window); T without sliding windows): the
+  // uniform split keeps the same fraction of each, B span_l / sum span.
+  std::map<int64_t, std::vector<int64_t>> spans;
+  for (const auto& c : cells)
+    if (c.meta.at("full_cache").get<bool>())
+      for (const auto& e : c.examples)
+        if (e.task == task) spans[e.example] = e.budgets;
   std::vector<std::pair<std::string, std::vector<double>>> rows;
   for (const auto& c : cells) {
     if (c.meta.at("full_cache").get<bool>()) continue;
@@ -142,12 +150,15 @@ std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::
     size_t n = 0;
     for (const auto& e : c.examples) {
       if (e.task != task || e.budgets.empty()) continue;
-      double total = 0;
-      for (int64_t b : e.budgets) total += static_cast<double>(b);
-      if (total <= 0) continue;
-      const double even = total / static_cast<double>(e.budgets.size());
+      std::vector<double> span(e.budgets.size(), 1.0);  // an even split when the full cache's row is missing
+      if (auto it = spans.find(e.example); it != spans.end() && it->second.size() == e.budgets.size())
+        span.assign(it->second.begin(), it->second.end());
+      double total = 0, span_sum = 0;
+      for (size_t l = 0; l < e.budgets.size(); ++l) total += static_cast<double>(e.budgets[l]), span_sum += span[l];
+      if (total <= 0 || span_sum <= 0) continue;
       if (share.empty()) share.assign(e.budgets.size(), 0.0);
-      for (size_t l = 0; l < e.budgets.size() && l < share.size(); ++l) share[l] += static_cast<double>(e.budgets[l]) / even;
+      for (size_t l = 0; l < e.budgets.size() && l < share.size(); ++l)
+        share[l] += static_cast<double>(e.budgets[l]) / (total * span[l] / span_sum);
       ++n;
     }
     if (!n) continue;

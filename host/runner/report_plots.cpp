@@ -149,7 +149,8 @@ std::string ReportPlots::budget_heatmap(const std::string& task,
   write_file_atomically((dir_ / (stem + ".dat")).string(), dat.str());
   const int height = 160 + 26 * static_cast<int>(rows.size());
   figure(stem, 1200, height,
-         "set title '" + gq(task) + ": budget per layer relative to an even split, b_l / (B / L) (1 = uniform)'\n"
+         "set title '" + gq(task) + ": budget per layer relative to uniform, b_l / (B span_l / sum span) (span_l = T "
+         "without sliding windows, so B / L)'\n"
          "set xlabel 'layer'\nset ytics (" + ytics.str() + ")\nset xrange [-0.5:" + std::to_string(layers) +
              "-0.5]\nset yrange [" + std::to_string(rows.size()) + "-0.5:-0.5]\nset grid noxtics noytics\n"
          "set lmargin 52\nset rmargin 16\nset logscale cb 2\nset cbrange [0.5:2]\n"

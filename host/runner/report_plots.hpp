@@ -52,8 +52,8 @@ class ReportPlots {
   /// the CI of the mean difference, and the zero line: the figure that shows whether an allocator beats uniform.
   std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences);
 
-  /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to an even
-  /// split of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2
+  /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to what
+  /// uniform gives the layer out of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2
   /// centred on 1 (blue: fewer positions than uniform, red: more; values beyond are clipped). Returns the PNG's name.
   std::string budget_heatmap(const std::string& task, const std::vector<std::pair<std::string, std::vector<double>>>& rows);
 
