@@ -9,6 +9,7 @@
 #include "runner/compression.hpp"
 #include "runner/config.hpp"
 #include "runner/decode_policy.hpp"
+#include "runner/sliding_window.hpp"
 #include "runner/profile_file.hpp"
 
 namespace rkv {
@@ -42,6 +43,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const ModelConfig& mc = backend.model().config;
   const std::vector<int64_t> layers =
       resolve_compressible_layers(cfg.compressible_layers, cfg.compress_global_only, mc, config_path);
+  check_sliding_window_support(mc, cfg.rerotate, cc.decode.policy, config_path);
   const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
   const std::vector<double> profile =
       needs_profile ? profile_of_layers(profile_path, cc.allocator->id, layers, mc.n_layers) : std::vector<double>{};

@@ -10,7 +10,8 @@
 //                 examples, prefix_tokens, window_tokens (calibration), seed
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
-//   [budget]      fraction = f in (0, 1] of the layers' spans  |  tokens = N (per-layer budget, at most a layer's span);
+//   [budget]      fraction = f in (0, 1] of the layers' spans  |  tokens = N (B = sum_l min(N, span_l), which the
+//                 allocator splits: b_l = min(N, T) under uniform only when every span is T);
 //                 layers = [] (A; empty: all) or "global" (the layers without a sliding window; cache/budget.hpp)
 //   [compression] query_aware = false
 //   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half

@@ -28,6 +28,7 @@
 #include "runner/compression.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
+#include "runner/sliding_window.hpp"
 #include "runner/run_dumps.hpp"
 #include "runner/run_manifest.hpp"
 #include "runner/run_records.hpp"
@@ -408,6 +409,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const rkv_attention_shape shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim};
 
   check_lengths_fit_the_context(plan, mc);
+  for (size_t c : pending)  // before any work: a setting the model's sliding windows rule out fails the run here
+    if (!plan.cells[c].config.full_cache)
+      check_sliding_window_support(mc, plan.rerotate, plan.cells[c].config.decode.policy,
+                                   plan.config_path + ": cell '" + plan.cells[c].label + "'");
 
   const std::vector<int64_t> layers_A =
       resolve_compressible_layers(plan.compressible_layers, plan.compress_global_only, mc, plan.config_path);

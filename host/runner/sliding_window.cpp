@@ -17,6 +17,17 @@ bool has_sliding_window(const ModelConfig& config) {
   return false;
 }
 
+void check_sliding_window_support(const ModelConfig& config, bool rerotate, const std::string& decode_policy,
+                                  const std::string& where) {
+  if (!has_sliding_window(config)) return;
+  if (rerotate)
+    throw InputError(where + ": compression.rerotate = true is not supported on a model with sliding-window layers "
+                     "(re-rotated positions would move entries across the window)");
+  if (decode_policy == "h2o" || decode_policy == "periodic")
+    throw InputError(where + ": compression.decode.policy = \"" + decode_policy + "\" is not supported on a model "
+                     "with sliding-window layers (it keeps state per held entry; use \"none\" or \"rolling\")");
+}
+
 bool window_drops_entries(const ModelConfig& config, int64_t T) {
   for (int64_t l = 0; l < config.n_layers; ++l)
     if (window_first_position(config, l, T) > 0) return true;

@@ -12,6 +12,7 @@
 // Thread rules: pure functions, or the backend's rules for the calls that take one.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -19,6 +20,13 @@
 #include "model/model.hpp"
 
 namespace rkv {
+
+/// Throws rkv::InputError, starting with `where` (the config file and the cell), when a setting that cannot follow a
+/// window cut is asked of a model with sliding-window layers: key re-rotation (`rerotate`: renumbered positions would
+/// move entries across the window) or a decode policy that keeps state per held entry ("h2o", "periodic"). Returns
+/// otherwise (every model without sliding windows). Called before any work, so a run fails before its first cell.
+void check_sliding_window_support(const ModelConfig& config, bool rerotate, const std::string& decode_policy,
+                                  const std::string& where);
 
 /// The first prompt position layer `layer` still holds after a prompt of T tokens: T - layer_span(layer, T) (0 for a
 /// global layer or a prompt within the window).

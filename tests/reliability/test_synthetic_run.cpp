@@ -1087,7 +1087,8 @@ TEST_F(SyntheticRun, SlidingWindowLayersHoldTheirWindowAndBudgetsAreFractionsOfS
   }
 }
 
-// h2o and periodic keep state per held entry, which the window cut would have to follow: refused with a clear error.
+// h2o and periodic keep state per held entry, which the window cut would have to follow: refused with a clear error
+// naming the config and the cell, before the first cell.
 TEST_F(SyntheticRun, EntryStatefulDecodePoliciesAreRefusedOnSlidingWindowModels) {
   fs::remove_all(dir);
   rkv_test::write_synthetic_run_folder(dir, "gemma3");
@@ -1101,7 +1102,10 @@ TEST_F(SyntheticRun, EntryStatefulDecodePoliciesAreRefusedOnSlidingWindowModels)
   } catch (const rkv::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("not supported on a model with sliding-window layers"), std::string::npos)
         << e.what();
+    EXPECT_NE(std::string(e.what()).find("cfg.toml: cell '"), std::string::npos) << e.what();
   }
+  // Refused before any work: not even the full-cache cell was written.
+  EXPECT_TRUE(!fs::exists(dir / "out" / "cells") || fs::is_empty(dir / "out" / "cells"));
 }
 
 }  // namespace
