@@ -17,9 +17,11 @@
 // about 0) and every padded query row spreads 1/c over the chunk's c columns, adding (c - R)/c to each real key of a
 // last chunk of R real positions. This port reproduces that, to match kvpress's scores.
 //
-// Needs the queries of every prompt position: it asks for RKV_STAT_WINDOW_QUERIES with a window of 2^24 positions,
-// which the host clamps to T ([H, T, d] floats per layer, 2.4 MB at T = 1024 on SmolLM2). Prefill only. Dots in
-// double; softmax in double; rounded once to float32. Checked against kvpress on tests/fixtures/kvpress.
+// Needs the queries of every prompt position: it asks for RKV_STAT_WINDOW_QUERIES with a window of `max_tokens`
+// positions (default 8192, SmolLM2's context), which the host clamps to T ([H, T, d] floats per layer, 2.4 MB at
+// T = 1024 on SmolLM2); a longer prompt is refused with an error naming the param. (The plugin ABI has no "all
+// prompt queries" statistic yet; a window as long as the prompt is that.) Prefill only. Dots in double; softmax in
+// double; rounded once to float32. Checked against kvpress on tests/fixtures/kvpress.
 #include <ripplekv/sdk.hpp>
 
 #include <algorithm>
@@ -32,8 +34,6 @@ namespace {
 using rkv::sdk::Error;
 using rkv::sdk::Param;
 
-constexpr int64_t kAllQueries = int64_t{1} << 24;
-
 class NonCausalAttention final : public rkv::sdk::Scorer {
  public:
   static rkv::sdk::Descriptor describe() {
@@ -41,11 +41,15 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
                                 "NonCausalAttn: chunked non-causal attention x ||v||, pooled and z-normalized")
         .param(Param::Int("chunk_size", 256, "chunk length c in positions of the non-causal attention")
                    .min(1)
-                   .max(1 << 16));
+                   .max(1 << 16))
+        .param(Param::Int("max_tokens", 8192,
+                          "longest prompt scored, in tokens: the queries of this many last positions are requested")
+                   .min(1)
+                   .max(1 << 20));
   }
 
   NonCausalAttention(const rkv::sdk::Params& p, const rkv::sdk::Host& host)
-      : chunk_(p.get_int("chunk_size")), host_(host) {}
+      : chunk_(p.get_int("chunk_size")), max_tokens_(p.get_int("max_tokens")), host_(host) {}
 
   rkv_scorer_requirements requirements(const rkv_attention_shape& shape) override {
     if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
@@ -55,7 +59,7 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
     head_dim_ = shape.head_dim;
     rkv_scorer_requirements r{};
     r.stats = RKV_STAT_KEYS | RKV_STAT_VALUES | RKV_STAT_WINDOW_QUERIES;
-    r.window = kAllQueries;
+    r.window = max_tokens_;
     return r;
   }
 
@@ -67,6 +71,10 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
              rkv::sdk::Diagnostics&) override {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: score() before requirements()");
     const int64_t d = head_dim_, H = n_heads_, G = H / n_kv_heads, c = chunk_;
+    if (T > max_tokens_)
+      throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: a prompt of " + std::to_string(T) +
+                                                  " tokens is longer than max_tokens = " + std::to_string(max_tokens_) +
+                                                  " (raise [scorer.non_causal_attention] max_tokens)");
     if (in.window != T)
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: needs the queries of all T = " +
                                                   std::to_string(T) + " prompt positions, got " +
@@ -137,7 +145,7 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
   }
 
  private:
-  int64_t chunk_;
+  int64_t chunk_, max_tokens_;
   rkv::sdk::Host host_;
   int64_t n_heads_ = 0, head_dim_ = 0;
 };

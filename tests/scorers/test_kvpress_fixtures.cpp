@@ -278,6 +278,35 @@ TEST_P(KvpressFixture, MatchesKvpress) {
 INSTANTIATE_TEST_SUITE_P(Presses, KvpressFixture, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.fixture; });
 
+TEST(KvpressFixtureFiles, NonCausalAttentionRefusesPromptsLongerThanMaxTokens) {
+  // It requests the last max_tokens queries; on a longer prompt it would score with some queries missing.
+  const Layer& L = layer();
+  const rkv::PluginInfo& info = registry().resolve("non_causal_attention", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  const rkv::PluginInstance inst = rkv::PluginInstance::create(
+      info, rkv::ParamSet::validate(*info.descriptor, {P("max_tokens", I(100))}), host);
+  const rkv::ScorerRequirements req =
+      rkv::query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, L.H, L.Hkv, L.d});
+  EXPECT_EQ(req.window, 100);
+  rkv::LayerKV kv;
+  kv.n_kv_heads = L.Hkv;
+  kv.head_dim = L.d;
+  kv.capacity = kv.length = L.T;
+  kv.k = L.k;
+  kv.v = L.v;
+  const std::vector<float> wq = rkv::window_queries(rkv::QueriesView{L.q.data(), L.H, L.T, L.d}, 100);
+  rkv::ScorerCallInputs in;
+  in.n_heads = L.H;
+  in.kv = &kv;
+  in.window_queries = &wq;
+  try {
+    rkv::run_scorer(inst, req, in);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than max_tokens = 100"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KvpressFixtureFiles, EveryPressCaseIsChecked) {
   // A press case added to the fixture without a test here fails, so nothing is silently unchecked.
   std::vector<std::string> tested;
