@@ -6,8 +6,9 @@
 //   s[g, j]   = (1 / H) sum_h A[h, T-1, j]     for j < T - 1, every KV head g   (host: window attention, w = 1)
 //   s[g, T-1] = max_{g', j < T-1} s[g', j] + 1                                   (kvpress: the last position is kept)
 //
-// The last position is also protected (recent = 1). Matches kvpress with `attentions` given (eager attention) and
-// without (it then computes the same last-query attention itself). Checked against kvpress on tests/fixtures/kvpress.
+// The last position is also protected (recent = 1). Checked against kvpress on tests/fixtures/kvpress with
+// `attentions` given (eager attention); without them kvpress computes the same last-query attention itself
+// (SnapKVPress.compute_window_attention with a window of 1), a path the fixture does not exercise.
 #include <ripplekv/sdk.hpp>
 
 #include <algorithm>
