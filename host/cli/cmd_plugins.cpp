@@ -112,12 +112,14 @@ int run_plugins(const std::vector<std::string>& args) {
       std::cout << arr.dump(2) << "\n";
       return 0;
     }
-    std::cout << std::left << std::setw(36) << "ID" << std::setw(11) << "KIND" << std::setw(9) << "VERSION"
+    int id_width = 36;  // the longest id plus a space (org.ripplekv.scorer.non_causal_attention is 40)
+    for (const auto& p : reg.plugins()) id_width = std::max(id_width, static_cast<int>(p.id().size()) + 1);
+    std::cout << std::left << std::setw(id_width) << "ID" << std::setw(11) << "KIND" << std::setw(9) << "VERSION"
               << "DESCRIPTION\n";
     for (const auto& p : reg.plugins())
-      std::cout << std::left << std::setw(36) << p.id() << std::setw(11) << plugin_kind_name(p.descriptor->kind)
+      std::cout << std::left << std::setw(id_width) << p.id() << std::setw(11) << plugin_kind_name(p.descriptor->kind)
                 << std::setw(9) << p.descriptor->version << p.descriptor->description << "\n"
-                << std::string(36, ' ') << "library: " << p.library->path << "\n";
+                << std::string(static_cast<size_t>(id_width), ' ') << "library: " << p.library->path << "\n";
     return 0;
   }
   if (action == "describe") {

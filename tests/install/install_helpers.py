@@ -14,16 +14,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SANITIZE_FLAGS = ["-fsanitize=address,undefined"] if os.environ.get("RKV_SANITIZE", "").upper() in (
     "ON", "1", "TRUE", "YES") else []
 KNORM_SRC = os.path.join(SRC, "plugins", "examples", "knorm")
-KNORM_ID = "org.example.scorer.knorm"
+KNORM_ID = "org.example.scorer.keynorm"  # "keynorm": the built-in org.ripplekv.scorer.knorm owns "knorm"
 BUILTIN_IDS = {
     "org.ripplekv.allocator.adakv", "org.ripplekv.allocator.pyramid", "org.ripplekv.allocator.ripplekv",
-    "org.ripplekv.allocator.uniform",
+    "org.ripplekv.allocator.uniform", "org.ripplekv.allocator.manual",
     "org.ripplekv.scorer.h2o", "org.ripplekv.scorer.snapkv", "org.ripplekv.scorer.streamingllm",
+    "org.ripplekv.scorer.knorm", "org.ripplekv.scorer.keydiff", "org.ripplekv.scorer.lagkv", "org.ripplekv.scorer.cur",
+    "org.ripplekv.scorer.tova", "org.ripplekv.scorer.observed_attention", "org.ripplekv.scorer.chunkkv",
+    "org.ripplekv.scorer.random", "org.ripplekv.scorer.non_causal_attention",
     "org.ripplekv.signal.depth", "org.ripplekv.signal.layer_local", "org.ripplekv.signal.perturbation_kl",
 }
 BUILTIN_LIBS = {
     "rkv_allocator_adakv.so", "rkv_allocator_pyramid.so", "rkv_allocator_ripplekv.so", "rkv_allocator_uniform.so",
-    "rkv_scorer_h2o.so",
+    "rkv_scorer_h2o.so", "rkv_allocator_manual.so", "rkv_scorer_knorm.so", "rkv_scorer_keydiff.so",
+    "rkv_scorer_lagkv.so", "rkv_scorer_cur.so", "rkv_scorer_tova.so", "rkv_scorer_observed_attention.so",
+    "rkv_scorer_chunkkv.so", "rkv_scorer_random.so", "rkv_scorer_non_causal_attention.so",
     "rkv_scorer_snapkv.so", "rkv_scorer_streamingllm.so", "rkv_signal_depth.so", "rkv_signal_layer_local.so",
     "rkv_signal_perturbation_kl.so",
 }

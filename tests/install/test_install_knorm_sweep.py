@@ -1,7 +1,8 @@
 """The out-of-tree knorm scorer in a real run: install this build into a temporary prefix, build
 plugins/examples/knorm against it with plain CMake, and run a tiny sweep of configs/ci-tiny.toml's settings
 (lm_fidelity only, 2 evaluation examples of 256 tokens, uniform allocator, budget fraction 0.2) over
-scorer = snapkv and knorm with the INSTALLED CLI, knorm loaded through RIPPLEKV_PLUGIN_PATH. Checks that both scorers
+scorer = snapkv and keynorm (the knorm example's id, org.example.scorer.keynorm) with the INSTALLED CLI, loaded
+through RIPPLEKV_PLUGIN_PATH. Checks that both scorers
 have a cell with a finite KL > 0 to the full cache and that the two KLs differ. Skips (exit 77) without SmolLM2,
 except under CI=true."""
 import json
@@ -54,7 +55,7 @@ run = ["lm_fidelity"]
 continuation_tokens = 16
 
 [sweep]
-"scorer.plugin" = ["snapkv", "knorm"]
+"scorer.plugin" = ["snapkv", "keynorm"]
 
 [output]
 bootstrap_resamples = 100

@@ -164,13 +164,13 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual({p["id"] for p in plugins}, H.BUILTIN_IDS | {H.KNORM_ID})
         knorm = next(p for p in plugins if p["id"] == H.KNORM_ID)
         self.assertEqual((knorm["kind"], knorm["version"], knorm["params"]), ("scorer", "1.0.0", []))
-        p = H.check([H.cli(self.prefix), "plugins", "describe", "knorm"], "plugins describe knorm",
+        p = H.check([H.cli(self.prefix), "plugins", "describe", "keynorm"], "plugins describe keynorm",
                     env=H.clean_env(RIPPLEKV_PLUGIN_PATH=self.knorm_build), cwd=self.prefix)
         self.assertIn(H.KNORM_ID, p.stdout)
 
     def test_knorm_passes_plugins_check(self):
         env = H.clean_env(RIPPLEKV_PLUGIN_PATH=self.knorm_build)
-        p = subprocess.run([H.cli(self.prefix), "plugins", "check", "knorm"], capture_output=True, text=True, env=env,
+        p = subprocess.run([H.cli(self.prefix), "plugins", "check", "keynorm"], capture_output=True, text=True, env=env,
                            cwd=self.prefix, timeout=600)
         self.assertEqual(p.returncode, 0, "plugins check knorm failed:\n" + p.stdout + p.stderr)
 
@@ -291,7 +291,7 @@ def f32_tensor(values, shape):
 
 
 class KnormViaCtypes:
-    """Loads knorm.so, creates org.example.scorer.knorm with no params, and calls rkv.scorer/1 on given keys."""
+    """Loads knorm.so, creates org.example.scorer.keynorm with no params, and calls rkv.scorer/1 on given keys."""
 
     def __init__(self, so):
         self.dll = ctypes.CDLL(so)

@@ -61,6 +61,8 @@ void PrintTo(const ScorerCase& c, std::ostream* os) { *os << c.name; }
 const char* kSnap = "org.ripplekv.scorer.snapkv";
 const char* kH2O = "org.ripplekv.scorer.h2o";
 const char* kStream = "org.ripplekv.scorer.streamingllm";
+const char* kKnorm = "org.ripplekv.scorer.knorm";
+const char* kTova = "org.ripplekv.scorer.tova";
 
 std::vector<ScorerCase> cases() {
   std::vector<ScorerCase> c;
@@ -168,6 +170,18 @@ std::vector<ScorerCase> cases() {
   c.push_back({"streamingllm_budget_le_sinks", kStream, {}, T,
                {{{u, u}, 3, {{0, 1, 2}}, true}, {{u, u}, 10, {}, false}}});
   c.push_back({"streamingllm_no_sinks", kStream, {P("sinks", I(0))}, T, {{{ga, gb}, 3, {{7, 8, 9}}, false}}});
+
+  // ---- kvpress ports (tests/scorers/test_kvpress_fixtures.cpp checks them against kvpress itself) ----------------
+  // knorm: key (ln a_j, ln b_j) has norm 0 exactly where both weights are 1 (j = 0, 3, 5, 7, 8, 9): those score
+  // -0 = 0, the highest, and tie; the host takes the earliest: budget 3 -> {0, 3, 5}. Budget 7 adds the next best,
+  // the smallest nonzero norm: j6 (ln 2, ln 3) = 1.27 < j1 (ln 6, 0) = 1.79 -> {0, 3, 5, 6, 7, 8, 9}.
+  c.push_back({"knorm_zero_norms_tie", kKnorm, {}, T,
+               {{{ga, gb}, 3, {{0, 3, 5}}, false}, {{ga, gb}, 7, {{0, 3, 5, 6, 7, 8, 9}}, false}}});
+  // tova: the last query's attention A[h, 9, j] = w_h[j] / Z_h(9), Z = 19 for both heads, mean over the 2 heads:
+  // (a + b) / 38 = [2, 7, 8, 2, 6, 2, 5, 2, 2, 2] / 38; position 9 protected. Budget 3: {9} + j2 (8), j1 (7).
+  // Budget 5 adds j4 (6) and j6 (5).
+  c.push_back({"tova_last_query", kTova, {}, T,
+               {{{ga, gb}, 3, {{1, 2, 9}}, false}, {{ga, gb}, 5, {{1, 2, 4, 6, 9}}, false}}});
   return c;
 }
 

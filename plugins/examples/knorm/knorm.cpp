@@ -1,4 +1,6 @@
-// Key-norm scorer, a third-party ripplekv plugin built out of tree (plugins/examples/knorm).
+// Key-norm scorer, a third-party ripplekv plugin built out of tree (plugins/examples/knorm): the SDK demo. The same
+// formula is built in as org.ripplekv.scorer.knorm (scorers/knorm); this one's id ends in "keynorm" so that both can
+// be loaded at once without making either short name ambiguous (plugins/README.md, "Loading").
 //
 // KnormPress (kvpress, knorm_press.py: `scores = -keys.norm(dim=-1)`), from Devoto et al., "A Simple and Effective
 // L2 Norm-Based Strategy for KV Cache Compression" (2024): keys with a low L2 norm tend to receive high
@@ -22,7 +24,7 @@ class KeyNorm final : public rkv::sdk::Scorer {
   /// The descriptor: a third-party id (reverse DNS of the author's domain), kind, version, one-line description.
   /// No parameters. Thread-safe (called once per process by the SDK's registry).
   static rkv::sdk::Descriptor describe() {
-    return rkv::sdk::Descriptor("org.example.scorer.knorm", RKV_KIND_SCORER, "1.0.0",
+    return rkv::sdk::Descriptor("org.example.scorer.keynorm", RKV_KIND_SCORER, "1.0.0",
                                 "KnormPress: keep the positions whose keys have the smallest L2 norm");
   }
 

@@ -1,0 +1,179 @@
+"""Writes the committed kvpress reference fixtures (tests/fixtures/kvpress/): one seeded synthetic attention layer and
+what kvpress's own presses make of it.
+
+Run by tests/reference/make_kvpress_fixtures.sh inside <cache>/venv-kvpress (torch on the CPU, kvpress and
+transformers pinned in scripts/requirements-kvpress.txt); never by scripts/test.sh. The C++ side reads the fixtures in
+tests/scorers/test_kvpress_fixtures.cpp.
+
+The layer (GQA, H = 9 query heads, H_kv = 3 KV heads, d = 64, T = 300), drawn from numpy's PCG64 with a fixed seed:
+  - pre-RoPE keys K0 [H_kv, T, d]: a per-head offset direction (so the keys are not centred and their norms spread),
+    noise, heavier keys at a few positions and an attention-sink-like key at position 0;
+  - pre-RoPE queries Q0 [H, T, d]: correlated with the offset of their KV head's keys (peaked attention), plus noise;
+  - values V [H_kv, T, d] with per-position log-normal scales (so ||v|| varies);
+  - RoPE as transformers' Llama (theta = 10000, rotate_half), positions 0 .. T-1: K = rope(K0), Q = rope(Q0);
+  - attention A[h, t, j] = softmax_j(Q[h, t] . K[g(h), j] / sqrt(d)), causal, float32 (what an eager transformers
+    attention hands kvpress as `attentions`).
+ripplekv's scorers see exactly these post-RoPE keys, values and queries (the host computes its attention statistics
+from Q and K itself, as it does in a run).
+
+Files written:
+  layer.f32     float32 little-endian, in order: K [H_kv, T, d] (post-RoPE), V [H_kv, T, d], Q [H, T, d] (post-RoPE)
+  presses.json  the shape, the versions, and per press case: the kvpress class and its arguments, `scores`
+                [H_kv][T] (press.score() on the layer, float32 printed with 9 significant digits), and per
+                compression_ratio in {0.9, 0.7, 0.5} (10/30/50% kept) the count kvpress keeps and its kept positions
+                per KV head (ascending), read back from what press.compress() returned.
+"""
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+import kvpress
+
+H, H_KV, D, T = 9, 3, 64, 300
+SEED = 15
+RATIOS = [0.9, 0.7, 0.5]  # kvpress compression_ratio = share removed: 10%, 30%, 50% kept
+
+
+def make_layer():
+    rng = np.random.default_rng(SEED)
+    offset = rng.normal(size=(H_KV, 1, D)) * 1.5
+    k0 = offset + rng.normal(size=(H_KV, T, D))
+    heavy = rng.choice(np.arange(1, T), size=12, replace=False)
+    k0[:, heavy, :] *= 2.0
+    k0[:, 0, :] = offset[:, 0, :] * 3.0  # a sink-like first key
+    g_of_h = np.arange(H) // (H // H_KV)
+    q0 = 0.6 * offset[g_of_h] + rng.normal(size=(H, T, D)) * 0.8
+    v_scale = np.exp(rng.normal(size=(H_KV, T, 1)) * 0.5)
+    v = rng.normal(size=(H_KV, T, D)) * v_scale
+    return k0.astype(np.float32), q0.astype(np.float32), v.astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "kvpress")
+    ap.add_argument("--out", default=default_out)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+
+    config = LlamaConfig(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=H_KV, head_dim=D,
+                         rope_theta=10000.0, max_position_embeddings=4096, attention_bias=False)
+    config._attn_implementation = "eager"
+    module = LlamaAttention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        module.q_proj.weight.copy_(torch.eye(H * D))  # hidden_states are the pre-RoPE queries, head after head
+    rope = LlamaRotaryEmbedding(config)
+
+    k0, q0, v = make_layer()
+    k0_t, q0_t, v_t = (torch.from_numpy(x).unsqueeze(0) for x in (k0, q0, v))
+    position_ids = torch.arange(T).unsqueeze(0)
+    hidden_states = q0_t.transpose(1, 2).reshape(1, T, H * D)  # q_proj(hidden) = Q0 viewed [1, T, H, d]
+    with torch.no_grad():
+        cos, sin = rope(hidden_states, position_ids)
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
+
+        q_t, k_t = apply_rotary_pos_emb(q0_t, k0_t, cos, sin)
+        logits = torch.matmul(q_t, repeat_kv(k_t, H // H_KV).transpose(2, 3)) / np.sqrt(D)
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        attentions = torch.softmax(logits + mask, dim=-1, dtype=torch.float32)
+    kwargs = {"position_embeddings": (cos, sin)}
+
+    k_np, q_np = k_t[0].numpy().astype("<f4"), q_t[0].numpy().astype("<f4")
+    assert len({row.tobytes() for row in k_np.reshape(-1, D)}) == H_KV * T  # rows are unique: kept keys map back
+    with open(os.path.join(args.out, "layer.f32"), "wb") as f:
+        for x in (k_np, v.astype("<f4"), q_np):
+            f.write(np.ascontiguousarray(x).tobytes())
+
+    P = kvpress
+    cases = [
+        ("knorm", P.KnormPress, {}, False),
+        ("keydiff", P.KeyDiffPress, {}, False),
+        ("lagkv", P.LagKVPress, {}, False),
+        ("lagkv_lag32", P.LagKVPress, {"n_sink": 4, "lag_size": 32}, False),
+        ("cur", P.CURPress, {}, False),
+        ("cur_kv_avg_w8", P.CURPress, {"leverage_type": "kv_avg", "local_window_size": 8}, False),
+        ("cur_key_global", P.CURPress, {"leverage_type": "key", "use_local_approximation": False, "num_sinks": 0},
+         False),
+        ("tova", P.TOVAPress, {}, True),
+        ("observed_attention", P.ObservedAttentionPress, {}, True),
+        ("snapkv", P.SnapKVPress, {}, True),
+        ("non_causal_attention", P.NonCausalAttnPress, {}, False),
+        ("non_causal_attention_chunk64", P.NonCausalAttnPress, {"chunk_size": 64}, False),
+        ("random_seed0", P.RandomPress, {"seed": 0}, False),
+        ("random_seed42", P.RandomPress, {"seed": 42}, False),
+        ("streamingllm", P.StreamingLLMPress, {}, False),
+    ]
+    out = {
+        "comment": "written by tests/reference/make_kvpress_fixtures.py; see tests/fixtures/kvpress/README.md",
+        "versions": {name: importlib.metadata.version(name) for name in ("kvpress", "torch", "transformers", "numpy")},
+        "shape": {"n_heads": H, "n_kv_heads": H_KV, "head_dim": D, "prefix_tokens": T, "seed": SEED,
+                  "rope_theta": 10000.0},
+        "layer_f32_sha256": hashlib.sha256(open(os.path.join(args.out, "layer.f32"), "rb").read()).hexdigest(),
+        "ratios": RATIOS,
+        "presses": [],
+    }
+
+    def kept_positions(keys_out):
+        index = {row.tobytes(): j for g in range(H_KV) for j, row in enumerate(k_np[g])}
+        kept = []
+        for g in range(H_KV):
+            rows = keys_out[0, g].numpy().astype("<f4")
+            pos = sorted(index[r.tobytes()] - 0 for r in rows)
+            assert all(0 <= p < T for p in pos)
+            kept.append(pos)
+        return kept
+
+    def run(name, press_factory, pargs, with_attn, wrapper=None):
+        attn = attentions if with_attn else None
+        press = press_factory(**pargs)
+        with torch.no_grad():
+            scores = press.score(module, hidden_states, k_t, v_t, attn, kwargs)
+        case = {"name": name, "press": press_factory.__name__, "args": pargs, "attentions": with_attn,
+                "scores": [[float("%.9g" % s) for s in row] for row in scores[0].float().numpy()], "kept": []}
+        for r in RATIOS:
+            p = press_factory(compression_ratio=r, **pargs)
+            with torch.no_grad():
+                keys_out, _ = p.compress(module, hidden_states, k_t, v_t, attn, kwargs)
+            case["kept"].append({"compression_ratio": r, "n_kept": int(keys_out.shape[2]),
+                                 "positions": kept_positions(keys_out)})
+        out["presses"].append(case)
+
+    for name, cls, pargs, with_attn in cases:
+        run(name, cls, pargs, with_attn)
+
+    # ChunkKV wraps a scorer press (the ChunkKV paper's is SnapKV; kvpress asserts attentions is None, so the inner
+    # SnapKV computes its window attention from the module's queries and the keys).
+    for name, inner_cls, inner_args, chunk in [("chunkkv_snapkv", P.SnapKVPress, {}, 20),
+                                                ("chunkkv_knorm", P.KnormPress, {}, 20),
+                                                ("chunkkv_knorm_chunk7", P.KnormPress, {}, 7)]:
+        inner = inner_cls(**inner_args)
+        with torch.no_grad():
+            scores = inner.score(module, hidden_states, k_t, v_t, None, kwargs)
+        case = {"name": name, "press": "ChunkKVPress", "args": {"chunk_length": chunk},
+                "inner": {"press": inner_cls.__name__, "args": inner_args}, "attentions": False,
+                "scores": [[float("%.9g" % s) for s in row] for row in scores[0].float().numpy()], "kept": []}
+        for r in RATIOS:
+            p = P.ChunkKVPress(press=inner_cls(compression_ratio=r, **inner_args), chunk_length=chunk)
+            with torch.no_grad():
+                keys_out, _ = p.compress(module, hidden_states, k_t, v_t, None, kwargs)
+            case["kept"].append({"compression_ratio": r, "n_kept": int(keys_out.shape[2]),
+                                 "positions": kept_positions(keys_out)})
+        out["presses"].append(case)
+
+    with open(os.path.join(args.out, "presses.json"), "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    print("make_kvpress_fixtures: wrote %s (%d press cases, kvpress %s, torch %s)" %
+          (args.out, len(out["presses"]), out["versions"]["kvpress"], out["versions"]["torch"]), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Regenerates the committed kvpress fixtures (tests/fixtures/kvpress/) with tests/reference/make_kvpress_fixtures.py.
+# Makes <cache>/venv-kvpress with scripts/requirements-kvpress.txt first (torch, transformers and kvpress from PyPI:
+# about 4 GB with the nvidia-* runtime wheels PyPI's Linux torch pulls in; the presses run on the CPU; once). Needs no
+# model or other asset. Never run by scripts/test.sh.
+# Usage: tests/reference/make_kvpress_fixtures.sh [--out DIR]   (cache: $RIPPLEKV_CACHE, default ~/.cache/ripplekv)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${RIPPLEKV_CACHE:-$HOME/.cache/ripplekv}
+python=${PYTHON:-python3}
+venv=$cache/venv-kvpress
+requirements=$repo/scripts/requirements-kvpress.txt
+
+want="$(sha256sum "$requirements" | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.version.split()[0])')"
+if ! { [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.ripplekv-stamp" 2>/dev/null)" = "$want" ]; }; then
+  echo "make_kvpress_fixtures: building $venv from scripts/requirements-kvpress.txt (about 4 GB download, once)"
+  "$python" -m venv --clear "$venv"
+  "$venv/bin/pip" install --disable-pip-version-check -r "$requirements"
+  echo "$want" >"$venv/.ripplekv-stamp"
+fi
+exec "$venv/bin/python" "$repo/tests/reference/make_kvpress_fixtures.py" "$@"
