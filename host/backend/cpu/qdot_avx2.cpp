@@ -1,0 +1,97 @@
+// The AVX2 kernel set of backend/cpu/qdot.hpp (after llama.cpp ggml-cpu/arch/x86/quants.c: bytes_from_nibbles_32,
+// mul_sum_i8_pairs_float, mul_sum_us8_pairs_float). Compiled for every x86-64 build with per-function target
+// attributes; only called after the CPU was checked for AVX2, FMA and F16C.
+#include "backend/cpu/qdot.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#define RKV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace rkv::cpu {
+
+namespace {
+
+RKV_AVX2 inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+RKV_AVX2 inline float hsum(__m256 x) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+/// 16 bytes of nibble pairs -> 32 bytes 0..15: elements 0..15 the low nibbles, 16..31 the high ones.
+RKV_AVX2 inline __m256i nibbles_32(const uint8_t* q) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/// Sums of products of unsigned u and signed s bytes, 4 adjacent pairs per lane, as 8 floats. Exact for the inputs
+/// used here: a 16-bit partial (two products) is at most 2 * 128 * 127 = 32512 < 2^15 (u = |x| <= 128, |s| <= 127).
+RKV_AVX2 inline __m256 sum_us8(__m256i u, __m256i s) {
+  const __m256i p16 = _mm256_maddubs_epi16(u, s);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/// The same for two signed byte vectors (|x| * sign(y, x) = x * y).
+RKV_AVX2 inline __m256 sum_i8(__m256i x, __m256i y) { return sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+RKV_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 34) {
+    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
+    acc = _mm256_fmadd_ps(d, sum_i8(load32(w + 2), load32(a[b].qs)), acc);
+  }
+  return hsum(acc);
+}
+
+RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (int64_t b = 0; b < nb; ++b, w += 18) {
+    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
+    const __m256i qw = _mm256_sub_epi8(nibbles_32(w + 2), eight);
+    acc = _mm256_fmadd_ps(d, sum_i8(qw, load32(a[b].qs)), acc);
+  }
+  return hsum(acc);
+}
+
+RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t b = 0; b < nb; ++b, w += 20) {
+    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
+    mins += half_at(w + 2) * a[b].s;
+    acc = _mm256_fmadd_ps(d, sum_us8(nibbles_32(w + 4), load32(a[b].qs)), acc);
+  }
+  return hsum(acc) + mins;
+}
+
+}  // namespace
+
+const QuantKernels* avx2_quant_kernels() {
+  static const QuantKernels k{"avx2", avx2_q8_0, avx2_q4_0, avx2_q4_1};
+  __builtin_cpu_init();
+  const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return ok ? &k : nullptr;
+}
+
+}  // namespace rkv::cpu
+
+#else
+
+namespace rkv::cpu {
+const QuantKernels* avx2_quant_kernels() { return nullptr; }
+}  // namespace rkv::cpu
+
+#endif

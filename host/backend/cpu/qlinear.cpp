@@ -1,0 +1,87 @@
+#include "backend/cpu/qlinear.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/blas.hpp"
+#include "backend/cpu/threads.hpp"
+
+namespace rkv::cpu {
+
+namespace {
+
+/// Weight rows per chunk of the thread split: enough work per chunk to amortize waking a thread.
+constexpr int64_t kRowsPerChunk = 16;
+
+/// Quantized activations times quantized weights, for small n. With `two_level`, each row is quantized twice (the
+/// value, then what the first level left over: quantize_activations_residual) and the two dots are added.
+void linear_quant_dot(const float* x, int64_t n, const QuantMatrix& W, float* y, QuantScratch& s, float beta,
+                      bool two_level) {
+  const int64_t nb = W.cols / 32, out = W.rows, rb = W.row_bytes();
+  const int64_t levels = two_level ? 2 : 1;
+  if (static_cast<int64_t>(s.act.size()) < levels * n * nb) s.act.resize(static_cast<size_t>(levels * n * nb));
+  BlockQ8Act* act = s.act.data();
+  for (int64_t i = 0; i < n; ++i) {
+    quantize_activations(x + i * W.cols, act + i * levels * nb, nb);
+    if (two_level) quantize_activations_residual(x + i * W.cols, act + i * levels * nb, act + (i * levels + 1) * nb, nb);
+  }
+  const QuantDotFn dot = quant_kernels().for_type(W.type);
+  if (!dot) throw std::logic_error("no dot kernel for ggml type " + std::to_string(W.type));
+  parallel_for(out, kRowsPerChunk, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* w = W.data + r * rb;
+      for (int64_t i = 0; i < n; ++i) {
+        const BlockQ8Act* a = act + i * levels * nb;
+        const float v = two_level ? dot(w, a, nb) + dot(w, a + nb, nb) : dot(w, a, nb);
+        float& dst = y[i * out + r];
+        dst = beta == 0.0f ? v : v + beta * dst;
+      }
+    }
+  });
+}
+
+/// sgemm against float32 tiles of the dequantized weight, for large n.
+void linear_dequant_tiles(const float* x, int64_t n, const QuantMatrix& W, float* y, QuantScratch& s, float beta) {
+  const int64_t in = W.cols, out = W.rows;
+  const int64_t tile_rows = std::clamp<int64_t>(kDequantTileFloats / in, 1, out);
+  if (static_cast<int64_t>(s.tile.size()) < tile_rows * in) s.tile.resize(static_cast<size_t>(tile_rows * in));
+  float* tile = s.tile.data();
+  for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, out - r0);
+    parallel_for(rows, kRowsPerChunk, [&](int64_t a, int64_t b) {
+      for (int64_t r = a; r < b; ++r) dequantize_matrix_row(W, r0 + r, tile + r * in);
+    });
+    gemm_nt(n, rows, in, 1.0f, x, in, tile, in, beta, y + r0, out);
+  }
+}
+
+}  // namespace
+
+WeightRef weight_ref(const std::vector<float>& f32, const QuantMatrix& q, int64_t rows, int64_t cols) {
+  if (!q.empty()) return {nullptr, &q, q.rows, q.cols};
+  return {f32.data(), nullptr, rows, cols};
+}
+
+void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, QuantScratch& scratch, float beta,
+                   ActivationLevels levels) {
+  if (n <= 0) return;
+  if (!W.q) {
+    linear(x, n, W.cols, W.f32, W.rows, y, beta);
+  } else if (n <= kQuantDotMaxRows) {
+    linear_quant_dot(x, n, *W.q, y, scratch, beta, levels == ActivationLevels::two);
+  } else {
+    linear_dequant_tiles(x, n, *W.q, y, scratch, beta);
+  }
+}
+
+void weight_row(const WeightRef& W, int64_t r, float* out) {
+  if (W.q) {
+    dequantize_matrix_row(*W.q, r, out);
+  } else {
+    std::memcpy(out, W.f32 + r * W.cols, static_cast<size_t>(W.cols) * sizeof(float));
+  }
+}
+
+}  // namespace rkv::cpu
