@@ -271,6 +271,30 @@ TEST(QuantLinear, TwoActivationLevelsShrinkTheBoundBy254) {
   }
 }
 
+TEST(QuantLinear, AGroupGivesBitForBitTheSeparateProducts) {
+  // weight_linear_group quantizes the input once and splits all rows in one dispatch; each output is the same kernel
+  // on the same quantized input as in a separate weight_linear call, so the results are equal bit for bit (decode
+  // sizes), and equal to separate calls on the tiled path too (n above kQuantDotMaxRows: it falls back to them).
+  std::mt19937 rng(13);
+  rkv::cpu::set_num_threads(2);
+  const int64_t cols = 128;
+  const rkv::QuantMatrix A = random_matrix(kQ4_1, 40, cols, rng), B = random_matrix(kQ8_0, 24, cols, rng),
+                         C = random_matrix(kQ4_0, 8, cols, rng);
+  for (int64_t n : {int64_t{1}, int64_t{3}, rkv::cpu::kQuantDotMaxRows + 1}) {
+    const std::vector<float> x = random_activations(n * cols, rng);
+    std::vector<float> ya(n * 40), yb(n * 24), yc(n * 8), sa(n * 40), sb(n * 24), sc(n * 8);
+    rkv::cpu::QuantScratch scratch;
+    const rkv::cpu::WeightRef wa{nullptr, &A, 40, cols}, wb{nullptr, &B, 24, cols}, wc{nullptr, &C, 8, cols};
+    rkv::cpu::weight_linear_group(x.data(), n, {{wa, ya.data()}, {wb, yb.data()}, {wc, yc.data()}}, scratch);
+    rkv::cpu::weight_linear(x.data(), n, wa, sa.data(), scratch);
+    rkv::cpu::weight_linear(x.data(), n, wb, sb.data(), scratch);
+    rkv::cpu::weight_linear(x.data(), n, wc, sc.data(), scratch);
+    EXPECT_EQ(ya, sa) << n;
+    EXPECT_EQ(yb, sb) << n;
+    EXPECT_EQ(yc, sc) << n;
+  }
+}
+
 TEST(QuantMatrix, RequantizesOtherTypesToQ8_0AndViewsNativeOnes) {
   // An F16 matrix becomes Q8_0 (owned copy) within the Q8_0 round-trip bound; a Q4_1 one is used in place.
   std::mt19937 rng(5);

@@ -255,9 +255,11 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
   float* q = grow(ws.q, static_cast<size_t>(n * H * d));
   float* k = grow(ws.k, static_cast<size_t>(n * Hkv * d));
   float* v = grow(ws.v, static_cast<size_t>(n * Hkv * d));
-  weight_linear(h, n, weight_ref(w.wq, w.quant.wq, H * d, D), q, ws.quant);
-  weight_linear(h, n, weight_ref(w.wk, w.quant.wk, Hkv * d, D), k, ws.quant);
-  weight_linear(h, n, weight_ref(w.wv, w.quant.wv, Hkv * d, D), v, ws.quant);
+  weight_linear_group(h, n,
+                      {{weight_ref(w.wq, w.quant.wq, H * d, D), q},
+                       {weight_ref(w.wk, w.quant.wk, Hkv * d, D), k},
+                       {weight_ref(w.wv, w.quant.wv, Hkv * d, D), v}},
+                      ws.quant);
   const Workspace::Rope& rope = rope_for(model, layer, positions, n, ws);
   const float* cs = rope.cos.data();
   const float* sn = rope.sin.data();
@@ -347,8 +349,10 @@ void mlp_sublayer(const Model& model, int64_t layer, float* x, int64_t n, Worksp
   });
   float* gate = grow(ws.gate, static_cast<size_t>(n * F));
   float* up = grow(ws.up, static_cast<size_t>(n * F));
-  weight_linear(h, n, weight_ref(w.w_gate, w.quant.w_gate, F, D), gate, ws.quant);
-  weight_linear(h, n, weight_ref(w.w_up, w.quant.w_up, F, D), up, ws.quant);
+  weight_linear_group(h, n,
+                      {{weight_ref(w.w_gate, w.quant.w_gate, F, D), gate},
+                       {weight_ref(w.w_up, w.quant.w_up, F, D), up}},
+                      ws.quant);
   if (c.ffn_act == FfnActivation::gelu_tanh) {
     parallel_for(n, 4, [&](int64_t a, int64_t b) { gelu_tanh_mul(gate + a * F, up + a * F, (b - a) * F); });
   } else {

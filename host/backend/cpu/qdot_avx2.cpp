@@ -46,35 +46,47 @@ RKV_AVX2 inline __m256 sum_i8(__m256i x, __m256i y) { return sum_us8(_mm256_sign
 
 RKV_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 34) {
-    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
-    acc = _mm256_fmadd_ps(d, sum_i8(load32(w + 2), load32(a[b].qs)), acc);
-  }
-  return hsum(acc);
+// Each kernel keeps two accumulators (even and odd blocks) so consecutive blocks' FMAs do not wait on each other's
+// latency; the two are added at the end.
+
+/// Q8_0 block b's contribution: (dw * da) * sum(qw * qa) as 8 partial lanes, added to acc.
+RKV_AVX2 inline __m256 q8_0_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  return _mm256_fmadd_ps(d, sum_i8(load32(w + 2), load32(a.qs)), acc);
 }
 
-RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  const __m256i eight = _mm256_set1_epi8(8);
-  for (int64_t b = 0; b < nb; ++b, w += 18) {
-    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
-    const __m256i qw = _mm256_sub_epi8(nibbles_32(w + 2), eight);
-    acc = _mm256_fmadd_ps(d, sum_i8(qw, load32(a[b].qs)), acc);
-  }
-  return hsum(acc);
+RKV_AVX2 inline __m256 q4_0_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  const __m256i qw = _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
+  return _mm256_fmadd_ps(d, sum_i8(qw, load32(a.qs)), acc);
 }
+
+/// Q4_1 without its min term (added separately: mw * s).
+RKV_AVX2 inline __m256 q4_1_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  return _mm256_fmadd_ps(d, sum_us8(nibbles_32(w + 4), load32(a.qs)), acc);
+}
+
+template <int kBytes, __m256 (*Block)(const uint8_t*, const BlockQ8Act&, __m256)>
+RKV_AVX2 inline float two_chain_dot(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = Block(w + b * kBytes, a[b], acc0);
+    acc1 = Block(w + (b + 1) * kBytes, a[b + 1], acc1);
+  }
+  if (b < nb) acc0 = Block(w + b * kBytes, a[b], acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<34, q8_0_block>(w, a, nb); }
+
+RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<18, q4_0_block>(w, a, nb); }
 
 RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
   float mins = 0.0f;
-  for (int64_t b = 0; b < nb; ++b, w += 20) {
-    const __m256 d = _mm256_set1_ps(half_at(w) * a[b].d);
-    mins += half_at(w + 2) * a[b].s;
-    acc = _mm256_fmadd_ps(d, sum_us8(nibbles_32(w + 4), load32(a[b].qs)), acc);
-  }
-  return hsum(acc) + mins;
+  for (int64_t b = 0; b < nb; ++b) mins += half_at(w + b * 20 + 2) * a[b].s;
+  return two_chain_dot<20, q4_1_block>(w, a, nb) + mins;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/threads.hpp"
@@ -15,31 +16,50 @@ namespace {
 /// Weight rows per chunk of the thread split: enough work per chunk to amortize waking a thread.
 constexpr int64_t kRowsPerChunk = 16;
 
-/// Quantized activations times quantized weights, for small n. With `two_level`, each row is quantized twice (the
-/// value, then what the first level left over: quantize_activations_residual) and the two dots are added.
-void linear_quant_dot(const float* x, int64_t n, const QuantMatrix& W, float* y, QuantScratch& s, float beta,
-                      bool two_level) {
-  const int64_t nb = W.cols / 32, out = W.rows, rb = W.row_bytes();
-  const int64_t levels = two_level ? 2 : 1;
+/// One product of a group sharing an input: weight W into y[n, W.rows], with its kernel.
+struct QuantProduct {
+  const QuantMatrix* W;
+  float* y;
+  QuantDotFn dot;
+};
+
+/// Quantized activations times quantized weights, for small n: x[n, cols] is quantized once and the rows of every
+/// product's weight are split over the threads in one dispatch (rows numbered across the products in order). With
+/// `two_level`, each row is quantized twice (the value, then what the first level left over:
+/// quantize_activations_residual) and the two dots are added.
+void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector<QuantProduct>& products,
+                      QuantScratch& s, float beta, bool two_level) {
+  const int64_t nb = cols / 32, levels = two_level ? 2 : 1;
   if (static_cast<int64_t>(s.act.size()) < levels * n * nb) s.act.resize(static_cast<size_t>(levels * n * nb));
   BlockQ8Act* act = s.act.data();
   for (int64_t i = 0; i < n; ++i) {
-    quantize_activations(x + i * W.cols, act + i * levels * nb, nb);
-    if (two_level) quantize_activations_residual(x + i * W.cols, act + i * levels * nb, act + (i * levels + 1) * nb, nb);
+    quantize_activations(x + i * cols, act + i * levels * nb, nb);
+    if (two_level) quantize_activations_residual(x + i * cols, act + i * levels * nb, act + (i * levels + 1) * nb, nb);
   }
-  const QuantDotFn dot = quant_kernels().for_type(W.type);
-  if (!dot) throw std::logic_error("no dot kernel for ggml type " + std::to_string(W.type));
-  parallel_for(out, kRowsPerChunk, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* w = W.data + r * rb;
-      for (int64_t i = 0; i < n; ++i) {
-        const BlockQ8Act* a = act + i * levels * nb;
-        const float v = two_level ? dot(w, a, nb) + dot(w, a + nb, nb) : dot(w, a, nb);
-        float& dst = y[i * out + r];
-        dst = beta == 0.0f ? v : v + beta * dst;
+  int64_t total = 0;
+  for (const QuantProduct& p : products) total += p.W->rows;
+  parallel_for(total, kRowsPerChunk, [&](int64_t r0, int64_t r1) {
+    int64_t first = 0;  // the first row of products[k]
+    for (const QuantProduct& p : products) {
+      const int64_t out = p.W->rows, rb = p.W->row_bytes();
+      for (int64_t r = std::max(r0, first) - first; r < std::min(r1, first + out) - first; ++r) {
+        const uint8_t* w = p.W->data + r * rb;
+        for (int64_t i = 0; i < n; ++i) {
+          const BlockQ8Act* a = act + i * levels * nb;
+          const float v = two_level ? p.dot(w, a, nb) + p.dot(w, a + nb, nb) : p.dot(w, a, nb);
+          float& dst = p.y[i * out + r];
+          dst = beta == 0.0f ? v : v + beta * dst;
+        }
       }
+      first += out;
     }
   });
+}
+
+QuantDotFn dot_for(const QuantMatrix& W) {
+  const QuantDotFn dot = quant_kernels().for_type(W.type);
+  if (!dot) throw std::logic_error("no dot kernel for ggml type " + std::to_string(W.type));
+  return dot;
 }
 
 /// sgemm against float32 tiles of the dequantized weight, for large n.
@@ -70,10 +90,23 @@ void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, Quan
   if (!W.q) {
     linear(x, n, W.cols, W.f32, W.rows, y, beta);
   } else if (n <= kQuantDotMaxRows) {
-    linear_quant_dot(x, n, *W.q, y, scratch, beta, levels == ActivationLevels::two);
+    linear_quant_dot(x, n, W.cols, {{W.q, y, dot_for(*W.q)}}, scratch, beta, levels == ActivationLevels::two);
   } else {
     linear_dequant_tiles(x, n, *W.q, y, scratch, beta);
   }
+}
+
+void weight_linear_group(const float* x, int64_t n, std::initializer_list<std::pair<WeightRef, float*>> products,
+                         QuantScratch& scratch) {
+  bool together = n > 0 && n <= kQuantDotMaxRows;
+  for (const auto& [W, y] : products) together = together && W.q && W.cols == products.begin()->first.cols;
+  if (!together) {
+    for (const auto& [W, y] : products) weight_linear(x, n, W, y, scratch);
+    return;
+  }
+  std::vector<QuantProduct> group;
+  for (const auto& [W, y] : products) group.push_back({W.q, y, dot_for(*W.q)});
+  linear_quant_dot(x, n, products.begin()->first.cols, group, scratch, 0.0f, false);
 }
 
 void weight_row(const WeightRef& W, int64_t r, float* out) {

@@ -10,6 +10,8 @@
 //   the dequantized weights.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/qdot.hpp"
@@ -50,6 +52,13 @@ enum class ActivationLevels { one, two };
 /// thread count (each output is computed by one thread in a fixed order).
 void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, QuantScratch& scratch, float beta = 0.0f,
                    ActivationLevels levels = ActivationLevels::one);
+
+/// y_k[n, W_k.rows] = x[n, in] W_k^T for every (W_k, y_k) of `products` (all W_k of input width in; y_k only
+/// written): the Q, K, V projections or the gate and up projections of one input. When every W_k is quantized and
+/// n <= kQuantDotMaxRows, x is quantized once and all the weights' rows are split over the threads in one dispatch
+/// (one wake-up of the pool instead of one per matrix); otherwise the same as a weight_linear call per product.
+void weight_linear_group(const float* x, int64_t n, std::initializer_list<std::pair<WeightRef, float*>> products,
+                         QuantScratch& scratch);
 
 /// out[W.cols] = row r of W in float32 (for embedding lookups).
 void weight_row(const WeightRef& W, int64_t r, float* out);
