@@ -110,6 +110,27 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   }
 }
 
+/// Drops from the resident set the mapped bytes of every tensor the model does not use in place (everything with
+/// f32 weights; with quantized ones all but the QuantMatrix views into the file): they were copied, dequantized or
+/// requantized at load, so keeping their pages would count the weights twice (the hash read every page).
+void drop_copied_tensors(const GgufFile& f, const Model& m) {
+  std::vector<const uint8_t*> in_place;
+  auto note = [&](const QuantMatrix& q) {
+    if (!q.empty() && q.data >= f.file_data() && q.data < f.file_data() + f.file_size()) in_place.push_back(q.data);
+  };
+  note(m.tok_embd_q);
+  note(m.lm_head_q);
+  for (const LayerWeights& l : m.layers)
+    for (const QuantMatrix* q : {&l.quant.wq, &l.quant.wk, &l.quant.wv, &l.quant.wo, &l.quant.w_gate, &l.quant.w_up,
+                                 &l.quant.w_down})
+      note(*q);
+  std::sort(in_place.begin(), in_place.end());
+  for (const GgufTensorInfo& t : f.tensors()) {
+    const uint8_t* p = f.tensor_data(t);
+    if (!std::binary_search(in_place.begin(), in_place.end(), p)) f.drop_pages(p, static_cast<size_t>(t.n_bytes));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -228,6 +249,7 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
   }
   m.sha256 = hash.hex_digest();
   f.check_unchanged("loading the model");  // every byte was read: a truncation meanwhile is known now
+  drop_copied_tensors(f, m);
   return m;
 }
 
