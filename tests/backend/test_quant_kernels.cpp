@@ -179,6 +179,22 @@ TEST(QuantDot, KernelSetsAgreeToFloatRounding) {
   }
 }
 
+TEST(QuantDot, FusedTwoLevelQ8_0EqualsTheTwoDotsToFloatRounding) {
+  std::mt19937 rng(21);
+  for (const QuantKernels* k : kernel_sets()) {
+    const int64_t nb = 18;
+    const std::vector<uint8_t> w = random_blocks(kQ8_0, nb, rng);
+    const std::vector<float> x = random_activations(nb * 32, rng);
+    std::vector<BlockQ8Act> hi(static_cast<size_t>(nb)), lo(static_cast<size_t>(nb));
+    rkv::cpu::quantize_activations(x.data(), hi.data(), nb);
+    rkv::cpu::quantize_activations_residual(x.data(), hi.data(), lo.data(), nb);
+    const Reference ref = reference(kQ8_0, w.data(), x.data(), nb * 32);
+    const double two = static_cast<double>(k->dot_q8_0(w.data(), hi.data(), nb)) + k->dot_q8_0(w.data(), lo.data(), nb);
+    EXPECT_NEAR(k->dot2_q8_0(w.data(), hi.data(), lo.data(), nb), two, 1e-5 * (std::fabs(ref.dot) + ref.bound * 254))
+        << k->isa;
+  }
+}
+
 TEST(QuantDot, OnlyTheThreeNativeTypesHaveKernels) {
   const QuantKernels& k = rkv::cpu::quant_kernels();
   EXPECT_NE(k.for_type(kQ8_0), nullptr);

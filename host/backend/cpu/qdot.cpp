@@ -51,6 +51,10 @@ float scalar_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
 }
 
 
+float scalar2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb) {
+  return scalar_q8_0(w, hi, nb) + scalar_q8_0(w, lo, nb);
+}
+
 }  // namespace
 
 void quantize_activations(const float* x, BlockQ8Act* out, int64_t nb) {
@@ -88,7 +92,7 @@ QuantDotFn QuantKernels::for_type(uint32_t type) const {
 }
 
 const QuantKernels& scalar_quant_kernels() {
-  static const QuantKernels k{"scalar", scalar_q8_0, scalar_q4_0, scalar_q4_1};
+  static const QuantKernels k{"scalar", scalar_q8_0, scalar_q4_0, scalar_q4_1, scalar2_q8_0};
   return k;
 }
 

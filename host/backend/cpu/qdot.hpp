@@ -34,12 +34,16 @@ void quantize_activations_residual(const float* x, const BlockQ8Act* hi, BlockQ8
 /// Dot product of one weight row (nb blocks of its type at `w`) with nb activation blocks.
 using QuantDotFn = float (*)(const uint8_t* w, const BlockQ8Act* a, int64_t nb);
 
+/// Dot product of one Q8_0 weight row with two-level activations: dot(w, hi) + dot(w, lo) in one pass over w.
+using QuantDot2Fn = float (*)(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb);
+
 /// One kernel set.
 struct QuantKernels {
   const char* isa;  ///< "scalar" or "avx2"
   QuantDotFn dot_q8_0;
   QuantDotFn dot_q4_0;
   QuantDotFn dot_q4_1;
+  QuantDot2Fn dot2_q8_0;  ///< the LM head's usual type (two-level activations)
   /// The dot for ggml type id `type` (Q8_0, Q4_0 or Q4_1); nullptr for any other type.
   QuantDotFn for_type(uint32_t type) const;
 };

@@ -89,10 +89,23 @@ RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
   return two_chain_dot<20, q4_1_block>(w, a, nb) + mins;
 }
 
+/// dot(w, hi) + dot(w, lo) for Q8_0: the weight block is loaded and its signs taken once for both levels.
+RKV_AVX2 float avx2_dot2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 34) {
+    const __m256i qw = load32(w + 2);
+    const __m256i aw = _mm256_sign_epi8(qw, qw);
+    const float dw = half_at(w);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * hi[b].d), sum_us8(aw, _mm256_sign_epi8(load32(hi[b].qs), qw)), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * lo[b].d), sum_us8(aw, _mm256_sign_epi8(load32(lo[b].qs), qw)), acc1);
+  }
+  return hsum(acc0) + hsum(acc1);
+}
+
 }  // namespace
 
 const QuantKernels* avx2_quant_kernels() {
-  static const QuantKernels k{"avx2", avx2_q8_0, avx2_q4_0, avx2_q4_1};
+  static const QuantKernels k{"avx2", avx2_q8_0, avx2_q4_0, avx2_q4_1, avx2_dot2_q8_0};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return ok ? &k : nullptr;

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/threads.hpp"
+#include "model/ggml_types.hpp"
 
 namespace rkv::cpu {
 
@@ -21,6 +22,7 @@ struct QuantProduct {
   const QuantMatrix* W;
   float* y;
   QuantDotFn dot;
+  QuantDot2Fn dot2 = nullptr;  ///< a fused two-level kernel for W's type, when there is one
 };
 
 /// Quantized activations times quantized weights, for small n: x[n, cols] is quantized once and the rows of every
@@ -46,7 +48,7 @@ void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector
         const uint8_t* w = p.W->data + r * rb;
         for (int64_t i = 0; i < n; ++i) {
           const BlockQ8Act* a = act + i * levels * nb;
-          const float v = two_level ? p.dot(w, a, nb) + p.dot(w, a + nb, nb) : p.dot(w, a, nb);
+          const float v = !two_level ? p.dot(w, a, nb) : p.dot2 ? p.dot2(w, a, a + nb, nb) : p.dot(w, a, nb) + p.dot(w, a + nb, nb);
           float& dst = p.y[i * out + r];
           dst = beta == 0.0f ? v : v + beta * dst;
         }
@@ -90,7 +92,8 @@ void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, Quan
   if (!W.q) {
     linear(x, n, W.cols, W.f32, W.rows, y, beta);
   } else if (n <= kQuantDotMaxRows) {
-    linear_quant_dot(x, n, W.cols, {{W.q, y, dot_for(*W.q)}}, scratch, beta, levels == ActivationLevels::two);
+    const QuantDot2Fn dot2 = W.q->type == static_cast<uint32_t>(GgmlType::Q8_0) ? quant_kernels().dot2_q8_0 : nullptr;
+    linear_quant_dot(x, n, W.cols, {{W.q, y, dot_for(*W.q), dot2}}, scratch, beta, levels == ActivationLevels::two);
   } else {
     linear_dequant_tiles(x, n, *W.q, y, scratch, beta);
   }
