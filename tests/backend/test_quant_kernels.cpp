@@ -195,11 +195,27 @@ TEST(QuantDot, FusedTwoLevelQ8_0EqualsTheTwoDotsToFloatRounding) {
   }
 }
 
+TEST(QuantDequant, EveryKernelSetGivesTheDequantizerBitForBit) {
+  // The prefill's tiles: each kernel set's dequantization equals model/dequant.hpp's float for float.
+  std::mt19937 rng(31);
+  for (const QuantKernels* k : kernel_sets()) {
+    for (uint32_t type : {kQ8_0, kQ4_0, kQ4_1}) {
+      const int64_t nb = 7;
+      const std::vector<uint8_t> w = random_blocks(type, nb, rng);
+      std::vector<float> want(static_cast<size_t>(nb * 32)), got(want.size());
+      rkv::dequantize_row(type, w.data(), want.data(), nb * 32);
+      k->dequant_for_type(type)(w.data(), got.data(), nb);
+      EXPECT_EQ(got, want) << k->isa << " " << rkv::ggml_type_name(type);
+    }
+  }
+}
+
 TEST(QuantDot, OnlyTheThreeNativeTypesHaveKernels) {
   const QuantKernels& k = rkv::cpu::quant_kernels();
   EXPECT_NE(k.for_type(kQ8_0), nullptr);
   EXPECT_EQ(k.for_type(static_cast<uint32_t>(GgmlType::Q5_0)), nullptr);
   EXPECT_EQ(k.for_type(static_cast<uint32_t>(GgmlType::F32)), nullptr);
+  EXPECT_EQ(k.dequant_for_type(static_cast<uint32_t>(GgmlType::Q4_K)), nullptr);
 }
 
 TEST(QuantizeRowQ8_0, RoundTripsWithinHalfAStepPlusTheFp16Scale) {

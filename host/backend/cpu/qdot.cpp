@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/dequant.hpp"
 #include "model/ggml_types.hpp"
 #include "model/half.hpp"
 
@@ -55,6 +56,10 @@ float scalar2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo,
   return scalar_q8_0(w, hi, nb) + scalar_q8_0(w, lo, nb);
 }
 
+void scalar_dequant_q8_0(const uint8_t* w, float* out, int64_t nb) { dequantize_row(8, w, out, nb * 32); }
+void scalar_dequant_q4_0(const uint8_t* w, float* out, int64_t nb) { dequantize_row(2, w, out, nb * 32); }
+void scalar_dequant_q4_1(const uint8_t* w, float* out, int64_t nb) { dequantize_row(3, w, out, nb * 32); }
+
 }  // namespace
 
 void quantize_activations(const float* x, BlockQ8Act* out, int64_t nb) {
@@ -91,8 +96,18 @@ QuantDotFn QuantKernels::for_type(uint32_t type) const {
   }
 }
 
+DequantFn QuantKernels::dequant_for_type(uint32_t type) const {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::Q8_0: return dequant_q8_0;
+    case GgmlType::Q4_0: return dequant_q4_0;
+    case GgmlType::Q4_1: return dequant_q4_1;
+    default: return nullptr;
+  }
+}
+
 const QuantKernels& scalar_quant_kernels() {
-  static const QuantKernels k{"scalar", scalar_q8_0, scalar_q4_0, scalar_q4_1, scalar2_q8_0};
+  static const QuantKernels k{"scalar",           scalar_q8_0,         scalar_q4_0,        scalar_q4_1,
+                              scalar2_q8_0,       scalar_dequant_q8_0, scalar_dequant_q4_0, scalar_dequant_q4_1};
   return k;
 }
 

@@ -37,6 +37,9 @@ using QuantDotFn = float (*)(const uint8_t* w, const BlockQ8Act* a, int64_t nb);
 /// Dot product of one Q8_0 weight row with two-level activations: dot(w, hi) + dot(w, lo) in one pass over w.
 using QuantDot2Fn = float (*)(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb);
 
+/// Dequantizes nb blocks of a native type to float32 (32 nb values), bit for bit as model/dequant.hpp does.
+using DequantFn = void (*)(const uint8_t* w, float* out, int64_t nb);
+
 /// One kernel set.
 struct QuantKernels {
   const char* isa;  ///< "scalar" or "avx2"
@@ -44,6 +47,11 @@ struct QuantKernels {
   QuantDotFn dot_q4_0;
   QuantDotFn dot_q4_1;
   QuantDot2Fn dot2_q8_0;  ///< the LM head's usual type (two-level activations)
+  DequantFn dequant_q8_0;
+  DequantFn dequant_q4_0;
+  DequantFn dequant_q4_1;
+  /// The dequantization for ggml type `type` (Q8_0, Q4_0 or Q4_1); nullptr for any other type.
+  DequantFn dequant_for_type(uint32_t type) const;
   /// The dot for ggml type id `type` (Q8_0, Q4_0 or Q4_1); nullptr for any other type.
   QuantDotFn for_type(uint32_t type) const;
 };

@@ -102,10 +102,41 @@ RKV_AVX2 float avx2_dot2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const Bloc
   return hsum(acc0) + hsum(acc1);
 }
 
+/// Stores 32 int8 values (as 4 x 8 lanes) times d, plus m when `with_min` (a multiply then an add, not an FMA: the
+/// same two roundings as the scalar dequantization, so both give the same floats).
+template <bool kWithMin>
+RKV_AVX2 inline void store_scaled(__m256i q, bool is_signed, float d, float m, float* out) {
+  const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 2; ++e) {
+      const __m128i eight = e == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
+      const __m256i i32 = is_signed ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(i32), dv);
+      if (kWithMin) v = _mm256_add_ps(v, mv);
+      _mm256_storeu_ps(out + h * 16 + e * 8, v);
+    }
+  }
+}
+
+RKV_AVX2 void avx2_dequant_q8_0(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 34, out += 32) store_scaled<false>(load32(w + 2), true, half_at(w), 0.0f, out);
+}
+
+RKV_AVX2 void avx2_dequant_q4_0(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 18, out += 32)
+    store_scaled<false>(_mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8)), true, half_at(w), 0.0f, out);
+}
+
+RKV_AVX2 void avx2_dequant_q4_1(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 20, out += 32) store_scaled<true>(nibbles_32(w + 4), false, half_at(w), half_at(w + 2), out);
+}
+
 }  // namespace
 
 const QuantKernels* avx2_quant_kernels() {
-  static const QuantKernels k{"avx2", avx2_q8_0, avx2_q4_0, avx2_q4_1, avx2_dot2_q8_0};
+  static const QuantKernels k{"avx2",         avx2_q8_0,         avx2_q4_0,         avx2_q4_1,
+                              avx2_dot2_q8_0, avx2_dequant_q8_0, avx2_dequant_q4_0, avx2_dequant_q4_1};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return ok ? &k : nullptr;

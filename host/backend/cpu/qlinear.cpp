@@ -72,8 +72,9 @@ void linear_dequant_tiles(const float* x, int64_t n, const QuantMatrix& W, float
   float* tile = s.tile.data();
   for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, out - r0);
+    const DequantFn dequant = quant_kernels().dequant_for_type(W.type);
     parallel_for(rows, kRowsPerChunk, [&](int64_t a, int64_t b) {
-      for (int64_t r = a; r < b; ++r) dequantize_matrix_row(W, r0 + r, tile + r * in);
+      for (int64_t r = a; r < b; ++r) dequant(W.row(r0 + r), tile + r * in, in / 32);
     });
     gemm_nt(n, rows, in, 1.0f, x, in, tile, in, beta, y + r0, out);
   }
