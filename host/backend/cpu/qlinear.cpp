@@ -25,6 +25,12 @@ struct QuantProduct {
   QuantDot2Fn dot2 = nullptr;  ///< a fused two-level kernel for W's type, when there is one
 };
 
+/// One weight row (blocks at w) dotted with one activation row a: nb blocks, or with two levels a and a + nb.
+float row_dot(const QuantProduct& p, const uint8_t* w, const BlockQ8Act* a, int64_t nb, bool two_level) {
+  if (!two_level) return p.dot(w, a, nb);
+  return p.dot2 ? p.dot2(w, a, a + nb, nb) : p.dot(w, a, nb) + p.dot(w, a + nb, nb);
+}
+
 /// Quantized activations times quantized weights, for small n: x[n, cols] is quantized once and the rows of every
 /// product's weight are split over the threads in one dispatch (rows numbered across the products in order). With
 /// `two_level`, each row is quantized twice (the value, then what the first level left over:
@@ -47,8 +53,7 @@ void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector
       for (int64_t r = std::max(r0, first) - first; r < std::min(r1, first + out) - first; ++r) {
         const uint8_t* w = p.W->data + r * rb;
         for (int64_t i = 0; i < n; ++i) {
-          const BlockQ8Act* a = act + i * levels * nb;
-          const float v = !two_level ? p.dot(w, a, nb) : p.dot2 ? p.dot2(w, a, a + nb, nb) : p.dot(w, a, nb) + p.dot(w, a + nb, nb);
+          const float v = row_dot(p, w, act + i * levels * nb, nb, two_level);
           float& dst = p.y[i * out + r];
           dst = beta == 0.0f ? v : v + beta * dst;
         }
@@ -70,9 +75,10 @@ void linear_dequant_tiles(const float* x, int64_t n, const QuantMatrix& W, float
   const int64_t tile_rows = std::clamp<int64_t>(kDequantTileFloats / in, 1, out);
   if (static_cast<int64_t>(s.tile.size()) < tile_rows * in) s.tile.resize(static_cast<size_t>(tile_rows * in));
   float* tile = s.tile.data();
+  const DequantFn dequant = quant_kernels().dequant_for_type(W.type);
+  if (!dequant) throw std::logic_error("no dequantization kernel for ggml type " + std::to_string(W.type));
   for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, out - r0);
-    const DequantFn dequant = quant_kernels().dequant_for_type(W.type);
     parallel_for(rows, kRowsPerChunk, [&](int64_t a, int64_t b) {
       for (int64_t r = a; r < b; ++r) dequant(W.row(r0 + r), tile + r * in, in / 32);
     });
