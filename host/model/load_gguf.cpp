@@ -49,8 +49,17 @@ struct GgufLoader {
 
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) const {
     const GgufTensorInfo& t = require(name, expected, what);
-    if (!check_only) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
-    return check_only ? std::vector<float>() : dequant(t);
+    if (check_only) return {};
+    throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
+    std::vector<float> out = dequant(t);
+    drop(t);
+    return out;
+  }
+
+  /// Drops the mapped pages of tensor t, which the model holds a copy of (GgufFile::drop_pages; still readable).
+  void drop(const GgufTensorInfo& t) const { f.drop_pages(f.tensor_data(t), static_cast<size_t>(t.n_bytes)); }
+  void drop(const std::string& name) const {
+    if (const GgufTensorInfo* t = f.find_tensor(name)) drop(*t);
   }
 
   /// A weight matrix [rows, cols]: into `q` (model/quant_matrix.hpp) when storing quantized weights and its type is
@@ -62,8 +71,10 @@ struct GgufLoader {
     throw_if_cancelled();
     if (storage == WeightStorage::quantized && can_quantize_matrix(t.type) && expected[1] % 32 == 0) {
       q = to_quant_matrix(t.type, f.tensor_data(t), expected[0], expected[1], keep);
+      if (q.data != f.tensor_data(t)) drop(t);  // requantized: a copy
     } else {
       f32 = dequant(t);
+      drop(t);
     }
   }
 
@@ -103,31 +114,18 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
     w.post_ffn_norm = ld.load(p + "post_ffw_norm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
   }
   if (c.architecture == "llama" && !ld.check_only) {  // undo llama.cpp's Q/K row permutation (see model.hpp)
-    if (w.quant.wq.empty()) unpermute_qk_rows(w.wq, H, d, D);
-    else w.quant.wq = unpermute_qk_rows(w.quant.wq, H, d);
-    if (w.quant.wk.empty()) unpermute_qk_rows(w.wk, Hkv, d, D);
-    else w.quant.wk = unpermute_qk_rows(w.quant.wk, Hkv, d);
-  }
-}
-
-/// Drops from the resident set the mapped bytes of every tensor the model does not use in place (everything with
-/// f32 weights; with quantized ones all but the QuantMatrix views into the file): they were copied, dequantized or
-/// requantized at load, so keeping their pages would count the weights twice (the hash read every page).
-void drop_copied_tensors(const GgufFile& f, const Model& m) {
-  std::vector<const uint8_t*> in_place;
-  auto note = [&](const QuantMatrix& q) {
-    if (!q.empty() && q.data >= f.file_data() && q.data < f.file_data() + f.file_size()) in_place.push_back(q.data);
-  };
-  note(m.tok_embd_q);
-  note(m.lm_head_q);
-  for (const LayerWeights& l : m.layers)
-    for (const QuantMatrix* q : {&l.quant.wq, &l.quant.wk, &l.quant.wv, &l.quant.wo, &l.quant.w_gate, &l.quant.w_up,
-                                 &l.quant.w_down})
-      note(*q);
-  std::sort(in_place.begin(), in_place.end());
-  for (const GgufTensorInfo& t : f.tensors()) {
-    const uint8_t* p = f.tensor_data(t);
-    if (!std::binary_search(in_place.begin(), in_place.end(), p)) f.drop_pages(p, static_cast<size_t>(t.n_bytes));
+    if (w.quant.wq.empty()) {
+      unpermute_qk_rows(w.wq, H, d, D);
+    } else {  // the reordered copy replaces the view: its mapped pages are not read again
+      w.quant.wq = unpermute_qk_rows(w.quant.wq, H, d);
+      ld.drop(p + "attn_q.weight");
+    }
+    if (w.quant.wk.empty()) {
+      unpermute_qk_rows(w.wk, Hkv, d, D);
+    } else {
+      w.quant.wk = unpermute_qk_rows(w.quant.wk, Hkv, d);
+      ld.drop(p + "attn_k.weight");
+    }
   }
 }
 
@@ -230,6 +228,16 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
   }
   detail::finish_config(m, src, freq_factors);
 
+  // The hash reads every page first; each tensor copied below (dequantized, requantized, Q/K-reordered) then drops
+  // its mapped pages from the resident set, so the weights are never resident twice.
+  Sha256 hash;
+  constexpr size_t kChunk = size_t{16} << 20;  // poll cancellation between chunks
+  for (size_t off = 0; off < f.file_size(); off += kChunk) {
+    throw_if_cancelled();
+    hash.update(f.file_data() + off, std::min<size_t>(kChunk, static_cast<size_t>(f.file_size()) - off));
+  }
+  m.sha256 = hash.hex_digest();
+
   ld.load_matrix("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
   m.output_norm = ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
   if (f.find_tensor("output.weight")) {
@@ -241,15 +249,7 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
 
   m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
   for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
-  Sha256 hash;
-  constexpr size_t kChunk = size_t{16} << 20;  // poll cancellation between chunks
-  for (size_t off = 0; off < f.file_size(); off += kChunk) {
-    throw_if_cancelled();
-    hash.update(f.file_data() + off, std::min<size_t>(kChunk, static_cast<size_t>(f.file_size()) - off));
-  }
-  m.sha256 = hash.hex_digest();
   f.check_unchanged("loading the model");  // every byte was read: a truncation meanwhile is known now
-  drop_copied_tensors(f, m);
   return m;
 }
 
