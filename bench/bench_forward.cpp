@@ -1,6 +1,8 @@
-// Speed of the CPU forward on SmolLM2-135M (2 threads): prefill tokens/s at 512 and 2048 tokens, decode tokens/s at
-// context 2048, and beside each the time the same matrix products take as plain OpenBLAS sgemm/sgemv calls at the
-// same shapes (the ceiling of this design: everything else in the forward is overhead on top of it).
+// Speed of the CPU forward on SmolLM2-135M (2 threads), with the weights kept quantized (`/f32:0`, model.weights =
+// "quantized", the default) and dequantized at load (`/f32:1`): the shapes of `llama-bench -p 512,2048 -n 128` --
+// prefill tokens/s at 512 and 2048 tokens (BM_Prefill), 128 tokens decoded one by one from an empty context
+// (BM_DecodeRun) -- and decode tokens/s at depth 2048 (BM_Decode); beside them the time the same matrix products take
+// as plain OpenBLAS sgemm/sgemv calls on the f32 weights (the ceiling of the f32 design).
 //
 // Run: build/bin/bench_forward [--benchmark_filter=...]   (RKV_BENCH_THREADS=n to change the thread count)   (needs the SmolLM2 GGUF from scripts/fetch-assets)
 // Counters: tok/s (tokens per second), GFLOP/s (matrix-product flops per second).
@@ -34,15 +36,17 @@ std::filesystem::path smollm2_gguf() {
   return cache / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-const rkv::Model* model() {
-  static std::unique_ptr<rkv::Model> m;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
+/// The model with f32 weights (f32 = true) or quantized ones; loaded at first use, null when the file is missing.
+const rkv::Model* model(bool f32 = true) {
+  static std::unique_ptr<rkv::Model> m[2];
+  static bool tried[2] = {false, false};
+  if (!tried[f32]) {
+    tried[f32] = true;
     const auto p = smollm2_gguf();
-    if (std::filesystem::exists(p)) m = std::make_unique<rkv::Model>(rkv::load_model(p.string()));
+    const rkv::WeightStorage w = f32 ? rkv::WeightStorage::f32 : rkv::WeightStorage::quantized;
+    if (std::filesystem::exists(p)) m[f32] = std::make_unique<rkv::Model>(rkv::load_model(p.string(), w));
   }
-  return m.get();
+  return m[f32].get();
 }
 
 std::vector<int32_t> tokens(int64_t n) {
@@ -71,7 +75,7 @@ void report(benchmark::State& state, int64_t tokens_per_iter, double flops_per_i
 }
 
 void BM_Prefill(benchmark::State& state) {
-  const rkv::Model* m = model();
+  const rkv::Model* m = model(state.range(1) != 0);
   if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
   rkv::cpu::set_num_threads(bench_threads());
   const int64_t n = state.range(0);
@@ -91,7 +95,7 @@ void BM_Prefill(benchmark::State& state) {
 }
 
 void BM_Decode(benchmark::State& state) {
-  const rkv::Model* m = model();
+  const rkv::Model* m = model(state.range(1) != 0);
   if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
   rkv::cpu::set_num_threads(bench_threads());
   const int64_t ctx = state.range(0);
@@ -103,6 +107,25 @@ void BM_Decode(benchmark::State& state) {
     for (auto& l : cache.layers) l.length = ctx;  // every step sees exactly ctx earlier entries
   }
   report(state, 1, forward_flops(m->config, 1, ctx, true));
+}
+
+/// llama-bench's `-n 128`: 128 tokens decoded one after the other from an empty cache (the context grows 0..127).
+void BM_DecodeRun(benchmark::State& state) {
+  const rkv::Model* m = model(state.range(1) != 0);
+  if (!m) return state.SkipWithError("SmolLM2 GGUF missing; run scripts/fetch-assets");
+  rkv::cpu::set_num_threads(bench_threads());
+  const int64_t n = state.range(0);
+  const auto ids = tokens(n);
+  rkv::cpu::Workspace ws;
+  rkv::KVCache cache = rkv::cpu::make_cache(*m, n);
+  for (auto _ : state) {
+    for (auto& l : cache.layers) l.length = 0;
+    for (auto& l : cache.layers)
+      for (int64_t& len : l.head_lengths) len = 0;
+    for (int64_t t = 0; t < n; ++t)
+      benchmark::DoNotOptimize(rkv::cpu::decode_step(*m, ids[static_cast<size_t>(t)], t, cache, ws));
+  }
+  report(state, n, forward_flops(m->config, n, 0, false));  // the flops of a causal prefill of n tokens
 }
 
 /// The matrix products of one forward (n new tokens, ctx earlier entries) as bare BLAS calls on the same shapes.
@@ -149,9 +172,10 @@ void BM_BlasCeiling(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_Prefill)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill)->ArgsProduct({{512, 2048}, {0, 1}})->ArgNames({"n", "f32"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeRun)->ArgsProduct({{128}, {0, 1}})->ArgNames({"n", "f32"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)->ArgsProduct({{2048}, {0, 1}})->ArgNames({"depth", "f32"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BlasCeiling)->Args({512, 0})->Args({2048, 0})->Args({1, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Decode)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());

@@ -88,6 +88,10 @@ std::string resolve_backend_kind(const std::string& kind) {
   return cuda_unavailable().empty() ? "cuda" : "cpu";
 }
 
+WeightStorage weights_for_backend(const std::string& kind, WeightStorage requested) {
+  return resolve_backend_kind(kind) == "cuda" ? WeightStorage::f32 : requested;
+}
+
 int bounded_thread_count(int64_t requested, std::string* warning) {
   return cpu::bounded_thread_count(requested, warning);
 }

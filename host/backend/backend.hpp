@@ -33,6 +33,7 @@
 
 #include "backend/types.hpp"
 #include "cache/attention_stats.hpp"
+#include "model/quant_matrix.hpp"
 #include "cache/kv_cache.hpp"
 #include "cache/selection.hpp"
 #include "model/model.hpp"
@@ -266,6 +267,10 @@ void check_backend_available(const std::string& kind, const BackendOptions& opti
 
 /// The kind "auto" resolves to on this machine ("cuda" or "cpu").
 std::string resolve_backend_kind(const std::string& kind);
+
+/// How to load a model for backend `kind` (load_model's `weights`): `requested` (model.weights) for the CPU backend;
+/// f32 when `kind` resolves to cuda, which uploads float32 weights and converts them itself.
+WeightStorage weights_for_backend(const std::string& kind, WeightStorage requested);
 
 /// A factory for one backend kind. Thread rules: register before any make_backend() call of that kind.
 using BackendFactory = std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)>;

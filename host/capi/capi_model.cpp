@@ -36,7 +36,8 @@ rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_mode
       unsupported = RKV_ERROR_UNSUPPORTED;  // an unknown backend, or cuda without a device or a CUDA build
       throw;
     }
-    rkv::Model model = rkv::load_model(o->path);
+    // The CPU backend's fast path (quantized GGUF weights, model.weights' default); cuda loads float32.
+    rkv::Model model = rkv::load_model(o->path, rkv::weights_for_backend(kind, rkv::WeightStorage::quantized));
     rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(o->path);
     auto m = std::make_unique<rkv_model>(rkv_model{std::move(model), std::move(tok), std::string(), nullptr});
     m->backend = rkv::make_backend(kind, m->model, bo);

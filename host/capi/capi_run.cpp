@@ -77,7 +77,7 @@ rkv_status rkv_profile(rkv_context* ctx, const char* config_path, int32_t thread
         break;
       }
     if (!cell) throw rkv::InputError(plan.config_path + " has no [signal] section");
-    const rkv::Model model = rkv::load_model(plan.model_path);
+    const rkv::Model model = rkv::load_model(plan.model_path, rkv::weights_for_backend(plan.backend, plan.weights));
     const rkv::Tokenizer tok =
         model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(plan.model_path);
     rkv::ProfileRequest req = rkv::make_profile_request(plan, *cell, model, tok, "");

@@ -58,7 +58,8 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
 }
 
 int run_generate(const std::vector<std::string>& args) {
-  std::string model_path, prompt, system, template_name, compress_path, profile_path, backend_kind = "cpu", dtype = "f32";
+  std::string model_path, prompt, system, template_name, compress_path, profile_path, backend_kind = "cpu", dtype = "f32",
+              weights = "quantized";
   int64_t max_new = 256;
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
@@ -66,12 +67,14 @@ int run_generate(const std::vector<std::string>& args) {
   po::options_description opts(
       "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
       "                         [--top-p P] [--seed S] [--threads N] [--backend cpu|cuda|auto] [--dtype f32|bf16]\n"
-      "                         [--compress CONFIG [--profile FILE]]\n\n"
+      "                         [--weights quantized|f32] [--compress CONFIG [--profile FILE]]\n\n"
       "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
       "model's chat template) and prints it. Greedy unless --temperature > 0. Stops at any end-of-generation token of\n"
       "the model or after N tokens, or at the model's context length (a longer prompt is an error). Timing goes to\n"
       "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
       "device is present); a backend that cannot be had is an error before the model is read.\n"
+      "--weights (cpu): quantized (default) keeps a GGUF's Q8_0/Q4_0/Q4_1 matrices in their blocks and requantizes\n"
+      "other quantized types to Q8_0 (fast decode); f32 dequantizes every weight at load (exact, 4-8x the memory).\n"
       "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer], [allocator],\n"
       "[budget]: the run config schema; [compression.decode] sets the decode policy: none, rolling, h2o or periodic,\n"
       "README \"Compression while decoding\"; other sections are ignored, the backend is --backend's) and decoding continues\n"
@@ -91,6 +94,7 @@ int run_generate(const std::vector<std::string>& args) {
       "threads", po::value(&threads)->default_value(0), "CPU threads (0 = all available cores)")(
       "backend", po::value(&backend_kind)->default_value("cpu"), "cpu, cuda or auto")(
       "dtype", po::value(&dtype)->default_value("f32"), "compute dtype: f32, or bf16 (cuda only)")(
+      "weights", po::value(&weights)->default_value("quantized"), "cpu weights: quantized or f32")(
       "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
       "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");
   po::variables_map vm = rkv::cli::parse_command_line(args, opts, nullptr, "");
@@ -103,6 +107,7 @@ int run_generate(const std::vector<std::string>& args) {
   if (max_new < 0) throw rkv::cli::UsageError("--max-new-tokens must be >= 0");
   if (max_new > 1000000) throw rkv::cli::UsageError("--max-new-tokens must be at most 1000000");
   if (threads < 0) throw rkv::cli::UsageError("--threads must be >= 0");
+  if (weights != "quantized" && weights != "f32") throw rkv::cli::UsageError("--weights must be quantized or f32");
   if (!(top_p > 0.0f && top_p <= 1.0f)) throw rkv::cli::UsageError("--top-p must be in (0, 1]");
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) throw rkv::cli::UsageError("--temperature must be >= 0");
   const bool chat = vm["chat"].as<bool>();
@@ -114,7 +119,9 @@ int run_generate(const std::vector<std::string>& args) {
   backend_options.dtype = dtype;
   rkv::check_backend_available(backend_kind, backend_options);  // before the model is loaded
 
-  const rkv::Model model = rkv::load_model(model_path);
+  const rkv::Model model = rkv::load_model(
+      model_path, rkv::weights_for_backend(backend_kind, weights == "f32" ? rkv::WeightStorage::f32
+                                                                          : rkv::WeightStorage::quantized));
   const rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(model_path);
   if (tok.n_vocab() > model.config.vocab_size) {
     throw rkv::InputError(model_path + ": the tokenizer has " + std::to_string(tok.n_vocab()) +

@@ -64,6 +64,21 @@ void print_layer_types(const rkv::ModelConfig& c, std::ostream& os) {
   }
 }
 
+/// What the CPU backend holds with model.weights = "quantized" (the default) for this file.
+std::string native_formats_note(const rkv::Model& m) {
+  if (m.format != "gguf") return "f32 (Hugging Face folders load as f32)";
+  bool requantized = false, native = false;
+  for (const auto& t : m.source_tensors) {
+    if (t.shape.size() != 2) continue;
+    const bool is_native = t.type == "q8_0" || t.type == "q4_0" || t.type == "q4_1";
+    native |= is_native;
+    requantized |= !is_native && t.type != "f32";
+  }
+  std::string s = native ? "matrices kept in their q8_0/q4_0/q4_1 blocks" : "no q8_0/q4_0/q4_1 matrices";
+  if (requantized) s += "; other quantized/half matrices requantized to q8_0";
+  return s + " (model.weights = \"quantized\", the default; \"f32\" dequantizes all)";
+}
+
 void print_info(const rkv::Model& m, std::ostream& os) {
   const rkv::ModelConfig& c = m.config;
   os << "path:              " << m.path << "\n"
@@ -117,7 +132,8 @@ void print_info(const rkv::Model& m, std::ostream& os) {
     os << (first ? "" : ", ") << type << " x" << count;
     first = false;
   }
-  os << " (" << m.source_tensors.size() << " tensors; computed in f32)\n"
+  os << " (" << m.source_tensors.size() << " tensors)\n"
+     << "cpu weights:       " << native_formats_note(m) << "\n"
      << "parameters:        " << m.parameter_count() << " (" << human_count(m.parameter_count()) << ")\n"
      << "KV bytes/token:    " << c.kv_bytes_per_token() << " (f32 keys and values, all layers, full span)\n";
 }

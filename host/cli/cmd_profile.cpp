@@ -74,7 +74,7 @@ int run_profile(const std::vector<std::string>& args) {
   const BackendOptions backend_options = plan_backend_options(plan, vm.count("threads") ? vm["threads"].as<int64_t>() : 0);
   check_plan_backend(plan, backend_options);  // before the model is loaded
 
-  const Model model = load_model(plan.model_path);
+  const Model model = load_model(plan.model_path, weights_for_backend(plan.backend, plan.weights));
   const Tokenizer tokenizer = model.gguf ? Tokenizer::from_gguf(*model.gguf) : Tokenizer::from_path(plan.model_path);
   const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
   ProfileRequest req = make_profile_request(plan, *cell, model, tokenizer, signal_override);

@@ -93,6 +93,8 @@ class GgufFile {
   /// Byte offset of the tensor data section inside the file.
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return map_.size(); }
+  /// Drops the resident pages of bytes [p, p + n) of the mapping (MappedFile::drop_pages): for tensors copied at load.
+  void drop_pages(const uint8_t* p, size_t n) const { map_.drop_pages(p, n); }
   /// The whole mapped file (file_size() bytes), e.g. for hashing.
   const uint8_t* file_data() const { return map_.data(); }
   /// Throws rkv::InputError naming the file when it was truncated since it was opened (MappedFile::check_unchanged);

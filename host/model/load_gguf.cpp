@@ -19,6 +19,8 @@ struct GgufLoader {
   const GgufFile& f;
   const std::string& src;
   bool check_only = false;  ///< load() only checks that the tensor exists with its shape, and returns {}
+  WeightStorage storage = WeightStorage::f32;  ///< where load_matrix() puts a matrix
+  std::shared_ptr<const void> keep;            ///< owner of the mapped bytes a QuantMatrix view points into
 
   /// Tensor shape in PyTorch order (ggml ne reversed).
   static std::vector<int64_t> torch_shape(const GgufTensorInfo& t) { return {t.ne.rbegin(), t.ne.rend()}; }
@@ -47,8 +49,33 @@ struct GgufLoader {
 
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) const {
     const GgufTensorInfo& t = require(name, expected, what);
-    if (!check_only) throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
-    return check_only ? std::vector<float>() : dequant(t);
+    if (check_only) return {};
+    throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
+    std::vector<float> out = dequant(t);
+    drop(t);
+    return out;
+  }
+
+  /// Drops the mapped pages of tensor t, which the model holds a copy of (GgufFile::drop_pages; still readable).
+  void drop(const GgufTensorInfo& t) const { f.drop_pages(f.tensor_data(t), static_cast<size_t>(t.n_bytes)); }
+  void drop(const std::string& name) const {
+    if (const GgufTensorInfo* t = f.find_tensor(name)) drop(*t);
+  }
+
+  /// A weight matrix [rows, cols]: into `q` (model/quant_matrix.hpp) when storing quantized weights and its type is
+  /// not F32, else dequantized into `f32`. With check_only: only checks that it exists with its shape.
+  void load_matrix(const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
+                   std::vector<float>& f32, QuantMatrix& q) const {
+    const GgufTensorInfo& t = require(name, expected, what);
+    if (check_only) return;
+    throw_if_cancelled();
+    if (storage == WeightStorage::quantized && can_quantize_matrix(t.type) && expected[1] % 32 == 0) {
+      q = to_quant_matrix(t.type, f.tensor_data(t), expected[0], expected[1], keep);
+      if (q.data != f.tensor_data(t)) drop(t);  // requantized: a copy
+    } else {
+      f32 = dequant(t);
+      drop(t);
+    }
   }
 
   /// Integer hyperparameter `<arch>.<key>`; required unless a fallback is given.
@@ -65,19 +92,19 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
   const std::string p = "blk." + std::to_string(l) + ".";
   w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
-  w.wq = ld.load(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
-  w.wk = ld.load(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
-  w.wv = ld.load(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
+  ld.load_matrix(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
+  ld.load_matrix(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
+  ld.load_matrix(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
   if (c.qkv_bias) {
     w.bq = ld.load(p + "attn_q.bias", {H * d}, "query bias");
     w.bk = ld.load(p + "attn_k.bias", {Hkv * d}, "key bias");
     w.bv = ld.load(p + "attn_v.bias", {Hkv * d}, "value bias");
   }
-  w.wo = ld.load(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
+  ld.load_matrix(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
   w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
-  w.w_gate = ld.load(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]");
-  w.w_up = ld.load(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]");
-  w.w_down = ld.load(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]");
+  ld.load_matrix(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
+  ld.load_matrix(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+  ld.load_matrix(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
   if (c.qk_norm) {
     w.q_norm = ld.load(p + "attn_q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
     w.k_norm = ld.load(p + "attn_k_norm.weight", {d}, "per-head key RMSNorm weight [head_dim]");
@@ -87,8 +114,18 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
     w.post_ffn_norm = ld.load(p + "post_ffw_norm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
   }
   if (c.architecture == "llama" && !ld.check_only) {  // undo llama.cpp's Q/K row permutation (see model.hpp)
-    unpermute_qk_rows(w.wq, H, d, D);
-    unpermute_qk_rows(w.wk, Hkv, d, D);
+    if (w.quant.wq.empty()) {
+      unpermute_qk_rows(w.wq, H, d, D);
+    } else {  // the reordered copy replaces the view: its mapped pages are not read again
+      w.quant.wq = unpermute_qk_rows(w.quant.wq, H, d);
+      ld.drop(p + "attn_q.weight");
+    }
+    if (w.quant.wk.empty()) {
+      unpermute_qk_rows(w.wk, Hkv, d, D);
+    } else {
+      w.quant.wk = unpermute_qk_rows(w.quant.wk, Hkv, d);
+      ld.drop(p + "attn_k.weight");
+    }
   }
 }
 
@@ -96,14 +133,14 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
 
 namespace {
 
-Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file);
+Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightStorage weights);
 
 }  // namespace
 
-Model load_gguf_model(const std::string& path) {
+Model load_gguf_model(const std::string& path, WeightStorage weights) {
   auto file = std::make_shared<const GgufFile>(path);
   try {
-    return load_gguf_model_from(file);
+    return load_gguf_model_from(file, weights);
   } catch (const InputError&) {
     // A file truncated while it is read reads as zeros past its new end (model/mapped_file.hpp): report the
     // truncation rather than whatever the zeros look like.
@@ -114,13 +151,14 @@ Model load_gguf_model(const std::string& path) {
 
 namespace {
 
-Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
+Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightStorage weights) {
   const GgufFile& f = *file;
   const std::string& path = f.path();
   const std::string& src = path;
-  GgufLoader ld{f, src};
+  GgufLoader ld{f, src, false, weights, file};
 
   Model m;
+  m.weights = weights;
   m.path = path;
   m.format = "gguf";
   m.gguf = file;
@@ -184,23 +222,14 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
   // corrupt block_count or head size would otherwise ask for terabytes (found by fuzz/fuzz_gguf.cpp).
   detail::check_sizes(c, src);
   {
-    GgufLoader shapes{f, src, /*check_only=*/true};
+    GgufLoader shapes{f, src, /*check_only=*/true, WeightStorage::f32, nullptr};
     LayerWeights none;
     for (int64_t l = 0; l < c.n_layers; ++l) load_layer(shapes, c, l, none);
   }
   detail::finish_config(m, src, freq_factors);
 
-  m.tok_embd = ld.load("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]");
-  m.output_norm = ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
-  if (f.find_tensor("output.weight")) {
-    m.lm_head = ld.load("output.weight", {V, D}, "LM head [vocab, hidden]");
-    c.tied_embeddings = false;
-  } else {
-    c.tied_embeddings = true;
-  }
-
-  m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
-  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
+  // The hash reads every page first; each tensor copied below (dequantized, requantized, Q/K-reordered) then drops
+  // its mapped pages from the resident set, so the weights are never resident twice.
   Sha256 hash;
   constexpr size_t kChunk = size_t{16} << 20;  // poll cancellation between chunks
   for (size_t off = 0; off < f.file_size(); off += kChunk) {
@@ -208,6 +237,18 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file) {
     hash.update(f.file_data() + off, std::min<size_t>(kChunk, static_cast<size_t>(f.file_size()) - off));
   }
   m.sha256 = hash.hex_digest();
+
+  ld.load_matrix("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
+  m.output_norm = ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
+  if (f.find_tensor("output.weight")) {
+    ld.load_matrix("output.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
+    c.tied_embeddings = false;
+  } else {
+    c.tied_embeddings = true;
+  }
+
+  m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
+  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
   f.check_unchanged("loading the model");  // every byte was read: a truncation meanwhile is known now
   return m;
 }

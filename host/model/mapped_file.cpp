@@ -173,4 +173,12 @@ void MappedFile::release() {
   size_ = 0;
 }
 
+void MappedFile::drop_pages(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || p + n > data_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace rkv

@@ -31,6 +31,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  /// Drops the resident pages wholly inside [p, p + n) (a range of data()) from this process (madvise
+  /// MADV_DONTNEED): the bytes stay readable (a later read maps them in again from the file), they only stop counting
+  /// in the resident set. For bytes the reader has copied and will not read again. Safe from any thread.
+  void drop_pages(const uint8_t* p, size_t n) const;
+
   /// True when the file is no longer what was mapped: it is now shorter than size() (truncated by someone else), or
   /// a read of the mapping hit a page past its end (SIGBUS, answered with zeros; see the file comment).
   bool changed() const;

@@ -10,7 +10,11 @@ namespace rkv {
 
 int64_t Model::parameter_count() const {
   int64_t n = static_cast<int64_t>(tok_embd.size() + output_norm.size() + lm_head.size());
+  n += tok_embd_q.rows * tok_embd_q.cols + lm_head_q.rows * lm_head_q.cols;
   for (const auto& l : layers) {
+    for (const QuantMatrix* q : {&l.quant.wq, &l.quant.wk, &l.quant.wv, &l.quant.wo, &l.quant.w_gate, &l.quant.w_up,
+                                 &l.quant.w_down})
+      n += q->rows * q->cols;
     n += static_cast<int64_t>(l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.bq.size() +
                               l.bk.size() + l.bv.size() + l.wo.size() + l.ffn_norm.size() + l.w_gate.size() +
                               l.w_up.size() + l.w_down.size() + l.q_norm.size() + l.k_norm.size() +
@@ -38,7 +42,7 @@ void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim,
   w.swap(out);
 }
 
-Model load_model(const std::string& path) {
+Model load_model(const std::string& path, WeightStorage weights) {
   std::string why;
   switch (path_kind(path, &why)) {
     case PathKind::missing:
@@ -50,7 +54,7 @@ Model load_model(const std::string& path) {
     case PathKind::directory: return load_hf_model(path);
     case PathKind::regular: break;
   }
-  return load_gguf_model(path);
+  return load_gguf_model(path, weights);
 }
 
 }  // namespace rkv

@@ -12,7 +12,10 @@
 //   llama.cpp's converter permutes llama Q/K rows for its adjacent-pair RoPE (convert_hf_to_gguf.py `permute`:
 //   GGUF row h*d + 2j + s holds HF row h*d + s*d/2 + j, s in {0,1}, j < d/2); the GGUF loader undoes this.
 //   qwen2 GGUFs are not permuted (llama.cpp uses NeoX RoPE for qwen2).
-// - All weights are dequantized to float32 at load.
+// - With WeightStorage::f32 every weight is dequantized to float32 at load. With WeightStorage::quantized (GGUF
+//   only) the matrices (Q, K, V, O, gate, up, down, embeddings, LM head) are kept in ggml blocks instead
+//   (model/quant_matrix.hpp: Q8_0, Q4_0, Q4_1 as stored, other types requantized to Q8_0); their float vectors are
+//   then empty. Norm weights, biases and F32 matrices are float32 on both paths.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "model/gguf.hpp"
+#include "model/quant_matrix.hpp"
 #include "model/rope.hpp"
 
 namespace rkv {
@@ -98,6 +102,11 @@ struct LayerWeights {
   std::vector<float> k_norm;     ///< [d] per-head key RMSNorm weight, or empty (gemma3 only)
   std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma3 only)
   std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma3 only)
+  /// The same matrices in ggml blocks (Model::weights == quantized; same shapes and row order, Q/K rows unpermuted).
+  /// A matrix is either here or in its float vector above, never both.
+  struct Quant {
+    QuantMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  } quant;
 };
 
 /// Name, storage type and shape (PyTorch order) of a tensor as stored in the source file (for `model info`).
@@ -114,6 +123,10 @@ struct Model {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  ///< [D]
   std::vector<float> lm_head;      ///< [V, D]; empty when config.tied_embeddings (then tok_embd is used)
+  /// Which weights the matrices are held in (see the top of this file).
+  WeightStorage weights = WeightStorage::f32;
+  QuantMatrix tok_embd_q;  ///< [V, D] in ggml blocks when quantized (then tok_embd is empty)
+  QuantMatrix lm_head_q;   ///< [V, D] in ggml blocks when quantized and untied (then lm_head is empty)
   std::vector<double> rope_inv_freq;  ///< [d/2], scaling and GGUF freq factors applied (global layers)
   std::vector<double> rope_inv_freq_swa;  ///< [d/2] of the sliding-window layers (base rope_theta_swa); empty if none
 
@@ -138,18 +151,19 @@ struct Model {
 };
 
 /// Loads a model from `path`: a .gguf file, or a folder with config.json and model.safetensors (or sharded
-/// model-*.safetensors with model.safetensors.index.json). Weights are dequantized to float32 and laid out as
-/// described at the top of this file; the SHA-256 of the source is computed.
+/// model-*.safetensors with model.safetensors.index.json). Weights are laid out as described at the top of this
+/// file: all float32 with `weights` = f32 (the default here: the exact oracle), matrices in ggml blocks with
+/// `quantized` (GGUF files; a Hugging Face folder always loads as float32). The SHA-256 of the source is computed.
 /// Throws rkv::InputError for a missing/unreadable path, an unsupported architecture (named), a missing required
 /// tensor or metadata key (named), a tensor of the wrong shape (named, with the expected shape), an unsupported
 /// tensor type, or an inconsistent configuration; for a path that is neither a regular file nor a folder (a FIFO, a
 /// device: refused without blocking) or a symbolic-link loop; and for a file truncated while it is read
 /// (model/mapped_file.hpp: no SIGBUS). rkv::Cancelled between tensors when the thread's CancelScope
 /// (core/cancel.hpp) is cancelled.
-Model load_model(const std::string& path);
+Model load_model(const std::string& path, WeightStorage weights = WeightStorage::f32);
 
 /// Loaders for one source format (load_model dispatches on the path).
-Model load_gguf_model(const std::string& path);
+Model load_gguf_model(const std::string& path, WeightStorage weights = WeightStorage::f32);
 Model load_hf_model(const std::string& folder);
 
 /// Reorders the rows of a llama GGUF Q or K matrix [n_heads*head_dim, cols] from llama.cpp's permuted order back

@@ -129,7 +129,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
   check_plan_backend(plan, backend_options);
   note("analyze: loading " + plan.model_path);
-  const Model model = load_model(plan.model_path);
+  const Model model = load_model(plan.model_path, weights_for_backend(plan.backend, plan.weights));
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   const std::unique_ptr<Backend> backend = make_backend(plan.backend, model, backend_options);
   note("analyze: backend " + backend->description());

@@ -750,7 +750,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   // [model]
   const toml::table* m = sub_table(c, root, "model", "model");
   if (!m) throw InputError(c.origin + ": a [model] section with path = \"...\" is required");
-  check_keys(c, *m, "model", {"path", "backend", "dtype", "threads"});
+  check_keys(c, *m, "model", {"path", "backend", "dtype", "threads", "weights"});
   const std::string mp = get_string(c, *m, "path", "model.path", "");
   if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
   plan.model_path = resolve_config_path(mp, c.base_dir);
@@ -773,6 +773,11 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   if (plan.dtype != "f32" && plan.dtype != "bf16")
     throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
   plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0, kMaxThreads);
+  const std::string weights = get_string(c, *m, "weights", "model.weights", "quantized");
+  if (weights != "quantized" && weights != "f32")
+    throw InputError(where(c, *m->get("weights"), "model.weights") +
+                     " must be \"quantized\" (GGUF blocks, the fast CPU path) or \"f32\" (dequantized at load, exact)");
+  plan.weights = weights == "f32" ? WeightStorage::f32 : WeightStorage::quantized;
 
   // [data]
   const toml::table* d = sub_table(c, root, "data", "data");

@@ -4,7 +4,7 @@
 //
 //   plugin_paths = ["dir", ...]                 extra plugin folders searched first
 //   [model]       path (required), backend = "cpu"|"cuda"|"auto", dtype = "f32"|"bf16" (cuda), threads = 0 (0: all
-//                 cores)
+//                 cores), weights = "quantized"|"f32" (CPU: GGUF matrices kept in blocks, or dequantized at load)
 //   [data.calibration] / [data.eval]
 //                 files = ["austen:emma", "path/to/text.txt", ...]   ("austen:NAME" is the fetched novel)
 //                 examples, prefix_tokens, window_tokens (calibration), seed
@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "model/quant_matrix.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "runner/decode_spec.hpp"
@@ -143,6 +144,9 @@ struct RunPlan {
   std::string dtype = "f32";    ///< model.dtype: the backend's compute dtype, "f32" | "bf16" (cuda only)
   bool backend_from_command_line = false;  ///< --backend or --dtype replaced model.backend / model.dtype
   int64_t threads = 0;
+  /// model.weights: how the CPU backend holds a GGUF's matrices (model/quant_matrix.hpp); the CUDA backend always
+  /// loads float32 (load_weights_for()).
+  WeightStorage weights = WeightStorage::quantized;
   DataConfig calibration, eval;
   std::vector<int64_t> compressible_layers;  ///< empty: all layers
   bool compress_global_only = false;  ///< budget.layers = "global": A = the layers without a sliding window

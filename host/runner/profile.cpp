@@ -65,7 +65,8 @@ nlohmann::json calibration_json(const ProfileRequest& r) {
           {"scorer", r.scorer_id},
           {"protected", {{"sinks", r.protect.sinks}, {"recent", r.protect.recent}, {"count", protected_count}}},
           {"backend", backend_kind(r)},
-          {"dtype", backend_dtype(r)}};
+          {"dtype", backend_dtype(r)},
+          {"weights", weight_storage_name(r.model->weights)}};
 }
 
 /// Reads a double array of length n; false (with `why`) when it is not one of finite numbers.
@@ -185,6 +186,9 @@ std::string profile_cache_key(const ProfileRequest& r) {
   line(prot);
   line("backend=" + backend_kind(r));
   line("dtype=" + backend_dtype(r));
+  // Weights kept in ggml blocks give other (not bit-identical) profiles than float32 ones. Only added for them, so
+  // keys of profiles computed before model.weights existed (float32) stay valid.
+  if (r.model->weights != WeightStorage::f32) line(std::string("weights=") + weight_storage_name(r.model->weights));
   return h.hex_digest();
 }
 

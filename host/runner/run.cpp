@@ -392,7 +392,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Model, tokenizer, plugins.
   progress.note("run: loading " + plan.model_path);
-  const Model model = load_model(plan.model_path);
+  const Model model = load_model(plan.model_path, weights_for_backend(plan.backend, plan.weights));
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
   id.manifest = reproducibility_manifest(plan, tok);

@@ -62,6 +62,7 @@ TEST_F(EmulatedCudaRun, CiTinyOnTheCudaCodePathEqualsTheCpuRun) {
   const fs::path tmp = fs::temp_directory_path() / ("rkv-emu-run-" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   rkv::RunPlan plan = rkv::load_run_plan(std::string(RKV_TEST_SOURCE_DIR) + "/configs/ci-tiny.toml");
+  plan.weights = rkv::WeightStorage::f32;  // the CPU side is the f32 oracle the device (always f32 weights) must match
   rkv::RunOptions o;
   o.quiet = true;
   double worst = 0;

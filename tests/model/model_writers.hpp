@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf_writer.hpp"
+#include "quant_writers.hpp"
 #include "model/gemma3.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
@@ -48,8 +49,10 @@ inline void add_gemma3_keys(GgufWriter& w, const rkv::ModelConfig& c) {
   if (c.final_logit_softcap > 0.0f) w.add_f32(a + "final_logit_softcapping", c.final_logit_softcap);
 }
 
-/// Writes `m` as a GGUF file in llama.cpp's conventions (F32 tensors; llama Q/K permuted).
-inline GgufWriter gguf_writer_for(const rkv::Model& m) {
+/// Writes `m` as a GGUF file in llama.cpp's conventions (llama Q/K permuted). Norms and biases are F32; the
+/// matrices (embeddings, LM head, Q, K, V, O, gate, up, down) are `matrix_type` (quant_writers.hpp: F32 by default,
+/// F16, Q4_0, Q4_1 or Q8_0) and w_down is `down_type` when given (to mix types in one file).
+inline GgufWriter gguf_writer_for(const rkv::Model& m, uint32_t matrix_type = 0, int64_t down_type = -1) {
   const rkv::ModelConfig& c = m.config;
   GgufWriter w;
   const std::string a = c.architecture;
@@ -68,27 +71,35 @@ inline GgufWriter gguf_writer_for(const rkv::Model& m) {
                  Kd = static_cast<uint64_t>(c.n_kv_heads * c.head_dim), F = static_cast<uint64_t>(c.d_ff),
                  V = static_cast<uint64_t>(c.vocab_size);
   if (c.architecture == "gemma3") add_gemma3_keys(w, c);
-  w.add_tensor_f32("token_embd.weight", {D, V}, m.tok_embd);
+  auto matrix = [&](const std::string& name, const std::vector<uint64_t>& ne, const std::vector<float>& v,
+                    uint32_t type) {
+    if (type == 0) return w.add_tensor_f32(name, ne, v);
+    w.add_tensor(name, ne, type, to_ggml_bytes(v, type));
+  };
+  const uint32_t down = down_type < 0 ? matrix_type : static_cast<uint32_t>(down_type);
+  matrix("token_embd.weight", {D, V}, m.tok_embd, matrix_type);
   w.add_tensor_f32("output_norm.weight", {D}, m.output_norm);
-  if (!c.tied_embeddings) w.add_tensor_f32("output.weight", {D, V}, m.lm_head);
+  if (!c.tied_embeddings) matrix("output.weight", {D, V}, m.lm_head, matrix_type);
   const bool perm = c.architecture == "llama";
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const auto& L = m.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor_f32(p + "attn_norm.weight", {D}, L.attn_norm);
-    w.add_tensor_f32(p + "attn_q.weight", {D, Hd}, perm ? permute_for_gguf(L.wq, c.n_heads, c.head_dim, c.d_model) : L.wq);
-    w.add_tensor_f32(p + "attn_k.weight", {D, Kd}, perm ? permute_for_gguf(L.wk, c.n_kv_heads, c.head_dim, c.d_model) : L.wk);
-    w.add_tensor_f32(p + "attn_v.weight", {D, Kd}, L.wv);
+    matrix(p + "attn_q.weight", {D, Hd}, perm ? permute_for_gguf(L.wq, c.n_heads, c.head_dim, c.d_model) : L.wq,
+           matrix_type);
+    matrix(p + "attn_k.weight", {D, Kd}, perm ? permute_for_gguf(L.wk, c.n_kv_heads, c.head_dim, c.d_model) : L.wk,
+           matrix_type);
+    matrix(p + "attn_v.weight", {D, Kd}, L.wv, matrix_type);
     if (c.qkv_bias) {
       w.add_tensor_f32(p + "attn_q.bias", {Hd}, L.bq);
       w.add_tensor_f32(p + "attn_k.bias", {Kd}, L.bk);
       w.add_tensor_f32(p + "attn_v.bias", {Kd}, L.bv);
     }
-    w.add_tensor_f32(p + "attn_output.weight", {Hd, D}, L.wo);
+    matrix(p + "attn_output.weight", {Hd, D}, L.wo, matrix_type);
     w.add_tensor_f32(p + "ffn_norm.weight", {D}, L.ffn_norm);
-    w.add_tensor_f32(p + "ffn_gate.weight", {D, F}, L.w_gate);
-    w.add_tensor_f32(p + "ffn_up.weight", {D, F}, L.w_up);
-    w.add_tensor_f32(p + "ffn_down.weight", {F, D}, L.w_down);
+    matrix(p + "ffn_gate.weight", {D, F}, L.w_gate, matrix_type);
+    matrix(p + "ffn_up.weight", {D, F}, L.w_up, matrix_type);
+    matrix(p + "ffn_down.weight", {F, D}, L.w_down, down);
     if (c.qk_norm) {
       w.add_tensor_f32(p + "attn_q_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.q_norm);
       w.add_tensor_f32(p + "attn_k_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.k_norm);

@@ -475,6 +475,18 @@ std::string with_model_keys(std::string text, const std::string& keys) {
   return text.replace(0, head.size(), head + keys);
 }
 
+TEST_F(Config, ModelWeightsDefaultsToQuantizedAndRejectsOtherValuesNamingTheKey) {
+  EXPECT_EQ(load(base()).weights, rkv::WeightStorage::quantized);
+  EXPECT_EQ(load(with_model_keys(base(), "weights = \"f32\"\n")).weights, rkv::WeightStorage::f32);
+  EXPECT_EQ(load(with_model_keys(base(), "weights = \"quantized\"\n")).weights, rkv::WeightStorage::quantized);
+  const std::string bad = error(with_model_keys(base(), "weights = \"q4_0\"\n"));
+  EXPECT_NE(bad.find("model.weights"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("cfg.toml"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("\"quantized\""), std::string::npos) << bad;
+  const std::string not_string = error(with_model_keys(base(), "weights = 32\n"));
+  EXPECT_NE(not_string.find("model.weights"), std::string::npos) << not_string;
+}
+
 TEST_F(Config, BackendAndComputeDtype) {
   EXPECT_EQ(load(base()).backend, "cpu");
   EXPECT_EQ(load(base()).dtype, "f32");

@@ -220,10 +220,8 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
   const float scale = model.config.embed_scale;
   check_token_ids(tokens, model.config.vocab_size);
   std::vector<float> x(tokens.size() * static_cast<size_t>(D));
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    std::memcpy(x.data() + t * D, model.tok_embd.data() + static_cast<int64_t>(tokens[t]) * D,
-                static_cast<size_t>(D) * sizeof(float));
-  }
+  const WeightRef E = weight_ref(model.tok_embd, model.tok_embd_q, model.config.vocab_size, D);
+  for (size_t t = 0; t < tokens.size(); ++t) weight_row(E, tokens[t], x.data() + t * D);
   if (scale != 1.0f)
     for (float& e : x) e *= scale;  // gemma: x = embedding * sqrt(D)
   return x;
@@ -257,9 +255,11 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
   float* q = grow(ws.q, static_cast<size_t>(n * H * d));
   float* k = grow(ws.k, static_cast<size_t>(n * Hkv * d));
   float* v = grow(ws.v, static_cast<size_t>(n * Hkv * d));
-  linear(h, n, D, w.wq.data(), H * d, q);
-  linear(h, n, D, w.wk.data(), Hkv * d, k);
-  linear(h, n, D, w.wv.data(), Hkv * d, v);
+  weight_linear_group(h, n,
+                      {{weight_ref(w.wq, w.quant.wq, H * d, D), q},
+                       {weight_ref(w.wk, w.quant.wk, Hkv * d, D), k},
+                       {weight_ref(w.wv, w.quant.wv, Hkv * d, D), v}},
+                      ws.quant);
   const Workspace::Rope& rope = rope_for(model, layer, positions, n, ws);
   const float* cs = rope.cos.data();
   const float* sn = rope.sin.data();
@@ -328,12 +328,12 @@ void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, 
   attention(c, ws.qg.data(), n, kv, window_starts(c, layer, kv, positions, n), attn, ws, hooks);
   if ((hooks && hooks->on_attn_output) || !w.post_attn_norm.empty()) {
     float* o = grow(ws.h, static_cast<size_t>(n * D));  // h is free again
-    linear(attn, n, H * d, w.wo.data(), D, o);
+    weight_linear(attn, n, weight_ref(w.wo, w.quant.wo, D, H * d), o, ws.quant);
     if (!w.post_attn_norm.empty()) rmsnorm_rows(c, w.post_attn_norm, o, n);
     if (hooks && hooks->on_attn_output) hooks->on_attn_output(o, n, D);
     for (int64_t i = 0; i < n * D; ++i) x[i] += o[i];
   } else {
-    linear(attn, n, H * d, w.wo.data(), D, x, 1.0f);  // x += attn Wo^T
+    weight_linear(attn, n, weight_ref(w.wo, w.quant.wo, D, H * d), x, ws.quant, 1.0f);  // x += attn Wo^T
   }
 }
 
@@ -349,18 +349,20 @@ void mlp_sublayer(const Model& model, int64_t layer, float* x, int64_t n, Worksp
   });
   float* gate = grow(ws.gate, static_cast<size_t>(n * F));
   float* up = grow(ws.up, static_cast<size_t>(n * F));
-  linear(h, n, D, w.w_gate.data(), F, gate);
-  linear(h, n, D, w.w_up.data(), F, up);
+  weight_linear_group(h, n,
+                      {{weight_ref(w.w_gate, w.quant.w_gate, F, D), gate},
+                       {weight_ref(w.w_up, w.quant.w_up, F, D), up}},
+                      ws.quant);
   if (c.ffn_act == FfnActivation::gelu_tanh) {
     parallel_for(n, 4, [&](int64_t a, int64_t b) { gelu_tanh_mul(gate + a * F, up + a * F, (b - a) * F); });
   } else {
     parallel_for(n, 4, [&](int64_t a, int64_t b) { silu_mul(gate + a * F, up + a * F, (b - a) * F); });
   }
   if (w.post_ffn_norm.empty()) {
-    linear(gate, n, F, w.w_down.data(), D, x, 1.0f);  // x += act Wd^T
+    weight_linear(gate, n, weight_ref(w.w_down, w.quant.w_down, D, F), x, ws.quant, 1.0f);  // x += act Wd^T
     return;
   }
-  linear(gate, n, F, w.w_down.data(), D, h);  // h is free again
+  weight_linear(gate, n, weight_ref(w.w_down, w.quant.w_down, D, F), h, ws.quant);  // h is free again
   rmsnorm_rows(c, w.post_ffn_norm, h, n);
   for (int64_t i = 0; i < n * D; ++i) x[i] += h[i];
 }
@@ -381,6 +383,17 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
   mlp_sublayer(model, layer, x, n, ws);
 }
 
+namespace {
+
+/// The LM head [V, D]: the untied output matrix, else the token embeddings (float32 or blocks).
+WeightRef lm_head_ref(const Model& m) {
+  const int64_t V = m.config.vocab_size, D = m.config.d_model;
+  if (!m.lm_head_q.empty() || !m.lm_head.empty()) return weight_ref(m.lm_head, m.lm_head_q, V, D);
+  return weight_ref(m.tok_embd, m.tok_embd_q, V, D);
+}
+
+}  // namespace
+
 std::vector<float> final_logits(const Model& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
                                 Workspace& ws) {
   const int64_t D = model.config.d_model, V = model.config.vocab_size;
@@ -394,7 +407,7 @@ std::vector<float> final_logits(const Model& model, const float* x, int64_t n, c
     rmsnorm_row(x + rows[static_cast<size_t>(k)] * D, model.output_norm.data(), model.config.rms_eps, D, xn + k * D);
   }
   std::vector<float> logits(static_cast<size_t>(r * V));
-  linear(xn, r, D, model.lm_head_weights(), V, logits.data());
+  weight_linear(xn, r, lm_head_ref(model), logits.data(), ws.quant, 0.0f, ActivationLevels::two);
   if (model.config.final_logit_softcap > 0.0f) softcap(logits.data(), model.config.final_logit_softcap, r * V);
   return logits;
 }

@@ -23,7 +23,9 @@
 //   MLP(h) = (gelu_tanh(h Wg^T) * (h Wu^T)) Wd^T;  logits <- c tanh(logits / c) when final_logit_softcap c > 0
 // The GGUF's norm weights already include Gemma's "1 +" (llama.cpp's converter adds it), so RMSNorm is the same.
 //
-// Every matrix product is an OpenBLAS sgemm (sgemv for one row). Attention is blocked: for each KV head and block
+// Products with float32 weights are OpenBLAS sgemm (sgemv for one row); with weights kept in ggml blocks
+// (Model::weights == quantized) they go through backend/cpu/qlinear.hpp (SIMD block dots with int8 activations for
+// decode, sgemm on dequantized tiles for prefill). Attention is blocked: for each KV head and block
 // of queries it forms scores [G*block, keys] only, so memory stays O(G * block * T), never [H, T, T].
 //
 // Thread rules: functions take the model by const reference and may run concurrently on different caches and
@@ -33,6 +35,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/cpu/qlinear.hpp"
 #include "backend/types.hpp"
 #include "cache/attention_stats.hpp"
 #include "cache/kv_cache.hpp"
@@ -51,6 +54,7 @@ struct Workspace {
     std::vector<int64_t> positions;  ///< positions cos/sin were computed for
     std::vector<double> inv_freq;    ///< frequencies they were computed with
   } rope[2];
+  QuantScratch quant;  ///< quantized activations and dequantized weight tiles (backend/cpu/qlinear.hpp)
 };
 
 /// Optional observers of one layer's attention, for profiling and compression statistics. Any member may be empty.
@@ -77,7 +81,7 @@ struct LayerHooks {
   std::vector<float>* attention_mass = nullptr;
 };
 
-/// Token embeddings: x[t] = tok_embd[tokens[t]] * config.embed_scale, float32 [n, D]. Throws rkv::InputError when a token id is outside
+/// Token embeddings: x[t] = tok_embd[tokens[t]] (dequantized when kept in blocks) * config.embed_scale, float32 [n, D]. Throws rkv::InputError when a token id is outside
 /// [0, V).
 std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens);
 

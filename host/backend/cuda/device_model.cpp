@@ -72,6 +72,8 @@ void DeviceModel::check_geometry(const ModelConfig& c) {
 DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
     : ctx_(&ctx), config_(model.config), precision_(precision) {
   check_geometry(config_);
+  if (model.weights != WeightStorage::f32)
+    throw InputError("the CUDA backend uploads float32 weights; load the model with model.weights = \"f32\"");
   const DType t = dtype();
   tok_embd_ = upload_as(ctx, {&model.tok_embd}, t);
   if (!model.lm_head.empty()) lm_head_ = upload_as(ctx, {&model.lm_head}, t);

@@ -1,0 +1,153 @@
+// The AVX2 kernel set of backend/cpu/qdot.hpp (after llama.cpp ggml-cpu/arch/x86/quants.c: bytes_from_nibbles_32,
+// mul_sum_i8_pairs_float, mul_sum_us8_pairs_float). Compiled for every x86-64 build with per-function target
+// attributes; only called after the CPU was checked for AVX2, FMA and F16C.
+#include "backend/cpu/qdot.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#define RKV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace rkv::cpu {
+
+namespace {
+
+RKV_AVX2 inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+RKV_AVX2 inline float hsum(__m256 x) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+/// 16 bytes of nibble pairs -> 32 bytes 0..15: elements 0..15 the low nibbles, 16..31 the high ones.
+RKV_AVX2 inline __m256i nibbles_32(const uint8_t* q) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/// Sums of products of unsigned u and signed s bytes, 4 adjacent pairs per lane, as 8 floats. Exact for the inputs
+/// used here: a 16-bit partial (two products) is at most 2 * 128 * 127 = 32512 < 2^15 (u = |x| <= 128, |s| <= 127).
+RKV_AVX2 inline __m256 sum_us8(__m256i u, __m256i s) {
+  const __m256i p16 = _mm256_maddubs_epi16(u, s);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/// The same for two signed byte vectors (|x| * sign(y, x) = x * y).
+RKV_AVX2 inline __m256 sum_i8(__m256i x, __m256i y) { return sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+RKV_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Each kernel keeps two accumulators (even and odd blocks) so consecutive blocks' FMAs do not wait on each other's
+// latency; the two are added at the end.
+
+/// Q8_0 block b's contribution: (dw * da) * sum(qw * qa) as 8 partial lanes, added to acc.
+RKV_AVX2 inline __m256 q8_0_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  return _mm256_fmadd_ps(d, sum_i8(load32(w + 2), load32(a.qs)), acc);
+}
+
+RKV_AVX2 inline __m256 q4_0_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  const __m256i qw = _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
+  return _mm256_fmadd_ps(d, sum_i8(qw, load32(a.qs)), acc);
+}
+
+/// Q4_1 without its min term (added separately: mw * s).
+RKV_AVX2 inline __m256 q4_1_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
+  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
+  return _mm256_fmadd_ps(d, sum_us8(nibbles_32(w + 4), load32(a.qs)), acc);
+}
+
+template <int kBytes, __m256 (*Block)(const uint8_t*, const BlockQ8Act&, __m256)>
+RKV_AVX2 inline float two_chain_dot(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = Block(w + b * kBytes, a[b], acc0);
+    acc1 = Block(w + (b + 1) * kBytes, a[b + 1], acc1);
+  }
+  if (b < nb) acc0 = Block(w + b * kBytes, a[b], acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<34, q8_0_block>(w, a, nb); }
+
+RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<18, q4_0_block>(w, a, nb); }
+
+RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+  float mins = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) mins += half_at(w + b * 20 + 2) * a[b].s;
+  return two_chain_dot<20, q4_1_block>(w, a, nb) + mins;
+}
+
+/// dot(w, hi) + dot(w, lo) for Q8_0: the weight block is loaded and its signs taken once for both levels.
+RKV_AVX2 float avx2_dot2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 34) {
+    const __m256i qw = load32(w + 2);
+    const __m256i aw = _mm256_sign_epi8(qw, qw);
+    const float dw = half_at(w);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * hi[b].d), sum_us8(aw, _mm256_sign_epi8(load32(hi[b].qs), qw)), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * lo[b].d), sum_us8(aw, _mm256_sign_epi8(load32(lo[b].qs), qw)), acc1);
+  }
+  return hsum(acc0) + hsum(acc1);
+}
+
+/// Stores 32 int8 values (as 4 x 8 lanes) times d, plus m when `with_min` (a multiply then an add, not an FMA: the
+/// same two roundings as the scalar dequantization, so both give the same floats).
+template <bool kWithMin>
+RKV_AVX2 inline void store_scaled(__m256i q, bool is_signed, float d, float m, float* out) {
+  const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 2; ++e) {
+      const __m128i eight = e == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
+      const __m256i i32 = is_signed ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(i32), dv);
+      if (kWithMin) v = _mm256_add_ps(v, mv);
+      _mm256_storeu_ps(out + h * 16 + e * 8, v);
+    }
+  }
+}
+
+RKV_AVX2 void avx2_dequant_q8_0(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 34, out += 32) store_scaled<false>(load32(w + 2), true, half_at(w), 0.0f, out);
+}
+
+RKV_AVX2 void avx2_dequant_q4_0(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 18, out += 32)
+    store_scaled<false>(_mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8)), true, half_at(w), 0.0f, out);
+}
+
+RKV_AVX2 void avx2_dequant_q4_1(const uint8_t* w, float* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, w += 20, out += 32) store_scaled<true>(nibbles_32(w + 4), false, half_at(w), half_at(w + 2), out);
+}
+
+}  // namespace
+
+const QuantKernels* avx2_quant_kernels() {
+  static const QuantKernels k{"avx2",         avx2_q8_0,         avx2_q4_0,         avx2_q4_1,
+                              avx2_dot2_q8_0, avx2_dequant_q8_0, avx2_dequant_q4_0, avx2_dequant_q4_1};
+  __builtin_cpu_init();
+  const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return ok ? &k : nullptr;
+}
+
+}  // namespace rkv::cpu
+
+#else
+
+namespace rkv::cpu {
+const QuantKernels* avx2_quant_kernels() { return nullptr; }
+}  // namespace rkv::cpu
+
+#endif
