@@ -33,6 +33,7 @@
 
 #include "backend/types.hpp"
 #include "cache/attention_stats.hpp"
+#include "cache/codec.hpp"
 #include "model/quant_matrix.hpp"
 #include "cache/kv_cache.hpp"
 #include "cache/selection.hpp"
@@ -227,6 +228,18 @@ class Backend {
   /// already at 0 .. n - 1 is left as it is. In place, no reallocation. rkv::InputError for a bad layer or a cache
   /// that tracks no positions.
   virtual void rerotate_layer(BackendCache& cache, int64_t layer) = 0;
+
+  /// Stores layer `layer` with `codec` (cache/codec.hpp; README "KV precision: codecs"): every KV head's entries
+  /// except the newest codec.residual (in whole key units) are packed -- integer codes plus fp16 scales, and their
+  /// positions -- and the float32 rows are freed; the rest stays float32 as the layer's tail (cache/packed_kv.hpp).
+  /// From then on the layer is read by dequantizing on use: extend() attends over a transient float32 copy of this
+  /// one layer, appends the new entries to the tail and packs those that leave the residual window, so the cache
+  /// never holds a float copy of packed entries; bytes() counts packed bytes + scales + positions + the tail.
+  /// download_layer() returns the dequantized entries and layer_positions() their positions; compact_layer(),
+  /// rerotate_layer() and layer_view() refuse a packed layer (rkv::InputError: compress first, then encode).
+  /// codec "none" is a no-op. rkv::InputError for a bad layer, a codec check_codec() refuses for the head dim, or a
+  /// layer already encoded.
+  virtual void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) = 0;
 
   /// A profiler for prefixes of `prefix_tokens` and windows of `window_tokens`, never perturbing the positions
   /// `protect` covers. rkv::InputError for P < 1, n_w < 1 or negative counts.

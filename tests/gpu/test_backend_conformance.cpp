@@ -7,6 +7,7 @@
 // KL within 1e-3 relative (DESIGN.md "perturbation_kl": across backends) and exactly 0 on an unperturbed cache.
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -48,6 +49,26 @@ void expect_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, doub
   ASSERT_TRUE(got.has_positions()) << what;
   ASSERT_TRUE(want.has_positions()) << what;
   EXPECT_EQ(got.pos, want.pos) << what << " positions";
+}
+
+/// Two dequantized layers of one codec: the same lengths and positions, and all but a few entries within 1e-3 of the
+/// largest magnitude. The few: elements whose code flipped between the backends (an entry within float noise of a
+/// rounding boundary), each off by one quantization step; at most 1% of the elements. A wrong layout or scale
+/// would move most of them.
+void expect_packed_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& want, const std::string& what) {
+  ASSERT_EQ(got.length, want.length) << what;
+  ASSERT_EQ(got.per_head(), want.per_head()) << what;
+  EXPECT_EQ(got.pos, want.pos) << what << " positions";
+  for (const bool values : {false, true}) {
+    const std::vector<float>& g = values ? got.v : got.k;
+    const std::vector<float>& w = values ? want.v : want.k;
+    ASSERT_EQ(g.size(), w.size()) << what;
+    const double scale = std::max(max_abs(w), 1e-30);
+    size_t off = 0;
+    for (size_t i = 0; i < g.size(); ++i) off += std::fabs(double(g[i]) - w[i]) > 1e-3 * scale;
+    EXPECT_LE(off, g.size() / 100) << what << (values ? " values" : " keys") << ": " << off << " of " << g.size()
+                                   << " elements differ by more than 1e-3";
+  }
 }
 
 /// A decode policy of `policy` with rolling's sinks = 2 over `budgets` (and per-head budgets when given).
@@ -601,6 +622,66 @@ TEST_P(BackendConformance, MemoryPhasesAreRecorded) {
   ASSERT_EQ(phases.size(), 1u);
   EXPECT_EQ(phases[0].phase, "prefill");
   EXPECT_GE(phases[0].peak_bytes, b.cache->bytes());  // at least the cache it made was held during the phase
+}
+
+TEST_P(BackendConformance, CodecPacksTheSameBytesAndDecodesAsTheCpu) {
+  // Every codec on the prompt's cache (after a per-head compaction of layer 0), then decode steps that pack each new
+  // entry (residual 0) or fill KIVI's residual: the same bytes, positions and lengths on both backends (both pack in
+  // the host codec), and the same entries and logits within 1e-3. Not 1e-4 as unpacked caches: quantization is
+  // discontinuous, and the backends' 1e-6 differences in the entries they pack can move a group's fp16 scale to
+  // the next fp16 value (2^-10 relative) or, rarely, flip a code by one step -- kernels::dequantize_kv itself is
+  // exact (OpsTest.DequantizeKvEqualsTheHostCodecBitForBit); a wrong layout would move most entries by whole steps.
+  const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size;
+  rkv::CodecSpec int4, kivi, q4;
+  int4.format = rkv::CodecFormat::integer;
+  kivi.format = rkv::CodecFormat::kivi;
+  kivi.bits = 2;
+  kivi.group = 16;
+  kivi.residual = 8;
+  q4.format = rkv::CodecFormat::q4_0;
+  for (const rkv::CodecSpec& codec : {int4, kivi, q4}) {
+    SCOPED_TRACE(codec.label());
+    const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
+    rkv::Selection sel;  // layer 0: heads keep 40, 30, 20 of the first positions (per-head lengths)
+    sel.layer = 0;
+    sel.n_kv_heads = model.config.n_kv_heads;
+    sel.prefix_tokens = T;
+    sel.kept = 40;
+    for (int64_t h = 0; h < sel.n_kv_heads; ++h) {
+      sel.head_kept.push_back(40 - 10 * h);
+      for (int64_t i = 0; i < 40 - 10 * h; ++i) sel.positions.push_back(2 * i);
+    }
+    sel.budget = std::accumulate(sel.head_kept.begin(), sel.head_kept.end(), int64_t{0});
+    cpu->compact_layer(*a.cache, 0, sel);
+    dev->compact_layer(*b.cache, 0, sel);
+    const size_t f32_bytes = a.cache->bytes_in_use();
+    for (int64_t l = 0; l < model.config.n_layers; ++l) {
+      cpu->encode_layer(*a.cache, l, codec);
+      dev->encode_layer(*b.cache, l, codec);
+    }
+    EXPECT_EQ(b.cache->bytes_in_use(), a.cache->bytes_in_use());
+    EXPECT_LT(a.cache->bytes_in_use(), f32_bytes / 2);  // 84, 68 and 76 of 516 bytes per entry, plus float tails
+    const auto cb = dev->clone(*b.cache);  // a clone decodes like its original
+    int32_t t = static_cast<int32_t>(argmax(a.logits.data(), V));
+    for (int64_t s = 0; s < 20; ++s) {
+      const std::vector<float> na = cpu->extend(*a.cache, {t}, T + s, rkv::LogitsFor::Last);
+      const std::vector<float> nb = dev->extend(*b.cache, {t}, T + s, rkv::LogitsFor::Last);
+      const std::vector<float> nc = dev->extend(*cb, {t}, T + s, rkv::LogitsFor::Last);
+      EXPECT_LE(rel_diff(nb, na), 1e-3) << "step " << s;
+      EXPECT_EQ(nc, nb) << "step " << s;
+      t = static_cast<int32_t>(argmax(na.data(), V));
+    }
+    EXPECT_EQ(b.cache->bytes_in_use(), a.cache->bytes_in_use());
+    for (int64_t l = 0; l < model.config.n_layers; ++l) {
+      expect_packed_layers_match(dev->download_layer(*b.cache, l), cpu->download_layer(*a.cache, l),
+                                 "layer " + std::to_string(l));
+      EXPECT_EQ(dev->layer_positions(*b.cache, l), cpu->layer_positions(*a.cache, l));
+      EXPECT_EQ(b.cache->head_length(l, 0), a.cache->head_length(l, 0));
+    }
+    EXPECT_THROW(dev->compact_layer(*b.cache, 1, sel), rkv::InputError);
+    EXPECT_THROW(dev->layer_view(*b.cache, 1, false), rkv::InputError);
+    EXPECT_THROW(dev->encode_layer(*b.cache, 1, codec), rkv::InputError);
+  }
 }
 
 TEST_P(BackendConformance, ErrorsNameTheirArgument) {

@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels/kernels.hpp"
 #include "backend/cuda/kernels/perturb_row.hpp"
 #include "cache/attention_stats.hpp"
+#include "cache/codec.hpp"
 #include "cache/compaction.hpp"
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
@@ -66,6 +67,62 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 const DType kBoth[] = {DType::F32, DType::BF16};
 const char* name(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
+
+TEST_F(OpsTest, DequantizeKvEqualsTheHostCodecBitForBit) {
+  // kernels::dequantize_kv on bytes the host codec packed (cache/codec.hpp) gives exactly rkv::decode_key_unit /
+  // decode_value_row's floats (float32 storage), and those rounded to bfloat16 once (bf16 storage); every format,
+  // keys and values, 64 entries of d = 64 with an outlier channel.
+  const int64_t d = 64, n = 64;
+  Lcg r(11);
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f * r.next() + (i % d == 7 ? 25.0f : 0.0f);
+  std::vector<rkv::CodecSpec> specs(6);
+  specs[0].format = rkv::CodecFormat::integer;  // int4 asymmetric g32
+  specs[1].format = rkv::CodecFormat::integer;
+  specs[1].bits = 8;
+  specs[1].symmetric = true;
+  specs[2].format = rkv::CodecFormat::integer;
+  specs[2].bits = 2;
+  specs[2].group = 16;
+  specs[3].format = rkv::CodecFormat::kivi;
+  specs[3].bits = 2;
+  specs[4].format = rkv::CodecFormat::q8_0;
+  specs[5].format = rkv::CodecFormat::q4_0;
+  for (const rkv::CodecSpec& spec : specs)
+    for (bool keys : {true, false}) {
+      SCOPED_TRACE(spec.label() + (keys ? " keys" : " values"));
+      const int64_t unit = keys ? rkv::codec_key_quantum(spec) : 1;
+      const size_t ub = keys ? rkv::codec_key_unit_bytes(spec, d) : rkv::codec_value_row_bytes(spec, d);
+      std::vector<uint8_t> packed(static_cast<size_t>(n / unit) * ub);
+      std::vector<float> want(x.size());
+      for (int64_t u = 0; u < n / unit; ++u) {
+        const float* src = x.data() + u * unit * d;
+        uint8_t* dst = packed.data() + static_cast<size_t>(u) * ub;
+        if (keys) {
+          rkv::encode_key_unit(spec, src, d, dst);
+          rkv::decode_key_unit(spec, dst, d, want.data() + u * unit * d);
+        } else {
+          rkv::encode_value_row(spec, src, d, dst);
+          rkv::decode_value_row(spec, dst, d, want.data() + u * d);
+        }
+      }
+      rc::kernels::CodecLayout layout;
+      layout.format = spec.format == rkv::CodecFormat::integer ? rc::kernels::kCodecInteger
+                      : spec.format == rkv::CodecFormat::kivi  ? rc::kernels::kCodecKivi
+                      : spec.format == rkv::CodecFormat::q8_0  ? rc::kernels::kCodecQ8_0
+                                                               : rc::kernels::kCodecQ4_0;
+      layout.bits = spec.bits;
+      layout.group = spec.group;
+      layout.symmetric = spec.symmetric;
+      layout.head_dim = d;
+      const rc::DeviceBuffer src = rc::upload(*ctx, packed);
+      for (DType t : {DType::F32, DType::BF16}) {
+        rc::DeviceBuffer out(*ctx, x.size() * rc::kernels::dtype_size(t));
+        RKV_CUDA_CHECK(rc::kernels::dequantize_kv(t, layout, keys, src.as<uint8_t>(), n, out.data(), s()));
+        EXPECT_EQ(get(out.data(), x.size(), t), stored(want, t)) << (t == DType::F32 ? "f32" : "bf16");
+      }
+    }
+}
 
 TEST_F(OpsTest, EmbedGathersRows) {
   Lcg r(11);

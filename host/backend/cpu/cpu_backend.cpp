@@ -36,7 +36,11 @@ size_t peak_rss_bytes() {
 
 int64_t CpuCache::length(int64_t layer) const {
   check_layer(kv, layer);
-  return kv.layers[static_cast<size_t>(layer)].length;
+  const PackedLayer* p = packed_layer(layer);
+  if (!p) return kv.layers[static_cast<size_t>(layer)].length;
+  int64_t longest = 0;
+  for (int64_t h = 0; h < kv.layers[static_cast<size_t>(layer)].n_kv_heads; ++h) longest = std::max(longest, head_length(layer, h));
+  return longest;
 }
 
 int64_t CpuCache::head_length(int64_t layer, int64_t head) const {
@@ -44,20 +48,54 @@ int64_t CpuCache::head_length(int64_t layer, int64_t head) const {
   const LayerKV& l = kv.layers[static_cast<size_t>(layer)];
   if (head < 0 || head >= l.n_kv_heads)
     throw InputError("layer " + str(layer) + ": KV head " + str(head) + " outside [0, " + str(l.n_kv_heads) + ")");
-  return l.head_length(head);
+  const PackedLayer* p = packed_layer(layer);
+  return l.head_length(head) + (p ? p->entries(head) : 0);
 }
 
-KVCache& host_cache(BackendCache& cache) {
+size_t CpuCache::bytes() const {
+  size_t b = kv.bytes();
+  for (const PackedLayer& p : packed) b += p.bytes();
+  return b;
+}
+
+size_t CpuCache::bytes_in_use() const {
+  size_t b = kv.bytes_in_use();
+  for (const PackedLayer& p : packed) b += p.bytes_in_use();
+  return b;
+}
+
+PackedLayer* CpuCache::packed_layer(int64_t layer) {
+  if (packed.empty() || !packed[static_cast<size_t>(layer)].packed()) return nullptr;
+  return &packed[static_cast<size_t>(layer)];
+}
+
+const PackedLayer* CpuCache::packed_layer(int64_t layer) const {
+  if (packed.empty() || !packed[static_cast<size_t>(layer)].packed()) return nullptr;
+  return &packed[static_cast<size_t>(layer)];
+}
+
+CpuCache& cpu_cache(BackendCache& cache) {
   auto* c = dynamic_cast<CpuCache*>(&cache);
   if (!c) throw InputError("cpu backend: the cache was made by another backend");
-  return c->kv;
+  return *c;
 }
 
-const KVCache& host_cache(const BackendCache& cache) {
+const CpuCache& cpu_cache(const BackendCache& cache) {
   const auto* c = dynamic_cast<const CpuCache*>(&cache);
   if (!c) throw InputError("cpu backend: the cache was made by another backend");
-  return c->kv;
+  return *c;
 }
+
+namespace {
+
+/// Throws rkv::InputError when `layer` of `c` is stored by a codec: `what` works on float32 entries only.
+void refuse_packed(const CpuCache& c, int64_t layer, const std::string& what) {
+  if (const PackedLayer* p = c.packed_layer(layer))
+    throw InputError("layer " + str(layer) + " is stored by the codec " + p->codec.label() + "; " + what +
+                     " works on float32 entries only (compress first, then encode)");
+}
+
+}  // namespace
 
 std::string CpuBackend::description() const {
   return "cpu: f32, " + std::to_string(num_threads()) + " threads, OpenBLAS " + blas_core_name();
@@ -119,7 +157,8 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
 
 std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
                                       LogitsFor which, const ExtendCapture& capture, ExtendObservation* observed) {
-  KVCache& kv = host_cache(cache);
+  CpuCache& cc = cpu_cache(cache);
+  KVCache& kv = cc.kv;
   const int64_t n = static_cast<int64_t>(tokens.size()), L = model_.config.n_layers;
   if (n == 0) return {};
   const bool observe = capture.attention_mass || capture.queries;
@@ -137,8 +176,19 @@ std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int
       hooks.on_queries = [&, l](const float* q, int64_t n_heads, int64_t rows, int64_t head_dim) {
         observed->queries[static_cast<size_t>(l)].assign(q, q + n_heads * rows * head_dim);
       };
-    forward_layer(model_, l, x.data(), n, positions.data(), kv.layers[static_cast<size_t>(l)], ws_,
-                  observe ? &hooks : nullptr);
+    LayerKV& layer = kv.layers[static_cast<size_t>(l)];
+    PackedLayer* packed = cc.packed_layer(l);
+    if (!packed) {
+      forward_layer(model_, l, x.data(), n, positions.data(), layer, ws_, observe ? &hooks : nullptr);
+      continue;
+    }
+    // A codec's layer: attend over its float32 copy, keep the new entries in the tail, pack what left the residual.
+    unpack_layer(*packed, layer, n, unpacked_);
+    std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
+    for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = unpacked_.head_length(h);
+    forward_layer(model_, l, x.data(), n, positions.data(), unpacked_, ws_, observe ? &hooks : nullptr);
+    append_entries(layer, unpacked_, first, n);
+    pack_oldest(*packed, layer);
   }
   if (which == LogitsFor::None) return {};
   std::vector<int64_t> rows;
@@ -151,23 +201,32 @@ std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int
 }
 
 std::unique_ptr<BackendCache> CpuBackend::clone(const BackendCache& cache) {
-  return std::make_unique<CpuCache>(host_cache(cache));
+  return std::make_unique<CpuCache>(cpu_cache(cache));
 }
 
 std::vector<int32_t> CpuBackend::layer_positions(const BackendCache& cache, int64_t layer) {
-  const KVCache& kv = host_cache(cache);
-  check_layer(kv, layer);
-  const LayerKV& src = kv.layers[static_cast<size_t>(layer)];
+  const CpuCache& cc = cpu_cache(cache);
+  check_layer(cc.kv, layer);
+  const LayerKV& src = cc.kv.layers[static_cast<size_t>(layer)];
+  const PackedLayer* packed = cc.packed_layer(layer);
   std::vector<int32_t> out;
-  if (!src.has_positions()) return out;
-  for (int64_t h = 0; h < src.n_kv_heads; ++h) out.insert(out.end(), src.pos_at(h, 0), src.pos_at(h, 0) + src.head_length(h));
+  if (!src.has_positions() && !(packed && packed->positions)) return out;
+  for (int64_t h = 0; h < src.n_kv_heads; ++h) {
+    if (packed) out.insert(out.end(), packed->heads[static_cast<size_t>(h)].pos.begin(), packed->heads[static_cast<size_t>(h)].pos.end());
+    if (src.has_positions()) out.insert(out.end(), src.pos_at(h, 0), src.pos_at(h, 0) + src.head_length(h));
+  }
   return out;
 }
 
 LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
-  const KVCache& kv = host_cache(cache);
-  check_layer(kv, layer);
-  const LayerKV& src = kv.layers[static_cast<size_t>(layer)];
+  const CpuCache& cc = cpu_cache(cache);
+  check_layer(cc.kv, layer);
+  const LayerKV& src = cc.kv.layers[static_cast<size_t>(layer)];
+  if (const PackedLayer* packed = cc.packed_layer(layer)) {  // dequantized, each head exactly its length
+    LayerKV out;
+    unpack_layer(*packed, src, 0, out);
+    return out;
+  }
   // The same head lengths, each region exactly its length.
   LayerKV out = build_exact_layer(src.n_kv_heads, src.head_dim, src.length, src.head_lengths, src.has_positions());
   const int64_t d = src.head_dim;
@@ -182,8 +241,10 @@ LayerKV CpuBackend::download_layer(const BackendCache& cache, int64_t layer) {
 }
 
 TensorView CpuBackend::layer_view(const BackendCache& cache, int64_t layer, bool values) {
-  const KVCache& kv = host_cache(cache);
+  const CpuCache& cc = cpu_cache(cache);
+  const KVCache& kv = cc.kv;
   check_layer(kv, layer);
+  refuse_packed(cc, layer, "a tensor view");
   const LayerKV& l = kv.layers[static_cast<size_t>(layer)];
   if (l.per_head())
     throw InputError("layer " + str(layer) + " holds per-head lengths (per-head budgets); it has no [H_kv, T, d] view");
@@ -194,15 +255,31 @@ TensorView CpuBackend::layer_view(const BackendCache& cache, int64_t layer, bool
 }
 
 void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) {
-  KVCache& kv = host_cache(cache);
+  CpuCache& cc = cpu_cache(cache);
+  KVCache& kv = cc.kv;
   check_layer(kv, layer);
+  refuse_packed(cc, layer, "compaction");
   rkv::compact_layer(kv.layers[static_cast<size_t>(layer)], sel);
 }
 
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
-  KVCache& kv = host_cache(cache);
+  CpuCache& cc = cpu_cache(cache);
+  KVCache& kv = cc.kv;
   check_layer(kv, layer);
+  refuse_packed(cc, layer, "key re-rotation");
   rkv::rerotate_layer(kv.layers[static_cast<size_t>(layer)], model_.layer_inv_freq(layer), layer);
+}
+
+void CpuBackend::encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) {
+  CpuCache& cc = cpu_cache(cache);
+  check_layer(cc.kv, layer);
+  refuse_packed(cc, layer, "encoding");
+  LayerKV& tail = cc.kv.layers[static_cast<size_t>(layer)];
+  check_codec(codec, tail.head_dim, "layer " + str(layer));
+  if (codec.none()) return;
+  if (cc.packed.empty()) cc.packed.resize(cc.kv.layers.size());
+  PackedLayer& p = cc.packed[static_cast<size_t>(layer)] = build_packed_layer(codec, tail.n_kv_heads, tail.head_dim);
+  pack_oldest(p, tail);
 }
 
 std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,

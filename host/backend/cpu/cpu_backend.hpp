@@ -14,19 +14,25 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
+#include "cache/packed_kv.hpp"
 
 namespace rkv::cpu {
 
-/// A cache in host memory: one LayerKV per layer (cache/kv_cache.hpp).
+/// A cache in host memory: one LayerKV per layer (cache/kv_cache.hpp); a layer a codec stores (encode_layer) keeps
+/// its packed entries in `packed[l]` and only its float32 tail in `kv.layers[l]` (cache/packed_kv.hpp).
 class CpuCache final : public BackendCache {
  public:
   explicit CpuCache(KVCache c) : kv(std::move(c)) {}
   int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
   int64_t length(int64_t layer) const override;
   int64_t head_length(int64_t layer, int64_t head) const override;
-  size_t bytes() const override { return kv.bytes(); }
-  size_t bytes_in_use() const override { return kv.bytes_in_use(); }
+  size_t bytes() const override;
+  size_t bytes_in_use() const override;
+  /// The packed part of `layer`, or null when the layer is all float32.
+  PackedLayer* packed_layer(int64_t layer);
+  const PackedLayer* packed_layer(int64_t layer) const;
   KVCache kv;
+  std::vector<PackedLayer> packed;  ///< [L] once a layer is encoded (PackedLayer::packed() false for the others); else empty
 };
 
 class CpuBackend final : public Backend {
@@ -49,6 +55,7 @@ class CpuBackend final : public Backend {
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;
+  void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override;
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
                                                 const ProtectedSpec& protect) override;
   void begin_phase(const std::string& name) override;
@@ -58,12 +65,13 @@ class CpuBackend final : public Backend {
  private:
   const Model& model_;
   Workspace ws_;
+  LayerKV unpacked_;  ///< a packed layer in float32 while one extend runs over it (cache/packed_kv.hpp unpack_layer)
   std::vector<std::string> open_phases_;
   std::vector<PhaseMemoryRecord> phases_;
 };
 
 /// The CpuCache behind a BackendCache made by a CpuBackend. Throws rkv::InputError for a cache of another backend.
-KVCache& host_cache(BackendCache& cache);
-const KVCache& host_cache(const BackendCache& cache);
+CpuCache& cpu_cache(BackendCache& cache);
+const CpuCache& cpu_cache(const BackendCache& cache);
 
 }  // namespace rkv::cpu

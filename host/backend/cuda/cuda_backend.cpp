@@ -12,6 +12,7 @@
 #include "backend/cuda/device_model.hpp"
 #include "backend/cuda/dlpack_view.hpp"
 #include "backend/cuda/forward.hpp"
+#include "backend/cuda/packed_cache.hpp"
 #include "backend/cuda/profiler.hpp"
 #include "backend/cuda/rerotation.hpp"
 #include "core/errors.hpp"
@@ -23,29 +24,56 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-/// A cache in device memory.
+/// A cache in device memory. A layer a codec stores (encode_layer) keeps its packed entries in `packed[l]` and only its
+/// float tail in `kv.layers[l]` (packed_cache.hpp).
 class CudaCache final : public BackendCache {
  public:
   explicit CudaCache(DeviceKVCache c) : kv(std::move(c)) {}
   int64_t n_layers() const override { return static_cast<int64_t>(kv.layers.size()); }
   int64_t length(int64_t layer) const override {
     check(layer);
-    return kv.layers[static_cast<size_t>(layer)].length;
+    int64_t longest = 0;
+    for (int64_t h = 0; h < kv.layers[static_cast<size_t>(layer)].n_kv_heads; ++h)
+      longest = std::max(longest, head_length(layer, h));
+    return longest;
   }
   int64_t head_length(int64_t layer, int64_t head) const override {
     check(layer);
     const DeviceLayerKV& l = kv.layers[static_cast<size_t>(layer)];
     if (head < 0 || head >= l.n_kv_heads)
       throw InputError("layer " + str(layer) + ": KV head " + str(head) + " outside [0, " + str(l.n_kv_heads) + ")");
-    return l.head_length(head);
+    const DevicePackedLayer* p = packed_layer(layer);
+    return l.head_length(head) + (p ? p->entries(head) : 0);
   }
-  size_t bytes() const override { return kv.bytes(); }
-  size_t bytes_in_use() const override { return kv.bytes_in_use(); }
+  size_t bytes() const override {
+    size_t b = kv.bytes();
+    for (const auto& p : packed) b += p.bytes();
+    return b;
+  }
+  size_t bytes_in_use() const override {
+    size_t b = kv.bytes_in_use();
+    for (const auto& p : packed) b += p.bytes_in_use();
+    return b;
+  }
   void check(int64_t layer) const {
     if (layer < 0 || layer >= n_layers())
       throw InputError("cache layer " + str(layer) + " outside [0, " + str(n_layers()) + ")");
   }
+  /// The packed part of `layer`, or null when the layer is all in the cache's dtype.
+  const DevicePackedLayer* packed_layer(int64_t layer) const {
+    return packed.empty() || !packed[static_cast<size_t>(layer)].packed() ? nullptr : &packed[static_cast<size_t>(layer)];
+  }
+  DevicePackedLayer* packed_layer(int64_t layer) {
+    return packed.empty() || !packed[static_cast<size_t>(layer)].packed() ? nullptr : &packed[static_cast<size_t>(layer)];
+  }
+  /// Throws rkv::InputError when `layer` is packed: `what` works on unpacked entries only.
+  void refuse_packed(int64_t layer, const std::string& what) const {
+    if (const DevicePackedLayer* p = packed_layer(layer))
+      throw InputError("layer " + str(layer) + " is stored by the codec " + p->codec.label() + "; " + what +
+                       " works on unpacked entries only (compress first, then encode)");
+  }
   DeviceKVCache kv;
+  std::vector<DevicePackedLayer> packed;  ///< [L] once a layer is encoded; else empty
 };
 
 CudaCache& device_cache(BackendCache& c) {
@@ -216,16 +244,22 @@ class CudaBackend final : public Backend {
                             LogitsFor which, const ExtendCapture& capture = {},
                             ExtendObservation* observed = nullptr) override {
     if (tokens.empty()) return {};
-    if (!capture.attention_mass && !capture.queries)
-      return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, device_cache(cache).kv, ws_, which);
-    if (!observed) throw InputError("extend: a capture was asked for without an observation to fill");
-    return extend_observed(device_cache(cache).kv, tokens, start_pos, which, capture, *observed);
+    CudaCache& c = device_cache(cache);
+    if (!capture.attention_mass && !capture.queries && c.packed.empty())
+      return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, c.kv, ws_, which);
+    if ((capture.attention_mass || capture.queries) && !observed)
+      throw InputError("extend: a capture was asked for without an observation to fill");
+    ExtendObservation none;
+    return extend_observed(c, tokens, start_pos, which, capture, observed ? *observed : none);
   }
 
-  /// extend() with observations: the layer loop of RKV_CUDA_NS::prefill, with the attention-mass hook and a copy of
-  /// each layer's rotated queries (ws_.q, [n, H d] until the next layer) as float32 [H, n, d].
-  std::vector<float> extend_observed(DeviceKVCache& kv, const std::vector<int32_t>& tokens, int64_t start_pos,
+  /// extend() with observations or packed layers: the layer loop of RKV_CUDA_NS::prefill, with the attention-mass
+  /// hook and a copy of each layer's rotated queries (ws_.q, [n, H d] until the next layer) as float32 [H, n, d]; a
+  /// packed layer is unpacked into scratch_ for its attention, then the new entries join its tail and what leaves
+  /// the residual window is packed (packed_cache.hpp).
+  std::vector<float> extend_observed(CudaCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
                                      LogitsFor which, const ExtendCapture& capture, ExtendObservation& observed) {
+    DeviceKVCache& kv = cache.kv;
     const ModelConfig& c = model_.config;
     const int64_t n = static_cast<int64_t>(tokens.size()), H = c.n_heads, d = c.head_dim, L = c.n_layers;
     if (start_pos < 0 || start_pos > INT32_MAX - n)
@@ -245,7 +279,17 @@ class CudaBackend final : public Backend {
     for (int64_t l = 0; l < L; ++l) {
       DeviceLayerHooks hooks;
       if (capture.attention_mass) hooks.attention_mass = &observed.attention_mass[static_cast<size_t>(l)];
-      forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), kv.layers[static_cast<size_t>(l)], ws_, &hooks);
+      DeviceLayerKV& layer = kv.layers[static_cast<size_t>(l)];
+      if (DevicePackedLayer* packed = cache.packed_layer(l)) {
+        unpack_layer(*ctx_, *packed, layer, n, scratch_);
+        std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
+        for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = scratch_.head_length(h);
+        forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), scratch_, ws_, &hooks);
+        append_entries(*ctx_, layer, scratch_, first, n);
+        pack_oldest(*ctx_, *packed, layer);
+      } else {
+        forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), layer, ws_, &hooks);
+      }
       if (capture.queries) {
         std::vector<char> rows(static_cast<size_t>(n * H * d) * es);
         copy_to_host(*ctx_, rows.data(), ws_.q.data(), rows.size());
@@ -263,18 +307,27 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override {
+    const CudaCache& c = device_cache(cache);
     DeviceKVCache out;
-    for (const DeviceLayerKV& l : device_cache(cache).kv.layers) out.layers.push_back(copy_layer(*ctx_, l, 0));
-    return std::make_unique<CudaCache>(std::move(out));
+    for (const DeviceLayerKV& l : c.kv.layers) out.layers.push_back(copy_layer(*ctx_, l, 0));
+    auto copy = std::make_unique<CudaCache>(std::move(out));
+    for (const DevicePackedLayer& p : c.packed) copy->packed.push_back(copy_packed(*ctx_, p));
+    return copy;
   }
 
   std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);
     const DeviceLayerKV& kv = c.kv.layers[static_cast<size_t>(layer)];
+    const DevicePackedLayer* packed = c.packed_layer(layer);
     std::vector<int32_t> out;
-    if (!kv.has_positions()) return out;
+    if (!kv.has_positions() && !(packed && packed->positions)) return out;
     for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+      if (packed) {
+        const std::vector<int32_t> p = packed_positions(*ctx_, *packed, h);
+        out.insert(out.end(), p.begin(), p.end());
+      }
+      if (!kv.has_positions() || kv.head_length(h) == 0) continue;
       const std::vector<int32_t> head = download<int32_t>(
           *ctx_, kv.pos.as<char>() + static_cast<size_t>(kv.head_row(h)) * sizeof(int32_t),
           static_cast<size_t>(kv.head_length(h)));
@@ -286,25 +339,44 @@ class CudaBackend final : public Backend {
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);
+    if (const DevicePackedLayer* packed = c.packed_layer(layer)) {  // dequantized, each head exactly its length
+      DeviceLayerKV whole;
+      unpack_layer(*ctx_, *packed, c.kv.layers[static_cast<size_t>(layer)], 0, whole);
+      return RKV_CUDA_NS::download_layer(*ctx_, whole);
+    }
     return RKV_CUDA_NS::download_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)]);
   }
 
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);
+    c.refuse_packed(layer, "a tensor view");
     return RKV_CUDA_NS::layer_view(*ctx_, c.kv.layers[static_cast<size_t>(layer)], values);
   }
 
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);
+    c.refuse_packed(layer, "compaction");
     RKV_CUDA_NS::compact_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], sel);
   }
 
   void rerotate_layer(BackendCache& cache, int64_t layer) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);
+    c.refuse_packed(layer, "key re-rotation");
     RKV_CUDA_NS::rerotate_layer(*ctx_, c.kv.layers[static_cast<size_t>(layer)], dmodel_.layer_inv_freq(layer), layer);
+  }
+
+  void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override {
+    CudaCache& c = device_cache(cache);
+    c.check(layer);
+    c.refuse_packed(layer, "encoding");
+    DeviceLayerKV& tail = c.kv.layers[static_cast<size_t>(layer)];
+    check_codec(codec, tail.head_dim, "layer " + str(layer));
+    if (codec.none()) return;
+    if (c.packed.empty()) c.packed.resize(c.kv.layers.size());
+    c.packed[static_cast<size_t>(layer)] = encode_device_layer(*ctx_, tail, codec);
   }
 
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
@@ -325,6 +397,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Context> ctx_;
   DeviceModel dmodel_;
   DeviceWorkspace ws_;
+  DeviceLayerKV scratch_;  ///< a packed layer unpacked while one extend runs over it
   std::vector<PhaseMemoryRecord> phases_;
 };
 

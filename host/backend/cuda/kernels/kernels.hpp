@@ -160,6 +160,24 @@ cudaError_t gather_rows(DType t, const void* src, int64_t src_capacity, const in
 cudaError_t rerotate_keys(DType t, void* k_cache, int32_t* pos, int64_t capacity, int64_t n_kv_heads, int64_t length,
                           int head_dim, const double* inv_freq, cudaStream_t stream);
 
+/// The packed layout of one KV head's entries (cache/codec.hpp), as plain numbers for the kernels.
+constexpr int kCodecInteger = 1, kCodecKivi = 2, kCodecQ8_0 = 3, kCodecQ4_0 = 4;
+struct CodecLayout {
+  int format = kCodecInteger;  ///< kCodecInteger, kCodecKivi, kCodecQ8_0 or kCodecQ4_0
+  int bits = 4;                ///< integer, kivi: 2, 4 or 8
+  int64_t group = 32;          ///< integer: channels per group; kivi: entries per key group, channels per value group
+  bool symmetric = false;      ///< integer only
+  int64_t head_dim = 0;
+};
+
+/// Dequantizes `n` packed entries of one KV head into dst rows [n, head_dim] of `t` (row stride head_dim), element
+/// for element as rkv::decode_key_unit (keys = true: key units of `group` entries for kivi, of one entry otherwise;
+/// n a multiple of the unit) or rkv::decode_value_row (keys = false): fp16 scales read exactly, float32 arithmetic
+/// without contraction (x' = m + q s, q s, (q - 8) d), rounded to `t` once. src: the head's packed bytes.
+/// cudaErrorInvalidValue for head_dim or group < 1.
+cudaError_t dequantize_kv(DType t, const CodecLayout& layout, bool keys, const uint8_t* src, int64_t n, void* dst,
+                          cudaStream_t stream);
+
 /// The perturbation_kl noise (DESIGN.md): for every KV head h and prefix position u < prefix with
 /// protected_mask[u] == 0, v[h, u] <- perturb_value_row(v[h, u], alpha, seed, draw, example, layer, h, u)
 /// (kernels/perturb_row.hpp: v' = v + alpha ||v||_2 eps, eps from Philox4x32-10 + Box-Muller, core/philox.hpp).
