@@ -8,6 +8,7 @@
 #include "core/errors.hpp"
 #include "runner/compression.hpp"
 #include "runner/config.hpp"
+#include "runner/cache_codec.hpp"
 #include "runner/decode_policy.hpp"
 #include "runner/sliding_window.hpp"
 #include "runner/profile_file.hpp"
@@ -44,6 +45,10 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const std::vector<int64_t> layers =
       resolve_compressible_layers(cfg.compressible_layers, cfg.compress_global_only, mc, config_path);
   check_sliding_window_support(mc, cfg.rerotate, cc.decode.policy, config_path);
+  check_codec_support(mc, cc.codec, config_path);
+  if (cc.codec.layer_bits == "profile")
+    throw InputError(config_path + ": compression.codec.layer_bits = \"profile\" is a `ripplekv run` setting (it "
+                     "needs the run's sensitivity profile); use layer_bits = \"uniform\" with generate --compress");
   const bool needs_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
   const std::vector<double> profile =
       needs_profile ? profile_of_layers(profile_path, cc.allocator->id, layers, mc.n_layers) : std::vector<double>{};
@@ -66,13 +71,14 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
       backend, prompt_ids, prefill_needs({&scorer}, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
-  const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers, T));
+  const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers, T));
   ScoreMemo memo;
   const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);
   CompressedPrompt comp =
       compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
                       cfg.rerotate);
+  encode_compressed(backend, comp, cc.codec);
 
   // Greedy decode on the compacted cache, under the config's decode policy, from T or (rerotate) the cache length.
   const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);

@@ -351,6 +351,51 @@ DecodeSpec parse_decode_section(const Ctx& c, const toml::table& root) {
   return spec;
 }
 
+/// [compression.codec] of `root` (cache/codec.hpp): format ("none" | "int" | "kivi" | "q8_0" | "q4_0"), bits, group,
+/// symmetric, residual; each format reads the keys it uses (so one section serves a sweep over formats). Integers
+/// are range-checked here; what depends on the head dim (group dividing it, blocks of 32) when the model is read.
+CodecSpec parse_codec_section(const Ctx& c, const toml::table& root) {
+  CodecSpec spec;
+  const toml::table* cp = sub_table(c, root, "compression", "compression");
+  const toml::table* kp = cp ? sub_table(c, *cp, "codec", "compression.codec") : nullptr;
+  if (!kp) return spec;
+  check_keys(c, *kp, "compression.codec", {"format", "bits", "group", "symmetric", "residual", "layer_bits", "bits_ratio"});
+  const std::string format = get_string(c, *kp, "format", "compression.codec.format", "none");
+  try {
+    spec.format = parse_codec_format(format, "compression.codec.format");
+  } catch (const InputError& e) {
+    throw InputError(where(c, *kp->get("format"), "compression.codec.format") + ": " + e.what());
+  }
+  spec.bits = static_cast<int>(get_int(c, *kp, "bits", "compression.codec.bits", 4, 2, 8));
+  if (spec.bits != 2 && spec.bits != 4 && spec.bits != 8)
+    throw InputError(where(c, *kp->get("bits"), "compression.codec.bits") + " must be 2, 4 or 8 (got " +
+                     std::to_string(spec.bits) + ")");
+  spec.group = get_int(c, *kp, "group", "compression.codec.group", 32, 1, 4096);
+  spec.symmetric = get_bool(c, *kp, "symmetric", "compression.codec.symmetric", false);
+  const int64_t residual_default = spec.format == CodecFormat::kivi ? 128 : 0;  // KIVI's R = 128 (its Sec. 4.1)
+  spec.residual = get_int(c, *kp, "residual", "compression.codec.residual", residual_default, 0, kMaxTokens);
+  if (spec.format == CodecFormat::kivi && spec.symmetric)
+    throw InputError(where(c, *kp->get("symmetric"), "compression.codec.symmetric") +
+                     ": kivi is asymmetric (symmetric applies to format \"int\" only)");
+  spec.layer_bits = get_string(c, *kp, "layer_bits", "compression.codec.layer_bits", "uniform");
+  if (spec.layer_bits != "uniform" && spec.layer_bits != "profile")
+    throw InputError(where(c, *kp->get("layer_bits"), "compression.codec.layer_bits") +
+                     " must be \"uniform\" or \"profile\" (got \"" + spec.layer_bits + "\")");
+  if (spec.format == CodecFormat::none) spec.layer_bits = "uniform";  // a float32 cache has no bits to spread (sweeps)
+  if (spec.layer_bits == "profile" && spec.format != CodecFormat::integer && spec.format != CodecFormat::kivi)
+    throw InputError(where(c, *kp->get("layer_bits"), "compression.codec.layer_bits") +
+                     ": per-layer bits need format \"int\" or \"kivi\" (a codec with a bit width)");
+  if (const toml::node* r = kp->get("bits_ratio")) {
+    spec.bits_ratio = get_float(c, *r, "compression.codec.bits_ratio");
+    if (!(spec.bits_ratio >= 1.0 && spec.bits_ratio <= 1e6))
+      throw InputError(where(c, *r, "compression.codec.bits_ratio") + " must be in [1, 1e6]");
+  }
+  if (spec.format != CodecFormat::none && spec.group * spec.bits % 8 != 0)
+    throw InputError(where_table(c, *kp, "compression.codec") + ": group " + std::to_string(spec.group) + " x " +
+                     std::to_string(spec.bits) + " bits is not a whole number of bytes");
+  return spec;
+}
+
 CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg, bool require_signal = true) {
   CellConfig cell;
   cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
@@ -366,12 +411,19 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
 
   const toml::table* b = sub_table(c, root, "budget", "budget");
   if (!b) throw InputError(c.origin + ": a [budget] section with fraction = f or tokens = N is required");
-  check_keys(c, *b, "budget", {"fraction", "tokens", "layers"});
+  check_keys(c, *b, "budget", {"fraction", "tokens", "bytes_fraction", "layers"});
   const toml::node* f = b->get("fraction");
   const toml::node* tk = b->get("tokens");
-  if ((f != nullptr) == (tk != nullptr))
-    throw InputError(where_table(c, *b, "budget") + " needs exactly one of fraction = f or tokens = N");
-  if (f) {
+  const toml::node* bf = b->get("bytes_fraction");
+  if ((f != nullptr) + (tk != nullptr) + (bf != nullptr) != 1)
+    throw InputError(where_table(c, *b, "budget") +
+                     " needs exactly one of fraction = f, tokens = N or bytes_fraction = x");
+  if (bf) {
+    const double v = get_float(c, *bf, "budget.bytes_fraction");
+    if (!(v > 0.0 && v <= 1.0))
+      throw InputError(where(c, *bf, "budget.bytes_fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
+    cell.budget_bytes_fraction = v;
+  } else if (f) {
     const double v = get_float(c, *f, "budget.fraction");
     if (!(v > 0.0 && v <= 1.0))
       throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
@@ -380,6 +432,17 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
     cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1, kMaxTokens);
   }
   cell.decode = parse_decode_section(c, root);
+  cell.codec = parse_codec_section(c, root);
+  if (cell.codec.layer_bits == "profile") {  // the bits follow the cell's sensitivity profile
+    if (require_signal && !cell.signal)
+      throw InputError(c.origin + ": compression.codec.layer_bits = \"profile\" needs a sensitivity profile: add a "
+                       "[signal] section with plugin = \"id\"");
+    cell.uses_profile = true;
+  }
+  if (!cell.codec.none() && cell.decode.policy != "none")
+    throw InputError(c.origin + ": [compression.codec] " + cell.codec.label() + " with compression.decode.policy = \"" +
+                     cell.decode.policy + "\": a decode policy evicts from a packed cache, which is not supported; "
+                     "use policy \"none\" with a codec");
   return cell;
 }
 
@@ -418,19 +481,25 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget", "compression"};
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
-    fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode "
-         "(did you mean '" + closest_match(parts[0], sections) + "'?)");
+    fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode, "
+         "compression.codec (did you mean '" + closest_match(parts[0], sections) + "'?)");
   if (parts[0] == "compression") {
-    const std::vector<std::string> keys = {"policy", "sinks", "recent", "interval", "target"};
-    if (parts.size() != 3 || parts[1] != "decode" || std::find(keys.begin(), keys.end(), parts[2]) == keys.end())
-      fail("of [compression] only the decode policy is swept: compression.decode.policy, .sinks, .recent, "
-           ".interval or .target");
+    const std::vector<std::string> decode_keys = {"policy", "sinks", "recent", "interval", "target"};
+    const std::vector<std::string> codec_keys = {"format", "bits", "group", "symmetric", "residual", "layer_bits",
+                                                 "bits_ratio"};
+    const std::vector<std::string>* keys = parts.size() == 3 && parts[1] == "decode"  ? &decode_keys
+                                           : parts.size() == 3 && parts[1] == "codec" ? &codec_keys
+                                                                                      : nullptr;
+    if (!keys || std::find(keys->begin(), keys->end(), parts[2]) == keys->end())
+      fail("of [compression] only the decode policy and the codec are swept: compression.decode.policy, .sinks, "
+           ".recent, .interval, .target; compression.codec.format, .bits, .group, .symmetric, .residual, .layer_bits, "
+           ".bits_ratio");
     return key;
   }
   if (parts[0] == "budget") {
-    const std::vector<std::string> keys = {"fraction", "tokens"};
+    const std::vector<std::string> keys = {"fraction", "tokens", "bytes_fraction"};
     if (parts.size() != 2 || std::find(keys.begin(), keys.end(), parts[1]) == keys.end())
-      fail("unknown budget key; valid: budget.fraction, budget.tokens");
+      fail("unknown budget key; valid: budget.fraction, budget.tokens, budget.bytes_fraction");
     return key;
   }
   const rkv_plugin_kind kind =
@@ -478,6 +547,7 @@ std::string label_value(const nlohmann::json& v) { return v.is_string() ? v.get<
 bool shown_by_label(const std::string& key) {
   static const std::set<std::string> shown = {"signal.plugin",   "scorer.plugin",        "allocator.plugin",
                                               "allocator.heads", "budget.fraction",      "budget.tokens",
+                                              "budget.bytes_fraction",
                                               "compression.decode.policy"};
   return shown.count(key) > 0;
 }
@@ -507,6 +577,7 @@ SweptNames swept_names(const Cell& cell, const std::set<std::string>& varying) {
       continue;  // a param of a plugin this cell does not use changes nothing it computes
     }
     if (key.rfind("compression.decode.", 0) == 0) continue;  // DecodeSpec::describe names the params a policy reads
+    if (key.rfind("compression.codec.", 0) == 0) continue;   // CodecSpec::label names the params a format reads
     names.others.push_back(key + "=" + label_value(value));
   }
   return names;
@@ -533,13 +604,15 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   if (cc.allocator->heads) methods << "/" << plugin_label(*cc.allocator->heads, names);
   methods << " + " << plugin_label(*cc.scorer, names);
   if (cc.decode.policy != "none") settings << ", decode " << cc.decode.describe();
+  if (!cc.codec.none()) settings << ", kv " << cc.codec.label();
   for (const auto& o : names.others) settings << ", " << o;
   return {methods.str(), settings.str()};
 }
 
 std::string budget_label(const CellConfig& cc) {
   std::ostringstream os;
-  if (cc.budget_fraction) os << "f=" << *cc.budget_fraction;
+  if (cc.budget_bytes_fraction) os << "kv bytes=" << *cc.budget_bytes_fraction;
+  else if (cc.budget_fraction) os << "f=" << *cc.budget_fraction;
   else os << *cc.budget_tokens << " tok";
   return os.str();
 }
@@ -593,14 +666,16 @@ std::string effective_key(const CellConfig& cell) {
     os << "heads=";
     plugin(std::optional<PluginChoice>(*cell.allocator->heads));
   }
-  if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;
+  if (cell.budget_bytes_fraction) os << "bytes=" << *cell.budget_bytes_fraction;
+  else if (cell.budget_fraction) os << "f=" << *cell.budget_fraction;
   else os << "tokens=" << *cell.budget_tokens;
   os << "|decode=" << cell.decode.describe();
+  if (!cell.codec.none()) os << "|codec=" << cell.codec.label();  // absent for none: older effective keys unchanged
   return os.str();
 }
 
 /// The keys of [compression], in run configs and compression configs alike.
-const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode"};
+const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec"};
 /// The top-level keys of the run schema (DESIGN.md "Config").
 const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
                                                "budget",       "compression", "tasks", "sweep",  "output"};
@@ -938,7 +1013,14 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     cell.values = values;
     cell.id = hex16(fnv1a64(values.dump()));
     cell.effective_key = effective_key(cell.config);
-    if (seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
+    // A float32 cache (codec format "none") ignores every other codec key: of a sweep over them it keeps one cell,
+    // the one at their first values, instead of repeating the float32 cell under each.
+    bool ignored_codec_variant = false;
+    for (size_t a = 0; a < axes.size(); ++a)
+      ignored_codec_variant = ignored_codec_variant || (cell.config.codec.none() && index[a] != 0 &&
+                                                        axes[a].first.rfind("compression.codec.", 0) == 0 &&
+                                                        axes[a].first != "compression.codec.format");
+    if (!ignored_codec_variant && seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
     size_t a = 0;
     for (; a < axes.size(); ++a) {
       if (++index[a] < axes[a].second.size()) break;

@@ -11,13 +11,21 @@
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
 //   [budget]      fraction = f in (0, 1] of the layers' spans  |  tokens = N (B = sum_l min(N, span_l), which the
-//                 allocator splits: b_l = min(N, T) under uniform only when every span is T);
+//                 allocator splits: b_l = min(N, T) under uniform only when every span is T)  |  bytes_fraction = x
+//                 in (0, 1] of the full float32 cache's bytes (f = min(1, x e_f32 / e_codec) per kept entry);
 //                 layers = [] (A; empty: all) or "global" (the layers without a sliding window; cache/budget.hpp)
 //   [compression] query_aware = false
 //   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half
 //                 the budget), interval = 16 and target (periodic; default the budget) -- a cell setting: sweepable
 //                 as "compression.decode.policy" etc. (runner/decode_policy.hpp)
-//                 rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
+//   [compression.codec] format = "none"|"int"|"kivi"|"q8_0"|"q4_0", bits = 2|4|8 (int, kivi; default 4), group = 32
+//                 (int: channels per scale; kivi: entries per key group and channels per value group), symmetric =
+//                 false (int), residual = newest entries per KV head kept in float32 (default 0; kivi 128),
+//                 layer_bits = "uniform"|"profile" (int, kivi: bits per layer from the [signal] profile at the bytes
+//                 of uniform `bits`; cache/layer_bits.hpp), bits_ratio = 4.0 (profile: most / least sensitive) -- a cell
+//                 setting, sweepable as "compression.codec.format" etc.; the kept entries of every layer are stored
+//                 packed after compression (cache/codec.hpp); not with a decode policy
+//   [compression] rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
 //                 later tokens continue at the cache length; false: original positions, later tokens at T)
 //   [tasks]       run = ["lm_fidelity", "needle", "ruler", "multi_question", "longbench"]
 //   [tasks.lm_fidelity] continuation_tokens
@@ -46,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/codec.hpp"
 #include "model/quant_matrix.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
@@ -116,7 +125,11 @@ struct CellConfig {
   std::optional<PluginChoice> allocator;
   std::optional<double> budget_fraction;
   std::optional<int64_t> budget_tokens;
+  /// budget.bytes_fraction: the kept cache's bytes as a fraction of the full float32 cache's; the run turns it into
+  /// a token fraction for the cell's codec (runner/cache_codec.hpp token_fraction)
+  std::optional<double> budget_bytes_fraction;
   DecodeSpec decode;      ///< [compression.decode]: the decode policy (the full-cache cell keeps every entry)
+  CodecSpec codec;        ///< [compression.codec]: how every layer's kept entries are stored (none: float32)
   bool full_cache = false;
 };
 

@@ -196,6 +196,7 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
   }
   const auto metrics = metrics_by_task(cells);
   const std::vector<UniformComparison> comparisons = compare_with_uniform(cells, metrics, resamples);
+  const std::vector<UniformComparison> equal_bytes = compare_at_equal_bytes(cells, metrics, resamples);
   for (const auto& [task, names] : metrics) {
     std::map<std::string, PlotSeries> series;
     std::map<std::string, double> full;
@@ -203,6 +204,12 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
     for (const auto& [metric, groups] : difference_series(comparisons, task))
       md << "![" << task << " " << metric << " vs uniform](plots/" << plots.paired_differences(task, metric, groups)
          << ")\n\n";
+    md << comparison_section(equal_bytes, task,
+                             "Paired comparison at equal KV bytes (against eviction alone: float32 cache, uniform "
+                             "allocator, same scorer and budget.bytes_fraction)");
+    for (const auto& [metric, groups] : difference_series(equal_bytes, task))
+      md << "![" << task << " " << metric << " vs eviction alone](plots/"
+         << plots.paired_differences(task, metric, groups, "eviction alone") << ")\n\n";
     for (const auto& [metric, groups] : series) {
       if (metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0) continue;  // the reference line
       const double reference = full.count(metric) ? full.at(metric) : NAN;

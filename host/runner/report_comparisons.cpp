@@ -19,7 +19,26 @@ const CellData* uniform_partner(const std::vector<CellData>& cells, const nlohma
   for (const auto& u : cells)
     if (is_uniform(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
         u.meta.at("budget_fraction") == m.at("budget_fraction") &&
-        u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m))
+        u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m) &&
+        u.meta.value("budget_bytes_fraction", nlohmann::json()) == m.value("budget_bytes_fraction", nlohmann::json()) &&
+        u.meta.value("codec", nlohmann::json()) == m.value("codec", nlohmann::json()))
+      partner = &u;
+  return partner;
+}
+
+bool no_codec(const nlohmann::json& m) {
+  return !m.contains("codec") || m.at("codec").is_null() || m.at("codec").value("format", "none") == "none";
+}
+
+/// The equal-bytes baseline of `m`: eviction alone -- a float32 cache (no codec) under the uniform allocator -- with
+/// the same scorer, decode policy and budget.bytes_fraction; null when `m` has no bytes budget or is that baseline.
+const CellData* equal_bytes_partner(const std::vector<CellData>& cells, const nlohmann::json& m) {
+  const nlohmann::json bytes = m.value("budget_bytes_fraction", nlohmann::json());
+  if (bytes.is_null() || (is_uniform(m) && no_codec(m))) return nullptr;
+  const CellData* partner = nullptr;
+  for (const auto& u : cells)
+    if (is_uniform(u.meta) && no_codec(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
+        u.meta.value("budget_bytes_fraction", nlohmann::json()) == bytes && decode_of(u.meta) == decode_of(m))
       partner = &u;
   return partner;
 }
@@ -43,15 +62,19 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 }  // namespace
 
-std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>& cells,
-                                                    const std::map<std::string, std::vector<std::string>>& metrics,
-                                                    int resamples) {
+namespace {
+
+/// Every cell against partner(cells, its meta) (skipped when null), metric by metric; `tag` seeds the resampling.
+template <class Partner>
+std::vector<UniformComparison> compare_with(const std::vector<CellData>& cells,
+                                            const std::map<std::string, std::vector<std::string>>& metrics,
+                                            int resamples, Partner partner, const std::string& tag) {
   std::vector<UniformComparison> out;
   for (const auto& c : cells) {
     const auto& m = c.meta;
-    if (m.at("full_cache").get<bool>() || is_uniform(m)) continue;
-    const CellData* base = uniform_partner(cells, m);
-    if (!base) continue;
+    if (m.at("full_cache").get<bool>()) continue;
+    const CellData* base = partner(cells, m);
+    if (!base || base == &c) continue;
     for (const auto& [task, names] : metrics)
       for (const auto& metric : names) {
         if (ends_with(metric, "_full")) continue;
@@ -61,7 +84,7 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
         UniformComparison u;
         u.task = task, u.metric = metric, u.label = m.at("label").get<std::string>(), u.group = group_of(m);
         u.budget = budget_x(m);
-        u.stats = paired_bootstrap(a, b, fnv1a64(m.at("cell_id").get<std::string>() + "/vs-uniform/" + metric), resamples);
+        u.stats = paired_bootstrap(a, b, fnv1a64(m.at("cell_id").get<std::string>() + tag + metric), resamples);
         out.push_back(std::move(u));
       }
   }
@@ -72,7 +95,27 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
   return out;
 }
 
-std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task) {
+}  // namespace
+
+std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>& cells,
+                                                    const std::map<std::string, std::vector<std::string>>& metrics,
+                                                    int resamples) {
+  return compare_with(
+      cells, metrics, resamples,
+      [](const std::vector<CellData>& all, const nlohmann::json& m) {
+        return is_uniform(m) ? nullptr : uniform_partner(all, m);
+      },
+      "/vs-uniform/");
+}
+
+std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData>& cells,
+                                                      const std::map<std::string, std::vector<std::string>>& metrics,
+                                                      int resamples) {
+  return compare_with(cells, metrics, resamples, equal_bytes_partner, "/vs-equal-bytes/");
+}
+
+std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
+                               const std::string& heading) {
   std::ostringstream rows;
   size_t family = 0;
   for (const auto& u : comparisons) family += u.stats.n >= kMinExamplesForPValue;
@@ -87,12 +130,12 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
   }
   if (rows.str().empty()) return "";
   std::ostringstream md;
-  md << "### Paired comparison against uniform (same scorer, budget and examples)\n\n"
+  md << "### " << heading << "\n\n"
      << "Difference = cell - uniform per example, with its 95% percentile-bootstrap CI. p: two-sided sign-flip "
         "permutation test (exact up to n = 16), printed only when n >= "
      << kMinExamplesForPValue << " (below that: \"n too small\", and the CI is little more than the range of the "
         "differences); p (Holm): "
-     << (family ? "adjusted across the " + std::to_string(family) + " comparisons of this report that print a p"
+     << (family ? "adjusted across the " + std::to_string(family) + " comparisons of this table's family that print a p"
                 : std::string("no comparison of this report has enough examples"))
      << ". d_z = mean / sd of the differences. MDD: the smallest difference this n detects at alpha = 0.05 with power "
         "0.8, (1.96 + 0.84) sd / sqrt(n) (normal approximation; from n = "

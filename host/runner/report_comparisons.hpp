@@ -1,6 +1,7 @@
 // Paired comparisons of a report: every compressed cell against uniform (same count in every layer and head) at the
-// same scorer, budget and decode policy, on the examples both hold, metric by metric. Holm's adjustment runs across
-// all comparisons of one report that print a p-value (n >= kMinExamplesForPValue, eval/stats.hpp).
+// same scorer, budget, codec and decode policy, on the examples both hold, metric by metric; and every cell with a
+// byte budget against eviction alone at the same bytes. Holm's adjustment runs across the comparisons of one family
+// that print a p-value (n >= kMinExamplesForPValue, eval/stats.hpp).
 // Thread rules: pure functions.
 #pragma once
 #include <map>
@@ -27,7 +28,16 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
                                                     const std::map<std::string, std::vector<std::string>>& metrics,
                                                     int resamples);
 
-/// The markdown section of `task`'s comparisons (heading, how to read it, table); "" when it has none.
-std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task);
+/// Every cell with budget.bytes_fraction against eviction alone at the same KV bytes (README "One byte budget"): the
+/// cell with no codec, the uniform allocator, the same scorer, decode policy and bytes fraction. Holm's adjustment
+/// runs within this family.
+std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData>& cells,
+                                                      const std::map<std::string, std::vector<std::string>>& metrics,
+                                                      int resamples);
+
+/// The markdown section of `task`'s comparisons (### `heading`, how to read it, table); "" when it has none.
+std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
+                               const std::string& heading = "Paired comparison against uniform (same scorer, budget "
+                                                            "and examples)");
 
 }  // namespace rkv

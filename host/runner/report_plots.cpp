@@ -2,6 +2,7 @@
 #include "runner/report_plots.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -123,13 +124,16 @@ std::string ReportPlots::metric_vs_budget(const std::string& task, const std::st
 }
 
 std::string ReportPlots::paired_differences(const std::string& task, const std::string& metric,
-                                            const PlotSeries& differences) {
-  const std::string stem = task + "_" + metric + "_vs_uniform";
-  const std::string plot =
-      "plot " + series_clauses(stem, differences) + ", 0 with lines dt 2 lw 2 lc rgb 'black' title 'uniform (0)'";
+                                            const PlotSeries& differences, const std::string& baseline) {
+  std::string slug = baseline;
+  for (char& ch : slug) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  const std::string stem = task + "_" + metric + "_vs_" + slug;
+  const std::string plot = "plot " + series_clauses(stem, differences) +
+                           ", 0 with lines dt 2 lw 2 lc rgb 'black' title '" + gq(baseline) + " (0)'";
   const int height = 520 + 22 * static_cast<int>((differences.size() + 2) / 2);
   figure(stem, 1000, height,
-         "set title '" + gq(task) + ": " + gq(metric) + ", cell - uniform on the same examples (mean, 95% CI)'\n"
+         "set title '" + gq(task) + ": " + gq(metric) + ", cell - " + gq(baseline) +
+             " on the same examples (mean, 95% CI)'\n"
          "set xlabel 'budget'\nset ylabel 'difference in " + gq(metric) + "'\n" + budget_axis(differences) +
              kLegendBelow + plot);
   return stem + ".png";

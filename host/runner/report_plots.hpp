@@ -48,9 +48,11 @@ class ReportPlots {
   std::string metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
                                double full);
 
-  /// Paired differences cell − uniform (same scorer, budget and examples) against the budget, one line per group with
-  /// the CI of the mean difference, and the zero line: the figure that shows whether an allocator beats uniform.
-  std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences);
+  /// Paired differences cell − `baseline` (uniform: the same scorer, budget and examples; "eviction alone": the same
+  /// KV bytes) against the budget, one line per group with the CI of the mean difference, and the zero line: the
+  /// figure that shows whether an allocator beats uniform, or a codec beats eviction at equal bytes.
+  std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences,
+                                 const std::string& baseline = "uniform");
 
   /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to what
   /// uniform gives the layer out of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2

@@ -25,6 +25,7 @@
 #include "eval/ruler_metrics.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
+#include "runner/cache_codec.hpp"
 #include "runner/compression.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
@@ -290,13 +291,15 @@ void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pend
     if (cc.full_cache) continue;
     for (const auto& ex : examples) {
       const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
-      const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers_A, T));
+      const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers_A, T));
       if (B < A)
         throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': the global budget B = " +
                          std::to_string(B) + " is below the number of compressible layers |A| = " + std::to_string(A) +
                          " on a " + ex.task + " example of T = " + std::to_string(T) +
                          " tokens (every layer keeps at least one position); raise " +
-                         (cc.budget_fraction ? "budget.fraction" : "budget.tokens"));
+                         (cc.budget_bytes_fraction ? "budget.bytes_fraction"
+                          : cc.budget_fraction     ? "budget.fraction"
+                                                   : "budget.tokens"));
     }
   }
 }
@@ -410,9 +413,12 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   check_lengths_fit_the_context(plan, mc);
   for (size_t c : pending)  // before any work: a setting the model's sliding windows rule out fails the run here
-    if (!plan.cells[c].config.full_cache)
+    if (!plan.cells[c].config.full_cache) {
       check_sliding_window_support(mc, plan.rerotate, plan.cells[c].config.decode.policy,
                                    plan.config_path + ": cell '" + plan.cells[c].label + "'");
+      check_codec_support(mc, plan.cells[c].config.codec,
+                          plan.config_path + ": cell '" + plan.cells[c].label + "'");
+    }
 
   const std::vector<int64_t> layers_A =
       resolve_compressible_layers(plan.compressible_layers, plan.compress_global_only, mc, plan.config_path);
@@ -602,17 +608,22 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (ex.task == "lm_fidelity") dump.add_logits(ex.task, ex.index, ex.reference.logits, mc.vocab_size);
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
-          const int64_t B = cell_budget_total(cc.budget_fraction, cc.budget_tokens, mc.layer_spans(layers_A, T));
-          std::vector<double> profile_A;
+          const int64_t B =
+              cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers_A, T));
+          std::vector<double> profile_A, profile_all;
           if (cc.uses_profile) {
             const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));
             for (int64_t l : layers_A) profile_A.push_back(p.s[static_cast<size_t>(l)]);
+            profile_all = p.s;
           }
           const CellBudgets alloc =
               allocate_cell(*backend, ex.prompt, scorer, ex.memo, instances.get(*cc.allocator),
                             cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
           CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.layers, ex.memo,
                                                   alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
+          const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
+          encode_compressed(*backend, comp, cc.codec, bits);
+          r.layer_bits.assign(bits.begin(), bits.end());
           r.budget_total = B;
           r.budgets = comp.budgets;
           r.head_budgets = comp.head_budgets;

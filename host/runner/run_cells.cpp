@@ -91,6 +91,8 @@ void check_cell_meta(const nlohmann::json& m) {
 }
 
 double budget_x(const nlohmann::json& m) {
+  if (m.contains("budget_bytes_fraction") && m.at("budget_bytes_fraction").is_number())
+    return m.at("budget_bytes_fraction").get<double>();
   if (!m.at("budget_fraction").is_null()) return m.at("budget_fraction").get<double>();
   if (!m.at("budget_tokens").is_null()) return static_cast<double>(m.at("budget_tokens").get<int64_t>());
   return 1.0;

@@ -148,6 +148,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
       nlohmann::json bj = {{"task", e.task}, {"example", e.example}, {"T", e.prefix_tokens}, {"B", e.budget_total},
                            {"budgets", e.budgets}};
       if (!e.head_budgets.empty()) bj["head_budgets"] = e.head_budgets;  // b[l, h] with a per-head allocator
+      if (!e.layer_bits.empty()) bj["layer_bits"] = e.layer_bits;  // the codec's bits per layer (layer_bits = profile)
       budgets[cid]["examples"].push_back(bj);
     }
     for (const auto& [task, names] : metrics) {

@@ -31,6 +31,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["B"] = budget_total;
   j["budgets"] = budgets;
   if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
+  if (!layer_bits.empty()) j["layer_bits"] = layer_bits;
   j["kv_bytes"] = kv_bytes;
   j["kv_bytes_full"] = kv_bytes_full;
   j["kv_bytes_end"] = kv_bytes_end;
@@ -95,6 +96,7 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
     if (!j.at("head_budgets").is_array()) throw InputError("'head_budgets' is not a list");
     for (const auto& row : j.at("head_budgets")) r.head_budgets.push_back(integer_list(row, "head_budgets"));
   }
+  if (j.contains("layer_bits")) r.layer_bits = integer_list(j.at("layer_bits"), "layer_bits");
   r.kv_bytes = size_field(j, "kv_bytes");
   r.kv_bytes_full = size_field(j, "kv_bytes_full");
   // Cells written before the field existed have none: their caches ended as they were compressed.
@@ -333,8 +335,10 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
     j["heads"] = plugin_json(std::optional<PluginChoice>(*cc.allocator->heads), true);
   j["budget_fraction"] = cc.budget_fraction ? nlohmann::json(*cc.budget_fraction) : nlohmann::json(nullptr);
   j["budget_tokens"] = cc.budget_tokens ? nlohmann::json(*cc.budget_tokens) : nlohmann::json(nullptr);
+  if (cc.budget_bytes_fraction) j["budget_bytes_fraction"] = *cc.budget_bytes_fraction;
   j["decode"] = cc.decode.describe();  // the decode policy with its parameters ("none" for the full cache)
   j["rerotate"] = !cc.full_cache && plan.rerotate;
+  j["codec"] = cc.codec.to_json();  // how the kept entries are stored ({"format": "none"}: float32)
   j["model_path"] = plan.model_path;
   j["backend"] = id.backend;
   j["compute_dtype"] = id.compute_dtype;

@@ -8,6 +8,7 @@
 
 #include "common/assets.hpp"
 #include "core/errors.hpp"
+#include "runner/cache_codec.hpp"
 #include "runner/config.hpp"
 #include "runner/plan_backend.hpp"
 
@@ -59,6 +60,80 @@ TEST_F(Config, ValidConfigHasTheFullCacheCellFirst) {
   EXPECT_EQ(p.calibration.examples, 2);
   EXPECT_EQ(p.calibration.prefix_tokens, 1024);  // defaults: N 8, P 1024, n_w 32
   EXPECT_EQ(p.calibration.window_tokens, 32);
+}
+
+TEST_F(Config, CodecSectionIsACellSettingWithErrorsNamingTheKey) {
+  EXPECT_TRUE(load(base()).cells[1].config.codec.none());
+  const rkv::RunPlan p = load(base("[compression.codec]\nformat = \"int\"\nbits = 4\ngroup = 32\n"));
+  EXPECT_EQ(p.cells[1].config.codec.label(), "int4-asym-g32");
+  EXPECT_NE(p.cells[1].label.find("kv int4-asym-g32"), std::string::npos) << p.cells[1].label;
+  EXPECT_TRUE(p.cells[0].config.codec.none());  // the full-cache reference stays float32
+  EXPECT_EQ(load(base("[compression.codec]\nformat = \"kivi\"\nbits = 2\n")).cells[1].config.codec.residual, 128);
+  // A codec changes what a cell computes: another effective key than the same cell without it.
+  EXPECT_NE(p.cells[1].effective_key, load(base()).cells[1].effective_key);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int3\"\n")).find("compression.codec.format"), std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int\"\nbits = 3\n")).find("compression.codec.bits"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int\"\nbits = 16\n")).find("<= 8"), std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int\"\ngroup = 0\n")).find("compression.codec.group"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int\"\nresidual = -1\n")).find("compression.codec.residual"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"kivi\"\nsymmetric = true\n")).find("asymmetric"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformt = \"int\"\n")).find("format"), std::string::npos);
+  const std::string with_policy =
+      error(base("[compression.codec]\nformat = \"q4_0\"\n[compression.decode]\npolicy = \"rolling\"\n"));
+  EXPECT_NE(with_policy.find("decode policy"), std::string::npos) << with_policy;
+  // Swept: one cell per format, labelled by it.
+  const rkv::RunPlan s =
+      load(base("[compression.codec]\nformat = \"int\"\n", "[sweep]\n\"compression.codec.format\" = [\"int\", \"q8_0\"]\n"));
+  ASSERT_EQ(s.cells.size(), 3u);
+  EXPECT_EQ(s.cells[2].config.codec.label(), "q8_0");
+  EXPECT_NE(s.cells[2].label.find("kv q8_0"), std::string::npos) << s.cells[2].label;
+  EXPECT_NE(error(base("", "[sweep]\n\"compression.codec.bitz\" = [2, 4]\n")).find("compression.codec.format"),
+            std::string::npos);
+  // format "none" ignores the other codec keys: a sweep over bits keeps one float32 cell, not one per bits value.
+  const rkv::RunPlan nb = load(base("", "[sweep]\n\"compression.codec.format\" = [\"none\", \"int\"]\n"
+                                          "\"compression.codec.bits\" = [2, 4, 8]\n"));
+  ASSERT_EQ(nb.cells.size(), 1u + 1u + 3u);
+  int float32_cells = 0;
+  for (const auto& cell : nb.cells) float32_cells += !cell.config.full_cache && cell.config.codec.none();
+  EXPECT_EQ(float32_cells, 1);
+}
+
+TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
+  std::string text = base();
+  text.replace(text.find("fraction = 0.2"), 14, "bytes_fraction = 0.1");
+  const rkv::RunPlan p = load(text + "[compression.codec]\nformat = \"int\"\nbits = 4\n");
+  const rkv::CellConfig& cc = p.cells[1].config;
+  ASSERT_TRUE(cc.budget_bytes_fraction.has_value());
+  EXPECT_FALSE(cc.budget_fraction.has_value());
+  EXPECT_NE(p.cells[1].label.find("kv bytes=0.1"), std::string::npos) << p.cells[1].label;
+  // SmolLM2's d = 64: float32 516 bytes per entry and KV head, int4 asymmetric g32 84: f = 0.1 x 516 / 84.
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(cc, 64), 0.1 * 516.0 / 84.0);
+  const rkv::RunPlan none = load(text);  // without a codec the bytes fraction is the token fraction
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(none.cells[1].config, 64), 0.1);
+  std::string big = base();
+  big.replace(big.find("fraction = 0.2"), 14, "bytes_fraction = 0.9");
+  const rkv::RunPlan capped = load(big + "[compression.codec]\nformat = \"q8_0\"\n");
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(capped.cells[1].config, 64), 1.0);  // 0.9 x 516 / 140 > 1: keep everything
+  std::string both = base();
+  both.replace(both.find("fraction = 0.2"), 14, "fraction = 0.2\nbytes_fraction = 0.1");
+  EXPECT_NE(error(both).find("exactly one"), std::string::npos);
+  std::string bad = base();
+  bad.replace(bad.find("fraction = 0.2"), 14, "bytes_fraction = 1.5");
+  EXPECT_NE(error(bad).find("budget.bytes_fraction"), std::string::npos);
+  // Per-layer bits follow the profile: the cell uses its signal even under the uniform allocator.
+  std::string uniform = base("[compression.codec]\nformat = \"int\"\nlayer_bits = \"profile\"\n");
+  uniform.replace(uniform.find("plugin = \"ripplekv\""), 19, "plugin = \"uniform\"");
+  const rkv::RunPlan lb = load(uniform);
+  EXPECT_TRUE(lb.cells[1].config.uses_profile);
+  EXPECT_EQ(lb.cells[1].config.codec.label(), "int4-asym-g32-profile4");
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"q4_0\"\nlayer_bits = \"profile\"\n")).find("layer_bits"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"int\"\nlayer_bits = \"per-token\"\n")).find("layer_bits"),
+            std::string::npos);
 }
 
 TEST_F(Config, SweepIsTheCartesianProduct) {
@@ -399,7 +474,7 @@ TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
   EXPECT_EQ(p.cells[3].config.decode.policy, "h2o");
   EXPECT_EQ(p.cells[3].values["compression.decode.policy"], "h2o");
   const std::string e = error(base("", "[sweep]\n\"compression.query_aware\" = [true]\n"));
-  EXPECT_NE(e.find("only the decode policy is swept"), std::string::npos) << e;
+  EXPECT_NE(e.find("only the decode policy and the codec are swept"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+// The report's paired comparisons (runner/report_comparisons.hpp) on hand-made cells: which cell is each cell's
+// partner (uniform at the same scorer, budget, codec and decode policy; eviction alone at the same KV bytes), and
+// the mean of the per-example differences worked out by hand.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runner/report_comparisons.hpp"
+
+namespace {
+
+/// A cell file's meta: `allocator` short id, `scorer` short id, bytes fraction, codec format.
+rkv::CellData cell(const std::string& id, const std::string& allocator, const std::string& scorer, double bytes,
+                   const std::string& codec, const std::vector<double>& kl) {
+  rkv::CellData c;
+  c.meta = {{"cell_id", id},
+            {"label", id},
+            {"group", id},
+            {"full_cache", false},
+            {"allocator", {{"id", "org.ripplekv.allocator." + allocator}}},
+            {"scorer", {{"id", "org.ripplekv.scorer." + scorer}}},
+            {"signal", nullptr},
+            {"budget_fraction", nullptr},
+            {"budget_tokens", nullptr},
+            {"budget_bytes_fraction", bytes},
+            {"codec", {{"format", codec}}},
+            {"decode", "none"}};
+  for (size_t i = 0; i < kl.size(); ++i) {
+    rkv::ExampleOutcomeRecord r;
+    r.task = "lm_fidelity";
+    r.example = static_cast<int64_t>(i);
+    r.values["kl"] = kl[i];
+    c.examples.push_back(r);
+  }
+  return c;
+}
+
+TEST(EqualBytesComparison, PairsEachCellWithEvictionAloneAtItsBytes) {
+  const std::vector<rkv::CellData> cells = {
+      cell("evict-0.1", "uniform", "snapkv", 0.1, "none", {0.5, 0.7, 0.9}),
+      cell("evict-0.2", "uniform", "snapkv", 0.2, "none", {0.2, 0.3, 0.4}),
+      cell("int4-0.1", "uniform", "snapkv", 0.1, "int", {0.1, 0.2, 0.3}),      // - (0.5, 0.7, 0.9): mean -0.5
+      cell("kivi-0.2", "uniform", "snapkv", 0.2, "kivi", {0.3, 0.3, 0.3}),     // - (0.2, 0.3, 0.4): mean 0
+      cell("int4-knorm-0.1", "uniform", "knorm", 0.1, "int", {1.0, 1.0, 1.0}),  // no knorm baseline: not compared
+      cell("ripple-0.1", "ripplekv", "snapkv", 0.1, "none", {0.4, 0.7, 0.9}),  // allocators too: mean -1/30
+  };
+  const std::map<std::string, std::vector<std::string>> metrics = {{"lm_fidelity", {"kl"}}};
+  const auto eq = rkv::compare_at_equal_bytes(cells, metrics, 200);
+  ASSERT_EQ(eq.size(), 3u);
+  EXPECT_EQ(eq[0].label, "int4-0.1");
+  EXPECT_NEAR(eq[0].stats.mean_difference, -0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(eq[0].budget, 0.1);  // plotted against the bytes fraction
+  EXPECT_EQ(eq[1].label, "kivi-0.2");
+  EXPECT_NEAR(eq[1].stats.mean_difference, 0.0, 1e-12);
+  EXPECT_EQ(eq[2].label, "ripple-0.1");
+  EXPECT_NEAR(eq[2].stats.mean_difference, -0.1 / 3, 1e-12);
+  EXPECT_EQ(eq[0].stats.n, 3u);
+  // Against uniform, a codec cell pairs only with a uniform cell of the same codec: none here (it is uniform itself);
+  // the ripplekv cell pairs with the float32 uniform cell at its bytes.
+  const auto un = rkv::compare_with_uniform(cells, metrics, 200);
+  ASSERT_EQ(un.size(), 1u);
+  EXPECT_EQ(un[0].label, "ripple-0.1");
+  const std::string md = rkv::comparison_section(eq, "lm_fidelity", "Paired comparison at equal KV bytes");
+  EXPECT_NE(md.find("### Paired comparison at equal KV bytes"), std::string::npos);
+  EXPECT_NE(md.find("| int4-0.1 | kl | -0.5"), std::string::npos) << md;
+}
+
+}  // namespace
