@@ -410,7 +410,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   cell.uses_profile = needs_profile;  // otherwise the signal does not change what this cell computes
 
   const toml::table* b = sub_table(c, root, "budget", "budget");
-  if (!b) throw InputError(c.origin + ": a [budget] section with fraction = f or tokens = N is required");
+  if (!b) throw InputError(c.origin + ": a [budget] section with fraction = f, tokens = N or bytes_fraction = x is required");
   check_keys(c, *b, "budget", {"fraction", "tokens", "bytes_fraction", "layers"});
   const toml::node* f = b->get("fraction");
   const toml::node* tk = b->get("tokens");

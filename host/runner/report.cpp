@@ -206,7 +206,8 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
          << ")\n\n";
     md << comparison_section(equal_bytes, task,
                              "Paired comparison at equal KV bytes (against eviction alone: float32 cache, uniform "
-                             "allocator, same scorer and budget.bytes_fraction)");
+                             "allocator, same scorer and budget.bytes_fraction)",
+                             "eviction alone");
     for (const auto& [metric, groups] : difference_series(equal_bytes, task))
       md << "![" << task << " " << metric << " vs eviction alone](plots/"
          << plots.paired_differences(task, metric, groups, "eviction alone") << ")\n\n";

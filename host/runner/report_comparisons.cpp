@@ -115,7 +115,7 @@ std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData
 }
 
 std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
-                               const std::string& heading) {
+                               const std::string& heading, const std::string& baseline) {
   std::ostringstream rows;
   size_t family = 0;
   for (const auto& u : comparisons) family += u.stats.n >= kMinExamplesForPValue;
@@ -131,7 +131,7 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
   if (rows.str().empty()) return "";
   std::ostringstream md;
   md << "### " << heading << "\n\n"
-     << "Difference = cell - uniform per example, with its 95% percentile-bootstrap CI. p: two-sided sign-flip "
+     << "Difference = cell - " << baseline << " per example, with its 95% percentile-bootstrap CI. p: two-sided sign-flip "
         "permutation test (exact up to n = 16), printed only when n >= "
      << kMinExamplesForPValue << " (below that: \"n too small\", and the CI is little more than the range of the "
         "differences); p (Holm): "

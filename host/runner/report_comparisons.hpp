@@ -38,6 +38,7 @@ std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData
 /// The markdown section of `task`'s comparisons (### `heading`, how to read it, table); "" when it has none.
 std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
                                const std::string& heading = "Paired comparison against uniform (same scorer, budget "
-                                                            "and examples)");
+                                                            "and examples)",
+                               const std::string& baseline = "uniform");
 
 }  // namespace rkv

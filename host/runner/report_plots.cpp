@@ -134,7 +134,8 @@ std::string ReportPlots::paired_differences(const std::string& task, const std::
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + ", cell - " + gq(baseline) +
              " on the same examples (mean, 95% CI)'\n"
-         "set xlabel 'budget'\nset ylabel 'difference in " + gq(metric) + "'\n" + budget_axis(differences) +
+         "set xlabel '" + std::string(baseline == "uniform" ? "budget" : "budget (KV bytes: fraction of the float32 cache)") +
+             "'\nset ylabel 'difference in " + gq(metric) + "'\n" + budget_axis(differences) +
              kLegendBelow + plot);
   return stem + ".png";
 }

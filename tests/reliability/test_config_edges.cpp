@@ -71,8 +71,8 @@ TEST_F(ConfigEdges, ZeroAndNegativeLengthsBudgetsAndThreads) {
   const Case cases[] = {
       {config("tokens = 0"), "'budget.tokens' must be >= 1 (got 0)"},
       {config("tokens = -64"), "'budget.tokens' must be >= 1 (got -64)"},
-      {config("fraction = 0.2\ntokens = 64"), "needs exactly one of fraction = f or tokens = N"},
-      {config(""), "needs exactly one of fraction = f or tokens = N"},
+      {config("fraction = 0.2\ntokens = 64"), "needs exactly one of fraction = f, tokens = N or bytes_fraction = x"},
+      {config(""), "needs exactly one of fraction = f, tokens = N or bytes_fraction = x"},
       {with("[data.calibration]\n", "[data.calibration]\nprefix_tokens = 0\n"), "'data.calibration.prefix_tokens' must be >= 1 (got 0)"},
       {with("[data.calibration]\n", "[data.calibration]\nwindow_tokens = -1\n"), "'data.calibration.window_tokens' must be >= 1 (got -1)"},
       {with("[data.eval]\n", "[data.eval]\nexamples = 0\n"), "'data.eval.examples' must be >= 1 (got 0)"},
