@@ -25,7 +25,7 @@ int bench_threads() {
   const char* t = std::getenv("RKV_BENCH_THREADS");
   return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
 }
-constexpr int64_t kQueryBlock = 64;  // as backend/cpu/forward.cpp
+constexpr int64_t kQueryBlock = 64;  // as backend/cpu/attention.cpp
 
 /// <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf, cache = $RIPPLEKV_CACHE or ~/.cache/ripplekv (as tests/common/assets.hpp).
 std::filesystem::path smollm2_gguf() {

@@ -58,8 +58,9 @@ const char* rkv_context_last_error(const rkv_context* ctx);
  *  *out_json is freed with rkv_string_free. */
 rkv_status rkv_plugins_json(rkv_context* ctx, char** out_json);
 
-/** Options of rkv_model_open. `dtype` was added after the first layout: a struct_size that ends before it
- *  (RKV_MODEL_OPTIONS_SIZE_V0) is accepted and reads it as NULL. */
+/** Options of rkv_model_open. `dtype` and `weights` were added after the first layout: a struct_size that ends
+ *  before a field (RKV_MODEL_OPTIONS_SIZE_V0: before dtype; RKV_MODEL_OPTIONS_SIZE_V1: before weights) is accepted
+ *  and reads that field as NULL. */
 typedef struct rkv_model_options {
   size_t struct_size; /**< sizeof(rkv_model_options) */
   const char* path;   /**< GGUF file or Hugging Face model folder (required) */
@@ -70,10 +71,18 @@ typedef struct rkv_model_options {
   int32_t threads;    /**< CPU threads, 0 = all cores; process-wide (sets the shared CPU thread pool) */
   const char* dtype;  /**< compute dtype: "f32" (NULL means "f32"; every backend) or "bf16" (cuda only); bf16 on
                            cpu, or an unknown name, is RKV_ERROR_UNSUPPORTED with the reason on ctx */
+  const char* weights; /**< how the cpu backend holds the weights (the config key model.weights): "quantized" (NULL
+                            means "quantized": Q8_0/Q4_0/Q4_1 matrices kept in their blocks, other quantized and
+                            F16/BF16 matrices requantized to Q8_0 at load; README "Weights on the CPU") or
+                            "f32" (everything dequantized to float32 at load: the exact oracle, about 4 bytes per
+                            parameter). The cuda backend always loads float32. Another name is
+                            RKV_ERROR_INVALID_ARGUMENT naming "weights" on ctx, before the model file is read */
 } rkv_model_options;
 
 /** struct_size of the first rkv_model_options layout (path, backend, threads). */
 #define RKV_MODEL_OPTIONS_SIZE_V0 (offsetof(rkv_model_options, threads) + sizeof(int32_t))
+/** struct_size of the second rkv_model_options layout (path, backend, threads, dtype). */
+#define RKV_MODEL_OPTIONS_SIZE_V1 (offsetof(rkv_model_options, dtype) + sizeof(const char*))
 
 /** Opens a model and its tokenizer into *out (closed with rkv_model_close). On failure *out is NULL and the message
  *  is on ctx. */

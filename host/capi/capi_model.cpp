@@ -26,7 +26,11 @@ rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_mode
     require(o->path, "options->path");
     const std::string kind = o->backend ? o->backend : "cpu";
     if (o->threads < 0) throw rkv::InputError("threads must be >= 0 (got " + std::to_string(o->threads) + ")");
-    const bool has_dtype = o->struct_size >= offsetof(rkv_model_options, dtype) + sizeof(const char*);
+    const bool has_dtype = o->struct_size >= RKV_MODEL_OPTIONS_SIZE_V1;
+    const bool has_weights = o->struct_size >= offsetof(rkv_model_options, weights) + sizeof(const char*);
+    const std::string weights = has_weights && o->weights ? o->weights : "quantized";
+    if (weights != "quantized" && weights != "f32")
+      throw rkv::InputError("weights must be \"quantized\" or \"f32\" (got \"" + weights + "\")");
     rkv::BackendOptions bo;
     bo.threads = o->threads;
     bo.dtype = has_dtype && o->dtype ? o->dtype : "f32";
@@ -36,8 +40,9 @@ rkv_status rkv_model_open(rkv_context* ctx, const rkv_model_options* o, rkv_mode
       unsupported = RKV_ERROR_UNSUPPORTED;  // an unknown backend, or cuda without a device or a CUDA build
       throw;
     }
-    // The CPU backend's fast path (quantized GGUF weights, model.weights' default); cuda loads float32.
-    rkv::Model model = rkv::load_model(o->path, rkv::weights_for_backend(kind, rkv::WeightStorage::quantized));
+    // weights as model.weights (default: the CPU backend's quantized fast path); cuda loads float32 whatever it says.
+    const rkv::WeightStorage storage = weights == "f32" ? rkv::WeightStorage::f32 : rkv::WeightStorage::quantized;
+    rkv::Model model = rkv::load_model(o->path, rkv::weights_for_backend(kind, storage));
     rkv::Tokenizer tok = model.gguf ? rkv::Tokenizer::from_gguf(*model.gguf) : rkv::Tokenizer::from_path(o->path);
     auto m = std::make_unique<rkv_model>(rkv_model{std::move(model), std::move(tok), std::string(), nullptr});
     m->backend = rkv::make_backend(kind, m->model, bo);

@@ -66,8 +66,12 @@ void print_layer_types(const rkv::ModelConfig& c, std::ostream& os) {
 
 /// What the CPU backend holds with model.weights = "quantized" (the default) for this file.
 std::string native_formats_note(const rkv::Model& m) {
-  if (m.format != "gguf") return "f32 (Hugging Face folders load as f32)";
   bool requantized = false, native = false;
+  if (m.format != "gguf") {  // safetensors: F16/BF16 matrices are requantized, F32 ones stay float32
+    for (const auto& t : m.source_tensors) requantized |= t.shape.size() == 2 && (t.type == "F16" || t.type == "BF16");
+    return std::string(requantized ? "f16/bf16 matrices requantized to q8_0" : "f32 (an F32 folder stays f32)") +
+           " (model.weights = \"quantized\", the default; \"f32\" dequantizes all)";
+  }
   for (const auto& t : m.source_tensors) {
     if (t.shape.size() != 2) continue;
     const bool is_native = t.type == "q8_0" || t.type == "q4_0" || t.type == "q4_1";

@@ -1,6 +1,9 @@
 // Loading a model from a Hugging Face folder: config.json + model.safetensors, or shards listed in
 // model.safetensors.index.json ("weight_map": {tensor name: file name}). Tensor names follow transformers'
 // LlamaForCausalLM / Qwen2ForCausalLM (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head).
+// With WeightStorage::quantized the F16 and BF16 matrices (embeddings, LM head, Q/K/V/O, gate, up, down) whose rows
+// are whole blocks of 32 are requantized to Q8_0 at load, as the GGUF loader requantizes F16/BF16 GGUF matrices;
+// F32 matrices, norms and biases stay float32 (model.hpp).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
+#include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
 #include "model/safetensors.hpp"
@@ -66,7 +70,7 @@ struct Shards {
 
 }  // namespace
 
-Model load_hf_model(const std::string& folder) {
+Model load_hf_model(const std::string& folder, WeightStorage weights) {
   const fs::path dir(folder);
   const fs::path cfg_path = dir / "config.json";
   if (!fs::exists(cfg_path)) throw InputError(folder + ": no config.json (expected a Hugging Face model folder)");
@@ -77,6 +81,7 @@ Model load_hf_model(const std::string& folder) {
   Model m;
   m.path = folder;
   m.format = "safetensors";
+  m.weights = weights;
   ModelConfig& c = m.config;
   const std::string model_type = cfg.value("model_type", std::string());
   std::string arch_name = model_type;
@@ -178,8 +183,9 @@ Model load_hf_model(const std::string& folder) {
     }
   }
 
-  bool check_only = false;  // load() only checks that the tensor exists with its shape, and returns {}
-  auto load = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
+  bool check_only = false;  // load() and load_matrix() only check that the tensor exists with its shape
+  // The file and tensor `name`, after checking its shape against `expected`.
+  auto find = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
     auto it = sh.by_name.find(name);
     if (it == sh.by_name.end()) {
       throw InputError(folder + ": missing tensor '" + name + "' (expected shape " + detail::shape_str(expected) + ", " +
@@ -188,33 +194,53 @@ Model load_hf_model(const std::string& folder) {
     const SafetensorsFile& f = sh.files[it->second.first];
     const SafetensorsTensor& t = *it->second.second;
     detail::check_shape(f.path(), name, t.shape, expected, what);
+    return std::make_pair(&f, &t);
+  };
+  auto load = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
+    const auto [f, t] = find(name, expected, what);
     if (check_only) return std::vector<float>();
     throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
-    std::vector<float> out = safetensors_to_f32(f, t);
-    f.check_unchanged("loading the model");  // truncated meanwhile: the tensor read zeros (model/mapped_file.hpp)
+    std::vector<float> out = safetensors_to_f32(*f, *t);
+    f->check_unchanged("loading the model");  // truncated meanwhile: the tensor read zeros (model/mapped_file.hpp)
     return out;
+  };
+  // A weight matrix [rows, cols]: Q8_0 blocks into `q` when storing quantized weights and the tensor is F16 or BF16
+  // with cols a multiple of 32, else float32 into `f32`.
+  auto load_matrix = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
+                         std::vector<float>& f32, QuantMatrix& q) {
+    const auto [f, t] = find(name, expected, what);
+    if (check_only) return;
+    const bool half = t->dtype == "F16" || t->dtype == "BF16";
+    if (weights != WeightStorage::quantized || !half || expected[1] % 32 != 0) {
+      f32 = load(name, expected, what);
+      return;
+    }
+    throw_if_cancelled();
+    const GgmlType type = t->dtype == "F16" ? GgmlType::F16 : GgmlType::BF16;
+    q = to_quant_matrix(static_cast<uint32_t>(type), f->data(*t), expected[0], expected[1], nullptr);
+    f->check_unchanged("loading the model");
   };
 
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff, V = c.vocab_size;
-  m.tok_embd = load("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]");
+  load_matrix("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
   m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
-  if (!c.tied_embeddings) m.lm_head = load("lm_head.weight", {V, D}, "LM head [vocab, hidden]");
+  if (!c.tied_embeddings) load_matrix("lm_head.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
   auto load_layer = [&](int64_t l, LayerWeights& w) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
-    w.wq = load(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]");
-    w.wk = load(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]");
-    w.wv = load(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]");
+    load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
+    load_matrix(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
+    load_matrix(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
     if (c.qkv_bias) {
       w.bq = load(p + "self_attn.q_proj.bias", {H * d}, "query bias");
       w.bk = load(p + "self_attn.k_proj.bias", {Hkv * d}, "key bias");
       w.bv = load(p + "self_attn.v_proj.bias", {Hkv * d}, "value bias");
     }
-    w.wo = load(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]");
+    load_matrix(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
     w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
-    w.w_gate = load(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]");
-    w.w_up = load(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]");
-    w.w_down = load(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]");
+    load_matrix(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
+    load_matrix(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+    load_matrix(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
   };
   // Every layer's tensors must be in the files with their shapes before anything is sized by the configuration: a
   // corrupt num_hidden_layers or head size would otherwise ask for terabytes (see fuzz/fuzz_gguf.cpp for the GGUF twin).

@@ -51,7 +51,7 @@ Model load_model(const std::string& path, WeightStorage weights) {
     case PathKind::other:  // a FIFO would block the open until someone writes to it; a device never ends
       throw InputError(path + " is " + describe_special_file(path) +
                        "; expected a .gguf file or a Hugging Face model folder");
-    case PathKind::directory: return load_hf_model(path);
+    case PathKind::directory: return load_hf_model(path, weights);
     case PathKind::regular: break;
   }
   return load_gguf_model(path, weights);

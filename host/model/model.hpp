@@ -12,10 +12,11 @@
 //   llama.cpp's converter permutes llama Q/K rows for its adjacent-pair RoPE (convert_hf_to_gguf.py `permute`:
 //   GGUF row h*d + 2j + s holds HF row h*d + s*d/2 + j, s in {0,1}, j < d/2); the GGUF loader undoes this.
 //   qwen2 GGUFs are not permuted (llama.cpp uses NeoX RoPE for qwen2).
-// - With WeightStorage::f32 every weight is dequantized to float32 at load. With WeightStorage::quantized (GGUF
-//   only) the matrices (Q, K, V, O, gate, up, down, embeddings, LM head) are kept in ggml blocks instead
-//   (model/quant_matrix.hpp: Q8_0, Q4_0, Q4_1 as stored, other types requantized to Q8_0); their float vectors are
-//   then empty. Norm weights, biases and F32 matrices are float32 on both paths.
+// - With WeightStorage::f32 every weight is dequantized to float32 at load. With WeightStorage::quantized the
+//   matrices (Q, K, V, O, gate, up, down, embeddings, LM head) are kept in ggml blocks instead
+//   (model/quant_matrix.hpp: Q8_0, Q4_0, Q4_1 as stored in a GGUF, other GGUF types and a Hugging Face folder's
+//   F16/BF16 tensors requantized to Q8_0); their float vectors are then empty. Norm weights, biases and F32 matrices
+//   (a GGUF's F32 tensors, an F32 safetensors folder) are float32 on both paths.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -153,7 +154,7 @@ struct Model {
 /// Loads a model from `path`: a .gguf file, or a folder with config.json and model.safetensors (or sharded
 /// model-*.safetensors with model.safetensors.index.json). Weights are laid out as described at the top of this
 /// file: all float32 with `weights` = f32 (the default here: the exact oracle), matrices in ggml blocks with
-/// `quantized` (GGUF files; a Hugging Face folder always loads as float32). The SHA-256 of the source is computed.
+/// `quantized` (a Hugging Face folder's F16/BF16 matrices requantized to Q8_0; its F32 ones stay float32). The SHA-256 of the source is computed.
 /// Throws rkv::InputError for a missing/unreadable path, an unsupported architecture (named), a missing required
 /// tensor or metadata key (named), a tensor of the wrong shape (named, with the expected shape), an unsupported
 /// tensor type, or an inconsistent configuration; for a path that is neither a regular file nor a folder (a FIFO, a
@@ -164,7 +165,7 @@ Model load_model(const std::string& path, WeightStorage weights = WeightStorage:
 
 /// Loaders for one source format (load_model dispatches on the path).
 Model load_gguf_model(const std::string& path, WeightStorage weights = WeightStorage::f32);
-Model load_hf_model(const std::string& folder);
+Model load_hf_model(const std::string& folder, WeightStorage weights = WeightStorage::f32);
 
 /// Reorders the rows of a llama GGUF Q or K matrix [n_heads*head_dim, cols] from llama.cpp's permuted order back
 /// to the Hugging Face order (see the top of this file). In place. Also used for a [n_heads*head_dim] bias (cols = 1).

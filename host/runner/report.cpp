@@ -24,6 +24,19 @@ bool has_task(const CellData& c, const std::string& task) {
   return false;
 }
 
+/// The weights the cells record ("quantized", "f32"; "not recorded" for cell files that predate the field), each
+/// distinct value once.
+std::string weights_label(const std::vector<CellData>& cells) {
+  std::set<std::string> seen;
+  for (const auto& c : cells) {
+    const nlohmann::json w = weights_of(c.meta);
+    seen.insert(w.is_string() ? w.get<std::string>() : "not recorded");
+  }
+  std::string out;
+  for (const auto& w : seen) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
 std::string header(const std::vector<CellData>& cells, int resamples, const std::string& missing_note) {
   std::set<std::string> model_hashes;  // every model hash the cells record (one, as mixing is refused)
   for (const auto& c : cells) model_hashes.insert(c.meta.value("model_sha256", std::string("unknown")));
@@ -32,7 +45,8 @@ std::string header(const std::vector<CellData>& cells, int resamples, const std:
   std::ostringstream md;
   md << "# ripplekv report\n\n- run id: `" << cells[0].meta.at("run_id").get<std::string>() << "`, config sha256 `"
      << cells[0].meta.at("config_sha256").get<std::string>().substr(0, 16) << "`, model sha256 " << models
-     << ", backend " << backend_of(cells[0].meta) << "\n- cells: " << cells.size()
+     << ", backend " << backend_of(cells[0].meta) << ", weights " << weights_label(cells)
+     << "\n- cells: " << cells.size()
      << "; values are means over examples with 95% percentile-bootstrap CIs (" << resamples
      << " resamples, seeded by cell)\n\n";
   if (!missing_note.empty()) md << "> warning: " << missing_note << "\n\n";

@@ -398,6 +398,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const Model model = load_model(plan.model_path, weights_for_backend(plan.backend, plan.weights));
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
   id.model_sha256 = model.sha256;
+  id.weights = weight_storage_name(model.weights);
   id.manifest = reproducibility_manifest(plan, tok);
   // Cells kept from before must come from this model file (else one report mixes two models' numbers).
   for (size_t c : complete) check_cell_model(out, plan.cells[c].id, model.sha256);

@@ -22,6 +22,10 @@ std::string backend_of(const nlohmann::json& meta) {
   return meta.at("backend").get<std::string>() + " (" + meta.value("compute_dtype", std::string("f32")) + ")";
 }
 
+nlohmann::json weights_of(const nlohmann::json& meta) {
+  return meta.contains("weights") ? meta.at("weights") : nlohmann::json(nullptr);
+}
+
 
 
 std::string fmt(double v, int prec) {
@@ -66,7 +70,7 @@ void check_cell_meta(const nlohmann::json& m) {
     const nlohmann::json* v = field(key);
     require(key, v && v->is_string(), "a string");
   }
-  for (const char* key : {"model_sha256", "compute_dtype"}) {
+  for (const char* key : {"model_sha256", "compute_dtype", "weights"}) {
     const nlohmann::json* v = field(key);
     require(key, !v || v->is_string(), "a string");
   }

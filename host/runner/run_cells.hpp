@@ -29,6 +29,10 @@ nlohmann::json num(double v);
 /// "cpu (f32)": the backend and compute dtype a cell file records (cells written before the dtype existed are f32).
 std::string backend_of(const nlohmann::json& meta);
 
+/// The weights a cell file records ("quantized" or "f32", model.weights as loaded); null for cell files written
+/// before they were recorded (then the weights are unknown: "quantized" was the default since issue 18, "f32" before).
+nlohmann::json weights_of(const nlohmann::json& meta);
+
 /// The last component of a plugin record's id ("rkv.snapkv" -> "snapkv"); "" for null.
 std::string short_id(const nlohmann::json& plugin);
 

@@ -192,6 +192,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["model_sha256"] = m.value("model_sha256", "");
         r["backend"] = m.at("backend");
         r["compute_dtype"] = m.value("compute_dtype", "f32");
+        r["weights"] = weights_of(m);
         results << r.dump() << "\n";
       }
     }

@@ -342,6 +342,7 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["model_path"] = plan.model_path;
   j["backend"] = id.backend;
   j["compute_dtype"] = id.compute_dtype;
+  j["weights"] = id.weights;
   j["bootstrap_resamples"] = plan.bootstrap_resamples;
   j["seconds"] = seconds;
   if (!id.manifest.is_null()) j["manifest"] = id.manifest;

@@ -63,6 +63,9 @@ struct RunIdentity {
   std::string model_sha256;  ///< set once the model is loaded
   std::string backend = "cpu";        ///< the backend the cells ran on (Backend::kind())
   std::string compute_dtype = "f32";  ///< its compute dtype (Backend::compute_dtype())
+  /// The weights the model held ("quantized" or "f32": Model::weights after load, i.e. model.weights, or f32 where
+  /// the backend needs it); set once the model is loaded.
+  std::string weights = "f32";
   nlohmann::json manifest;            ///< set once the tokenizer is loaded (runner/run_manifest.hpp)
 };
 

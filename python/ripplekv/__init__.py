@@ -204,20 +204,25 @@ class Model:
 
     backend: "cpu" (default), "cuda", or "auto" (cuda when the library has the CUDA backend and a device is
     present); "cuda" without a device raises Error with ERROR_UNSUPPORTED ("model.backend = cuda: no CUDA device
-    ..."). dtype: "f32" (default) or "bf16" (cuda only). threads: CPU threads (0 = all cores), process-wide. Close
-    with close() or use as a context manager.
+    ..."). dtype: "f32" (default) or "bf16" (cuda only). threads: CPU threads (0 = all cores), process-wide.
+    weights: how the cpu backend holds the weights (the config key model.weights): "quantized" (default: Q8_0, Q4_0
+    and Q4_1 matrices kept in their blocks, other quantized and F16/BF16 matrices requantized to Q8_0 at load) or
+    "f32" (dequantized at load: the exact oracle, about 4 bytes per parameter); cuda always loads float32; another
+    value raises Error with ERROR_INVALID_ARGUMENT. Close with close() or use as a context manager.
     """
 
-    def __init__(self, path, backend="cpu", threads=0, dtype="f32"):
+    def __init__(self, path, backend="cpu", threads=0, dtype="f32", weights="quantized"):
         o = _C.ModelOptions()
         o.struct_size = ctypes.sizeof(o)
         self._h = None
         o.path = _cpath("Model: path", path)
-        for name, value, allowed in (("backend", backend, '"cpu", "cuda" or "auto"'), ("dtype", dtype, '"f32" or "bf16"')):
+        for name, value, allowed in (("backend", backend, '"cpu", "cuda" or "auto"'), ("dtype", dtype, '"f32" or "bf16"'),
+                                     ("weights", weights, '"quantized" or "f32"')):
             if not isinstance(value, str) or "\0" in value or not value.isascii():
                 raise Error(ERROR_INVALID_ARGUMENT, f"{name} must be an ASCII str without NUL: {allowed}")
         o.backend = backend.encode()
         o.dtype = dtype.encode()
+        o.weights = weights.encode()
         o.threads = _int("Model: threads", threads, 0, _INT32[1])
         self._h = ctypes.c_void_p()
         with _Context() as ctx:

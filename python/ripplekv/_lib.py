@@ -45,7 +45,7 @@ class _C:
 
     class ModelOptions(ctypes.Structure):
         _fields_ = [("struct_size", ctypes.c_size_t), ("path", ctypes.c_char_p), ("backend", ctypes.c_char_p),
-                    ("threads", ctypes.c_int32), ("dtype", ctypes.c_char_p)]
+                    ("threads", ctypes.c_int32), ("dtype", ctypes.c_char_p), ("weights", ctypes.c_char_p)]
 
     class GenerateOptions(ctypes.Structure):
         _fields_ = [("struct_size", ctypes.c_size_t), ("prompt", ctypes.c_char_p), ("chat", ctypes.c_int),

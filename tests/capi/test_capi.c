@@ -4,7 +4,8 @@
  *   test_capi model  SmolLM2: tokenize/detokenize round trip, greedy chat generation naming Paris (with the first
  *                    struct layout and the current one), generation on a compressed cache (snapkv + uniform at
  *                    fraction 0.5: B = round(0.5 T L), L = 30 budgets summing to B, kept bytes B/(T L) of the full
- *                    cache), and its errors; exits 77 (skip) when the model file is absent, unless CI=true. */
+ *                    cache), and its errors; the weights option (the resident set after opening: Q4_1 blocks
+ *                    vs float32 matrices); exits 77 (skip) when the model file is absent, unless CI=true. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,18 @@ static int failures = 0;
       ++failures;                                                                          \
     }                                                                                      \
   } while (0)
+
+/* The process's resident set in KiB (VmRSS of /proc/self/status), -1 when it cannot be read. */
+static long rss_kib(void) {
+  char line[256];
+  long kib = -1;
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  return kib;
+}
 
 static rkv_allocate_options alloc_options(const char* allocator) {
   rkv_allocate_options o;
@@ -114,6 +127,11 @@ static int test_unit(void) {
     CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_INVALID_ARGUMENT);
     CHECK(m == NULL);
     CHECK(strstr(rkv_context_last_error(ctx), "/nonexistent/model.gguf") != NULL);
+    mo.weights = "q4_1"; /* not a weights setting: refused before the file is read */
+    CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+    CHECK(strstr(rkv_context_last_error(ctx), "weights") != NULL);
+    mo.weights = NULL;
     mo.backend = "tpu";
     CHECK(rkv_model_open(ctx, &mo, &m) == RKV_ERROR_UNSUPPORTED);
     CHECK(strstr(rkv_context_last_error(ctx), "tpu") != NULL);
@@ -272,6 +290,36 @@ static int test_model(void) {
   m = NULL;
   mo.struct_size = sizeof mo;
   mo.dtype = NULL;
+  /* weights: SmolLM2-135M has 135M parameters, 94 MB of Q4_1 blocks in the file. "quantized" (the default) holds
+     those blocks (the mapped file, about 100 MB resident); "f32" dequantizes every matrix (4 bytes a parameter, about
+     540 MB). The resident set the open adds says which the model holds. */
+  {
+    long before = rss_kib();
+    long added_quantized, added_f32;
+    mo.weights = "quantized";
+    CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
+    added_quantized = rss_kib() - before;
+    rkv_model_close(m);
+    before = rss_kib();
+    mo.weights = "f32";
+    CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
+    added_f32 = rss_kib() - before;
+    rkv_model_close(m);
+    printf("resident set added by rkv_model_open: weights = quantized %ld KiB, f32 %ld KiB\n", added_quantized,
+           added_f32);
+    CHECK(before > 0);
+    CHECK(added_quantized < 250 * 1024);
+    CHECK(added_f32 > 400 * 1024);
+    /* A caller built against the second layout (up to dtype) never sets weights: whatever lies past its struct_size
+       is not read, and the model opens with the default. */
+    mo.weights = "not read";
+    mo.struct_size = RKV_MODEL_OPTIONS_SIZE_V1;
+    CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
+    rkv_model_close(m);
+    mo.struct_size = sizeof mo;
+    mo.weights = NULL;
+  }
+  m = NULL;
   CHECK_OK(rkv_context_last_error(ctx), rkv_model_open(ctx, &mo, &m));
   if (!m) return 1;
 

@@ -1,9 +1,10 @@
-// model.weights = "quantized" on synthetic GGUF files (model/quant_matrix.hpp): the matrices a file stores in Q4_0,
-// Q4_1 or Q8_0 are kept as stored (Q/K rows unpermuted), other types are requantized to Q8_0, and the forward on
-// them agrees with the float32 load of the same file.
+// model.weights = "quantized" on synthetic GGUF files and Hugging Face folders (model/quant_matrix.hpp): the matrices
+// a file stores in Q4_0, Q4_1 or Q8_0 are kept as stored (Q/K rows unpermuted), other types (and a folder's F16/BF16
+// tensors) are requantized to Q8_0, and the forward on them agrees with the float32 load of the same file.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "backend/cpu/forward.hpp"
@@ -90,6 +91,54 @@ TEST(QuantizedLoad, RequantizesF16ToQ8_0AndLeavesF32MatricesAlone) {
         EXPECT_LE(std::fabs(row[blk * 32 + j] - a.w_gate[r * 64 + blk * 32 + j]), amax / 254 + amax / 2048);
     }
   }
+}
+
+// A Hugging Face folder (safetensors) under weights = "quantized": its BF16 and F16 matrices become Q8_0 blocks whose
+// rows are quantize_row_q8_0 (llama.cpp's quantize_row_q8_0_ref) of the half-precision values the f32 load reads,
+// norms stay float32, and an F32 folder's matrices stay float32.
+TEST(QuantizedLoad, HfFolderHalfMatricesAreRequantizedToQ8_0AndF32OnesKept) {
+  const rkv::Model ref = wide_synthetic("qwen2");  // with Q/K/V biases (float32 on both paths)
+  for (const std::string dtype : {"BF16", "F16"}) {
+    const fs::path dir = fs::path(testing::TempDir()) / ("rkv_quant_hf_" + dtype);
+    fs::remove_all(dir);
+    rkv_test::write_hf_folder(ref, dir, dtype);
+    const rkv::Model f = rkv::load_model(dir.string(), WeightStorage::f32);
+    const rkv::Model q = rkv::load_model(dir.string(), WeightStorage::quantized);
+    EXPECT_EQ(q.weights, WeightStorage::quantized);
+    EXPECT_EQ(q.parameter_count(), f.parameter_count());
+    EXPECT_TRUE(q.tok_embd.empty());
+    auto expect_q8_0_of = [](const rkv::QuantMatrix& m, const std::vector<float>& halves, const std::string& what) {
+      ASSERT_EQ(m.type, static_cast<uint32_t>(GgmlType::Q8_0)) << what;
+      ASSERT_EQ(static_cast<size_t>(m.rows * m.cols), halves.size()) << what;
+      std::vector<uint8_t> row(static_cast<size_t>(m.row_bytes()));
+      for (int64_t r = 0; r < m.rows; ++r) {
+        rkv::quantize_row_q8_0(halves.data() + r * m.cols, row.data(), m.cols);
+        ASSERT_EQ(0, std::memcmp(row.data(), m.row(r), row.size())) << what << " row " << r;
+      }
+    };
+    expect_q8_0_of(q.tok_embd_q, f.tok_embd, dtype + " token embeddings");
+    for (size_t l = 0; l < f.layers.size(); ++l) {
+      const rkv::LayerWeights &a = f.layers[l], &b = q.layers[l];
+      EXPECT_TRUE(b.wq.empty() && b.wk.empty() && b.wv.empty() && b.wo.empty() && b.w_gate.empty() && b.w_up.empty() &&
+                  b.w_down.empty());
+      expect_q8_0_of(b.quant.wq, a.wq, dtype + " wq");
+      expect_q8_0_of(b.quant.wk, a.wk, dtype + " wk");
+      expect_q8_0_of(b.quant.wv, a.wv, dtype + " wv");
+      expect_q8_0_of(b.quant.wo, a.wo, dtype + " wo");
+      expect_q8_0_of(b.quant.w_gate, a.w_gate, dtype + " w_gate");
+      expect_q8_0_of(b.quant.w_up, a.w_up, dtype + " w_up");
+      expect_q8_0_of(b.quant.w_down, a.w_down, dtype + " w_down");
+      EXPECT_EQ(b.attn_norm, a.attn_norm);
+      EXPECT_EQ(b.bq, a.bq);
+    }
+  }
+  const fs::path dir = fs::path(testing::TempDir()) / "rkv_quant_hf_F32";
+  fs::remove_all(dir);
+  rkv_test::write_hf_folder(ref, dir, "F32");
+  const rkv::Model q = rkv::load_model(dir.string(), WeightStorage::quantized);
+  EXPECT_TRUE(q.tok_embd_q.empty() && q.layers[0].quant.wq.empty() && q.layers[1].quant.w_down.empty());
+  EXPECT_EQ(q.tok_embd, ref.tok_embd);
+  EXPECT_EQ(q.layers[1].w_down, ref.layers[1].w_down);
 }
 
 double mean_kl(const std::vector<float>& p_logits, const std::vector<float>& q_logits, int64_t V) {

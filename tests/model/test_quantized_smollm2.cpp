@@ -19,6 +19,7 @@
 #include "common/assets.hpp"
 #include "core/subprocess.hpp"
 #include "model/model.hpp"
+#include "model_writers.hpp"
 #include "runner/sampling.hpp"
 
 namespace {
@@ -62,16 +63,18 @@ double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t
   return total / static_cast<double>(rows);
 }
 
-// On the positions the llama.cpp fixture compares (the last n of each prompt): the f32 prefill's logits against the
-// quantized path's, (a) prefilled in one go (dequantized tiles: float rounding only) and (b) prefilled up to T - n
-// and then decoded token by token (int8 activations, two levels for the LM head).
-TEST(QuantizedSmolLM2, DecodeLogitsStayWithinLlamaCppsNoiseOfTheF32Path) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
-  rkv::cpu::set_num_threads(2);
-  const rkv::Model &f = model(WeightStorage::f32), &q = model(WeightStorage::quantized);
-  const int64_t V = f.config.vocab_size;
+/// The f32 path `f` against the quantized path `q` on the positions the llama.cpp fixture compares (the last n of
+/// each prompt): f's prefill logits against q's, (a) prefilled in one go (dequantized tiles) and (b) prefilled up to
+/// T - n and then decoded token by token (int8 activations, two levels for the LM head). Mean KL over the positions
+/// and argmax disagreements of each.
+struct PathComparison {
   double kl_decode = 0, kl_prefill = 0;
   int64_t rows = 0, differ_decode = 0, differ_prefill = 0;
+};
+
+PathComparison compare_paths(const rkv::Model& f, const rkv::Model& q) {
+  const int64_t V = f.config.vocab_size;
+  PathComparison c;
   for (const auto& [ids, n] : fixture_prompts()) {
     const int64_t T = static_cast<int64_t>(ids.size());
     rkv::cpu::Workspace ws;
@@ -86,18 +89,48 @@ TEST(QuantizedSmolLM2, DecodeLogitsStayWithinLlamaCppsNoiseOfTheF32Path) {
       const std::vector<float> step = rkv::cpu::decode_step(q, ids[static_cast<size_t>(t)], t, cd, ws);
       decoded.insert(decoded.end(), step.begin(), step.end());
     }
-    kl_decode += mean_kl(exact, decoded, V, &differ_decode) * static_cast<double>(n);
-    kl_prefill += mean_kl(exact, tiles, V, &differ_prefill) * static_cast<double>(n);
-    rows += n;
+    c.kl_decode += mean_kl(exact, decoded, V, &c.differ_decode) * static_cast<double>(n);
+    c.kl_prefill += mean_kl(exact, tiles, V, &c.differ_prefill) * static_cast<double>(n);
+    c.rows += n;
   }
-  kl_decode /= static_cast<double>(rows);
-  kl_prefill /= static_cast<double>(rows);
+  c.kl_decode /= static_cast<double>(c.rows);
+  c.kl_prefill /= static_cast<double>(c.rows);
+  return c;
+}
+
+TEST(QuantizedSmolLM2, DecodeLogitsStayWithinLlamaCppsNoiseOfTheF32Path) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  rkv::cpu::set_num_threads(2);
+  const PathComparison c = compare_paths(model(WeightStorage::f32), model(WeightStorage::quantized));
   std::printf("quantized vs f32 over %lld positions: decode (int8 activations) mean KL %.3g, argmax differs at %lld; "
               "prefill (dequantized tiles) mean KL %.3g, argmax differs at %lld\n",
-              static_cast<long long>(rows), kl_decode, static_cast<long long>(differ_decode), kl_prefill,
-              static_cast<long long>(differ_prefill));
-  EXPECT_LT(kl_decode, 4e-3);   // the llama.cpp fixture bound (SmolLM2.AgreesWithLlamaCpp)
-  EXPECT_LT(kl_prefill, 1e-6);  // the same dequantized weights in f32: float rounding only
+              static_cast<long long>(c.rows), c.kl_decode, static_cast<long long>(c.differ_decode), c.kl_prefill,
+              static_cast<long long>(c.differ_prefill));
+  EXPECT_LT(c.kl_decode, 4e-3);   // the llama.cpp fixture bound (SmolLM2.AgreesWithLlamaCpp)
+  EXPECT_LT(c.kl_prefill, 1e-6);  // the same dequantized weights in f32: float rounding only
+}
+
+// A Hugging Face folder in BF16 (SmolLM2's weights rounded to bf16, as HF checkpoints ship) under weights =
+// "quantized": its matrices are requantized to Q8_0 at load, so both paths carry weight rounding beside the int8
+// activations; both must stay within the same llama.cpp bound of the folder's own f32 load.
+TEST(QuantizedSmolLM2, Bf16HfFolderRequantizedToQ8_0StaysWithinLlamaCppsNoise) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  rkv::cpu::set_num_threads(2);
+  const fs::path dir = fs::path(testing::TempDir()) / "rkv_smollm2_bf16_hf";
+  fs::remove_all(dir);
+  rkv_test::write_hf_folder(model(WeightStorage::f32), dir, "BF16");
+  const rkv::Model f = rkv::load_model(dir.string(), WeightStorage::f32);
+  const rkv::Model q = rkv::load_model(dir.string(), WeightStorage::quantized);
+  fs::remove_all(dir);
+  ASSERT_EQ(q.layers[0].quant.wq.type, 8u);  // Q8_0
+  const PathComparison c = compare_paths(f, q);
+  std::printf("BF16 HF folder, Q8_0 vs f32 load over %lld positions: decode mean KL %.3g (argmax differs at %lld), "
+              "prefill mean KL %.3g (argmax differs at %lld)\n",
+              static_cast<long long>(c.rows), c.kl_decode, static_cast<long long>(c.differ_decode), c.kl_prefill,
+              static_cast<long long>(c.differ_prefill));
+  EXPECT_LT(c.kl_decode, 4e-3);   // the llama.cpp fixture bound (SmolLM2.AgreesWithLlamaCpp)
+  EXPECT_LT(c.kl_prefill, 4e-3);  // Q8_0 weights in f32 tiles: weight rounding only
+  EXPECT_GT(c.kl_prefill, 0.0);   // the requantization is real (not the f32 weights again)
 }
 
 std::string generate(const std::string& weights) {

@@ -79,6 +79,14 @@ class Unit(unittest.TestCase):
         with self.assertRaises(ripplekv.Error) as e:
             ripplekv.Model("/nonexistent/model.gguf")
         self.assertIn("/nonexistent/model.gguf", e.exception.message)
+        # weights is checked by the library before the file is read, naming the option.
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.Model("/nonexistent/model.gguf", weights="q4_1")
+        self.assertEqual(e.exception.status, ripplekv.ERROR_INVALID_ARGUMENT)
+        self.assertIn("weights", e.exception.message)
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.Model("/nonexistent/model.gguf", weights="f32\0")  # a NUL would cut the C string to "f32"
+        self.assertIn("weights", e.exception.message)
         with self.assertRaises(ripplekv.Error) as e:
             ripplekv.results("/nonexistent/run")
         self.assertIn("results.jsonl", e.exception.message)
@@ -116,7 +124,28 @@ class Unit(unittest.TestCase):
                          [3, 3, 2, 2])
 
 
+def resident_kib():
+    """VmRSS of this process in KiB (Linux /proc)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
 class WithModel(unittest.TestCase):
+    def test_weights(self):
+        # SmolLM2-135M: 135M parameters, 94 MB of Q4_1 blocks in the file. weights="quantized" (the default) holds the
+        # blocks (the mapped file, about 100 MB resident); "f32" dequantizes every matrix to 4 bytes a parameter
+        # (about 540 MB). The resident set an open adds says which the library holds.
+        added = {}
+        for weights in ("quantized", "f32"):
+            before = resident_kib()
+            with ripplekv.Model(MODEL, threads=2, weights=weights):
+                added[weights] = resident_kib() - before
+        self.assertLess(added["quantized"], 250 * 1024, added)
+        self.assertGreater(added["f32"], 400 * 1024, added)
+
     def test_tokenize_generate(self):
         with ripplekv.Model(MODEL, threads=2) as m:
             ids = m.tokenize("Hello world")

@@ -615,6 +615,36 @@ TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
   EXPECT_FALSE(fs::exists(dir / "out" / "cells" / (p.cells[2].id + ".json")));  // nothing computed
 }
 
+// Issue 18: a cell's numbers say which weights produced them. model.weights (default "quantized") is recorded in every
+// cell file, every results.jsonl row and the report header.
+TEST_F(SyntheticRun, CellsResultsAndReportRecordTheWeights) {
+  for (const std::string weights : {"", "f32", "quantized"}) {
+    std::string text = config("[scorer]\nplugin = \"streamingllm\"\n");
+    if (!weights.empty()) {
+      const std::string at = "threads = 1\n";
+      text.replace(text.find(at), at.size(), at + "weights = \"" + weights + "\"\n");
+    }
+    const std::string expected = weights.empty() ? "quantized" : weights;
+    const fs::path out = dir / ("out-" + expected + (weights.empty() ? "-default" : ""));
+    rkv::RunOptions o;
+    o.quiet = true;
+    o.out_dir = out.string();
+    ASSERT_EQ(rkv::run_ablation(plan(text), o).cells_computed, 2) << text;
+    size_t cells = 0, rows = 0;
+    for (const auto& e : fs::directory_iterator(out / "cells")) {
+      EXPECT_EQ(nlohmann::json::parse(rkv::read_file(e.path().string())).at("weights"), expected) << e.path();
+      ++cells;
+    }
+    std::istringstream results(rkv::read_file((out / "results.jsonl").string()));
+    for (std::string line; std::getline(results, line); ++rows)
+      EXPECT_EQ(nlohmann::json::parse(line).at("weights"), expected) << line;
+    EXPECT_EQ(cells, 2u);
+    EXPECT_GT(rows, 0u);
+    const std::string report = rkv::read_file((out / "report.md").string());
+    EXPECT_NE(report.find("backend cpu (f32), weights " + expected + "\n"), std::string::npos) << report;
+  }
+}
+
 // Issue 19, fault 10: --resume accepted a cell file whose "examples" is [] and the cell vanished from the report.
 // It is recomputed (--resume) or skipped with a warning (merge), like any incomplete cell file.
 TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
