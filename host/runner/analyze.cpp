@@ -381,6 +381,13 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
       ScorerDamage sd;
       sd.id = choices[s].id;
       sd.D = mean_damage(d_all[s]);
+      if (N >= 2) {  // the held-out rank: fit on the even-indexed examples, test on the odd-indexed ones
+        std::vector<std::vector<std::vector<double>>> even(fractions.size()), odd(fractions.size());
+        for (size_t fi = 0; fi < fractions.size(); ++fi)
+          for (int64_t i = 0; i < N; ++i) (i % 2 ? odd : even)[fi].push_back(d_all[s][fi][static_cast<size_t>(i)]);
+        sd.D_fit = mean_damage(even);
+        sd.D_test = mean_damage(odd);
+      }
       for (auto* spec = choices[s].info->descriptor->params; spec && *spec; ++spec)
         sd.params.emplace_back((*spec)->name, choices[s].params.values().at((*spec)->name));
       damage.push_back(std::move(sd));

@@ -20,6 +20,10 @@ struct ScorerDamage {
   std::string id;                                          ///< full plugin id
   std::vector<std::pair<std::string, ParamValue>> params;  ///< every param, in the plugin's order
   std::vector<std::vector<double>> D;                      ///< [fractions][layers]
+  /// The same mean over the even-indexed (fit) and the odd-indexed (test) evaluation examples; empty with fewer than
+  /// two examples. On D itself the guided route always ranks first among routes of its counts (it minimises that
+  /// total), so the informative rank is the held-out one: the route built on D_fit, ranked on D_test.
+  std::vector<std::vector<double>> D_fit, D_test;
 };
 
 struct RouteBuildOptions {
@@ -38,7 +42,8 @@ struct RouteReport {
 
 /// Builds the guided route at every fraction (least damage per layer, or with options.counts exactly those counts),
 /// ranks it among options.random_routes random placements of the same counts by total damage sum_l D_l, and lists
-/// each scorer's homogeneous total for comparison. Requires at least two scorers with tables of equal shape; throws
+/// each scorer's homogeneous total for comparison; with D_fit and D_test, also the held-out rank (built on D_fit,
+/// ranked against random placements of its counts on D_test). Requires at least two scorers with tables of equal shape; throws
 /// rkv::InputError otherwise, or for counts that do not fit (route_builder.hpp).
 RouteReport build_route_report(const std::vector<ScorerDamage>& scorers, const std::vector<double>& fractions,
                                const RouteBuildOptions& options);

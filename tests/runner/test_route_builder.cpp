@@ -123,6 +123,29 @@ TEST(RouteReport, JsonAndTomlOfTheGuidedRoute) {
             std::string::npos)
       << r.toml;
   EXPECT_THROW(rkv::build_route_report({a}, {0.2}, o), rkv::InputError);  // one scorer is no route
+  EXPECT_FALSE(r.json[0].contains("held_out"));
+}
+
+// The held-out rank: built on D_fit, ranked on D_test. Fit: layer 0 snapkv (1 < 3), layer 1 knorm (4 < 5), counts
+// (1, 1). Test: that route costs 2 + 2 = 4; the only other placement of the counts, (knorm, snapkv), costs 1 + 1 = 2.
+// So the held-out rank is 1 + the random placements drawn as (knorm, snapkv), and best / worst are 2 / 4.
+TEST(RouteReport, HeldOutRankIsBuiltOnFitAndRankedOnTest) {
+  rkv::ScorerDamage a{"org.ripplekv.scorer.snapkv", {}, {{1, 1}}, {{1, 5}}, {{2, 1}}};
+  rkv::ScorerDamage b{"org.ripplekv.scorer.knorm", {}, {{1, 1}}, {{3, 4}}, {{1, 2}}};
+  rkv::RouteBuildOptions o;
+  o.random_routes = 40;
+  o.seed = 9;
+  const rkv::RouteReport r = rkv::build_route_report({a, b}, {0.3}, o);
+  const nlohmann::json& h = r.json[0].at("held_out");
+  int64_t swapped = 0;
+  for (const auto& route : rkv::random_routes({1, 1}, 40, 9)) swapped += route == RouteChoice{1, 0};
+  ASSERT_GT(swapped, 0);
+  ASSERT_LT(swapped, 40);
+  EXPECT_DOUBLE_EQ(h.at("damage").get<double>(), 4.0);
+  EXPECT_EQ(h.at("rank").get<int64_t>(), 1 + swapped);
+  EXPECT_EQ(h.at("ties").get<int64_t>(), 40 - swapped);
+  EXPECT_DOUBLE_EQ(h.at("best").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(h.at("worst").get<double>(), 4.0);
 }
 
 }  // namespace
