@@ -195,6 +195,65 @@ nlohmann::json scorer_damage_json(const std::vector<PluginChoice>& choices, cons
   return out;
 }
 
+/// The route builder's options from the command line: --route-counts matched to `choices` (by full or short id) and
+/// checked to sum to the `L` layers. rkv::InputError for --scorers without a second scorer, a count naming a scorer
+/// that is not analysed, or counts of another total.
+RouteBuildOptions route_build_options(const AnalyzeOptions& opt, const std::vector<PluginChoice>& choices, int64_t L) {
+  if (!opt.scorers.empty() && choices.size() < 2)
+    throw InputError("analyze: --scorers names only the config's [scorer] (" + choices.front().id +
+                     "); a route needs a second scorer");
+  RouteBuildOptions o;
+  o.random_routes = opt.random_routes;
+  o.seed = opt.route_seed;
+  if (opt.route_counts.empty()) return o;
+  o.counts.assign(choices.size(), 0);
+  size_t named = 0;
+  for (size_t s = 0; s < choices.size(); ++s)
+    for (const auto& [name, count] : opt.route_counts)
+      if (name == choices[s].id || name == short_signal(choices[s].id)) o.counts[s] = count, ++named;
+  if (named != opt.route_counts.size())
+    throw InputError("analyze: --route-counts names a scorer that is not analysed (the config's [scorer] and --scorers)");
+  int64_t total = 0;
+  for (int64_t c : o.counts) total += c;
+  if (total != L)
+    throw InputError("analyze: --route-counts sum to " + std::to_string(total) + ", but the model has " +
+                     std::to_string(L) + " layers");
+  return o;
+}
+
+/// Every scorer's D (all examples, and the even/odd halves for the held-out rank) from d[s][f][i][l], then
+/// analysis.json "scorers" and "routes", their analysis.md sections, route.toml and route-random.toml in `out`.
+void write_routes(const std::vector<PluginChoice>& choices,
+                  const std::vector<std::vector<std::vector<std::vector<double>>>>& d, const std::vector<double>& fractions,
+                  const AnalyzeOptions& opt, RouteBuildOptions options, const fs::path& out, nlohmann::json& j,
+                  std::ostringstream& md) {
+  std::vector<ScorerDamage> damage;
+  for (size_t s = 0; s < choices.size(); ++s) {
+    ScorerDamage sd;
+    sd.id = choices[s].id;
+    sd.D = mean_damage(d[s]);
+    const size_t N = d[s].front().size();
+    if (N >= 2) {  // the held-out rank: fit on the even-indexed examples, test on the odd-indexed ones
+      std::vector<std::vector<std::vector<double>>> even(fractions.size()), odd(fractions.size());
+      for (size_t fi = 0; fi < fractions.size(); ++fi)
+        for (size_t i = 0; i < N; ++i) (i % 2 ? odd : even)[fi].push_back(d[s][fi][i]);
+      sd.D_fit = mean_damage(even);
+      sd.D_test = mean_damage(odd);
+    }
+    for (auto* spec = choices[s].info->descriptor->params; spec && *spec; ++spec)
+      sd.params.emplace_back((*spec)->name, choices[s].params.values().at((*spec)->name));
+    damage.push_back(std::move(sd));
+  }
+  j["scorers"] = scorer_damage_json(choices, damage, fractions, md);
+  const auto at = std::find(fractions.begin(), fractions.end(), opt.route_fraction.value_or(fractions.front()));
+  options.toml_fraction = static_cast<size_t>(at - fractions.begin());
+  const RouteReport routes = build_route_report(damage, fractions, options);
+  j["routes"] = routes.json;
+  md << "\n" << routes.markdown;
+  write_file_atomically((out / "route.toml").string(), routes.toml);
+  write_file_atomically((out / "route-random.toml").string(), routes.random_toml);
+}
+
 }  // namespace
 
 void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
@@ -254,27 +313,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
         *instances.back(), rkv_attention_shape{sizeof(rkv_attention_shape), L, mc.n_heads, mc.n_kv_heads, mc.head_dim});
     scorers[s].key = key_of(choices[s]);
   }
-  if (!opt.scorers.empty() && choices.size() < 2)
-    throw InputError("analyze: --scorers names only the config's [scorer] (" + choices.front().id +
-                     "); a route needs a second scorer");
-  RouteBuildOptions route_options;
-  route_options.random_routes = opt.random_routes;
-  route_options.seed = opt.route_seed;
-  if (!opt.route_counts.empty()) {
-    route_options.counts.assign(choices.size(), 0);
-    int64_t named = 0;
-    for (size_t s = 0; s < choices.size(); ++s) {
-      for (const auto& [name, count] : opt.route_counts)
-        if (name == choices[s].id || name == short_signal(choices[s].id)) route_options.counts[s] = count, ++named;
-    }
-    if (named != static_cast<int64_t>(opt.route_counts.size()))
-      throw InputError("analyze: --route-counts names a scorer that is not analysed (the config's [scorer] and --scorers)");
-    int64_t total = 0;
-    for (int64_t c : route_options.counts) total += c;
-    if (total != L)
-      throw InputError("analyze: --route-counts sum to " + std::to_string(total) + ", but the model has " +
-                       std::to_string(L) + " layers");
-  }
+  const RouteBuildOptions route_options = route_build_options(opt, choices, L);
 
   // Profiles (cached like a run's).
   std::vector<SensitivityProfile> profiles;
@@ -375,32 +414,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   }
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const fs::path out(opt.out_dir);
-  if (choices.size() > 1) {  // --scorers: D_l per scorer, the guided route and its random-placement baseline
-    std::vector<ScorerDamage> damage;
-    for (size_t s = 0; s < choices.size(); ++s) {
-      ScorerDamage sd;
-      sd.id = choices[s].id;
-      sd.D = mean_damage(d_all[s]);
-      if (N >= 2) {  // the held-out rank: fit on the even-indexed examples, test on the odd-indexed ones
-        std::vector<std::vector<std::vector<double>>> even(fractions.size()), odd(fractions.size());
-        for (size_t fi = 0; fi < fractions.size(); ++fi)
-          for (int64_t i = 0; i < N; ++i) (i % 2 ? odd : even)[fi].push_back(d_all[s][fi][static_cast<size_t>(i)]);
-        sd.D_fit = mean_damage(even);
-        sd.D_test = mean_damage(odd);
-      }
-      for (auto* spec = choices[s].info->descriptor->params; spec && *spec; ++spec)
-        sd.params.emplace_back((*spec)->name, choices[s].params.values().at((*spec)->name));
-      damage.push_back(std::move(sd));
-    }
-    j["scorers"] = scorer_damage_json(choices, damage, fractions, md);
-    const auto at = std::find(fractions.begin(), fractions.end(), opt.route_fraction.value_or(fractions.front()));
-    route_options.toml_fraction = static_cast<size_t>(at - fractions.begin());
-    const RouteReport routes = build_route_report(damage, fractions, route_options);
-    j["routes"] = routes.json;
-    md << "\n" << routes.markdown;
-    write_file_atomically((out / "route.toml").string(), routes.toml);
-    write_file_atomically((out / "route-random.toml").string(), routes.random_toml);
-  }
+  if (choices.size() > 1)  // --scorers: D_l per scorer, the guided route and its random-placement baseline
+    write_routes(choices, d_all, fractions, opt, route_options, out, j, md);
   write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
   write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat.str());
   md << "\n" << analysis_figures(out / "plots", fractions, D, profiles, j["signals"]);
