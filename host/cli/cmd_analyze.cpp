@@ -16,18 +16,32 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n\n"
+    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n"
+    "                        [--scorers a,b,...] [--route-counts a=N,b=M] [--random-routes N] [--route-seed S]\n"
+    "                        [--route-fraction f]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
     "(default: the config's budget fractions) with bootstrap CIs over evaluation examples. Writes analysis.json,\n"
-    "analysis.md and plots/analysis_damage.png|svg in DIR.\n";
+    "analysis.md and plots/analysis_damage.png|svg in DIR.\n\n"
+    "Routes: --scorers a,b,... measures D_l(f) for these scorers too (params: the config's [scorer] or a\n"
+    "[[scorer.route]] entry that names the plugin, else its defaults) and builds the profile-guided route: per layer\n"
+    "the scorer of least damage, or with --route-counts exactly N layers on a, M on b, ... (an exact assignment,\n"
+    "Hungarian). It is ranked by total damage sum_l D_l among --random-routes (default 100) random placements of the\n"
+    "same counts (--route-seed, default 0), in analysis.json \"routes\" and analysis.md; the route at\n"
+    "--route-fraction (default the smallest fraction) is written as [[scorer.route]] tables to DIR/route.toml, and\n"
+    "the first random placement of its counts to DIR/route-random.toml.\n";
 
 int run_analyze(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
       "out", po::value<std::string>(), "output folder")("fractions", po::value<std::string>(), "f1,f2,... in (0, 1]")(
-      "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output");
+      "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output")(
+      "scorers", po::value<std::string>(), "more scorers to measure D_l for, a,b,... (ids or short ids)")(
+      "route-counts", po::value<std::string>(), "layers per scorer held fixed, a=N,b=M (summing to the layer count)")(
+      "random-routes", po::value<int64_t>(), "random placements to rank the route among (default 100)")(
+      "route-seed", po::value<int64_t>(), "seed of the random placements (default 0)")(
+      "route-fraction", po::value<double>(), "the fraction whose route goes to route.toml (default the smallest)");
   add_backend_options(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
@@ -49,6 +63,31 @@ int run_analyze(const std::vector<std::string>& args) {
       o.fractions.push_back(f);
     }
   }
+  if (vm.count("scorers")) {
+    std::stringstream ss(vm["scorers"].as<std::string>());
+    for (std::string id; std::getline(ss, id, ',');)
+      if (!id.empty()) o.scorers.push_back(id);
+    if (o.scorers.empty()) throw UsageError("--scorers lists no scorer");
+  }
+  if (vm.count("route-counts")) {
+    std::stringstream ss(vm["route-counts"].as<std::string>());
+    for (std::string item; std::getline(ss, item, ',');) {
+      const auto eq = item.find('=');
+      const std::string count = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (eq == std::string::npos || eq == 0 || count.empty() || count.size() > 6 ||
+          count.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("--route-counts: '" + item + "' is not scorer=N (N a count of layers, 0 to 999999)");
+      o.route_counts.emplace_back(item.substr(0, eq), std::stoll(count));
+    }
+  }
+  if (vm.count("random-routes")) o.random_routes = vm["random-routes"].as<int64_t>();
+  if (o.random_routes < 1 || o.random_routes > 1000000) throw UsageError("--random-routes must be in [1, 1000000]");
+  if (vm.count("route-seed")) {
+    const int64_t seed = vm["route-seed"].as<int64_t>();
+    if (seed < 0) throw UsageError("--route-seed must be >= 0");
+    o.route_seed = static_cast<uint64_t>(seed);
+  }
+  if (vm.count("route-fraction")) o.route_fraction = vm["route-fraction"].as<double>();
   RunPlan plan = load_run_plan(vm["config"].as<std::string>());
   apply_backend_options(vm, plan);
   run_analysis(plan, o);

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "backend/backend.hpp"
@@ -16,6 +18,7 @@
 #include "core/errors.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
+#include "runner/analyze_routes.hpp"
 #include "runner/compression.hpp"
 #include "runner/profile.hpp"
 #include "runner/report_plots.hpp"
@@ -94,6 +97,163 @@ std::string analysis_figures(const fs::path& plots_dir, const std::vector<double
          ")\n\n![signal vs damage](plots/" + scatter + ")\n";
 }
 
+/// The scorers whose damage is measured: the config's [scorer] first, then each of `extra` (ids or short ids) not
+/// already listed, with the params of the config's [scorer] or of the first [[scorer.route]] entry that uses it, else
+/// the plugin's defaults.
+std::vector<PluginChoice> damage_scorers(const RunPlan& plan, const PluginChoice& base, const std::vector<std::string>& extra) {
+  std::vector<PluginChoice> out = {base};
+  for (const std::string& name : extra) {
+    const PluginInfo* info = nullptr;
+    try {
+      info = &plan.registry->resolve(name, RKV_KIND_SCORER);
+    } catch (const InputError& e) {
+      throw InputError("analyze: --scorers: " + std::string(e.what()));
+    }
+    if (std::any_of(out.begin(), out.end(), [&](const PluginChoice& c) { return c.id == info->id(); })) continue;
+    PluginChoice choice;
+    choice.info = info;
+    choice.id = info->id();
+    choice.params = ParamSet::validate(*info->descriptor, {});
+    for (auto c = plan.cells.rbegin(); c != plan.cells.rend(); ++c)  // the first cell's route wins
+      for (auto e = c->config.route.rbegin(); e != c->config.route.rend(); ++e)
+        if (e->scorer.id == choice.id) choice.params = e->scorer.params;
+    out.push_back(choice);
+  }
+  return out;
+}
+
+/// d[s][f][i][l]: the damage of compressing only layer l of example i with scorer s at fraction f (mean KL over the
+/// continuation). One prefill per example serves every scorer (prefill_needs of all of them).
+std::vector<std::vector<std::vector<std::vector<double>>>> measure_damage(
+    Backend& backend, const std::vector<TextWindow>& windows, int64_t T, const std::vector<double>& fractions,
+    const std::vector<ScorerUse>& scorers, const std::function<void(const std::string&)>& note) {
+  const ModelConfig& mc = backend.model().config;
+  const int64_t L = mc.n_layers, N = static_cast<int64_t>(windows.size()), V = mc.vocab_size;
+  std::vector<const ScorerUse*> uses;
+  for (const auto& s : scorers) uses.push_back(&s);
+  const PrefillNeeds needs = prefill_needs(uses);
+  std::vector<std::vector<std::vector<std::vector<double>>>> d(
+      scorers.size(), std::vector<std::vector<std::vector<double>>>(
+                          fractions.size(), std::vector<std::vector<double>>(static_cast<size_t>(N),
+                                                                             std::vector<double>(static_cast<size_t>(L)))));
+  for (int64_t i = 0; i < N; ++i) {
+    const auto& w = windows[static_cast<size_t>(i)].tokens;
+    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const PrefilledPrompt prompt = prefill_prompt(backend, prefix, needs);
+    const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
+    ScoreMemo memo;
+    for (size_t s = 0; s < scorers.size(); ++s)
+      for (size_t fi = 0; fi < fractions.size(); ++fi)
+        for (int64_t l = 0; l < L; ++l) {
+          // f of the layer's span (min(T, window) for a sliding-window layer; cache/budget.hpp)
+          const int64_t span = mc.layer_span(l, T);
+          const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(span) + 0.5));
+          if (b < 1)
+            throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of layer " +
+                             std::to_string(l) + "'s span of " + std::to_string(span));
+          CompressedPrompt comp = compress_prompt(backend, prompt, scorers[s], {l}, {b}, memo);
+          const std::vector<float> logits = continuation_logits(backend, cont, T, *comp.cache);
+          double kl = 0;
+          for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
+          d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+        }
+    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(N) + " done");
+  }
+  return d;
+}
+
+/// D[f][l] = mean over examples of d[f][i][l].
+std::vector<std::vector<double>> mean_damage(const std::vector<std::vector<std::vector<double>>>& d) {
+  std::vector<std::vector<double>> D;
+  for (const auto& per_example : d) {
+    std::vector<double> row(per_example.empty() ? 0 : per_example.front().size(), 0.0);
+    for (const auto& e : per_example)
+      for (size_t l = 0; l < row.size(); ++l) row[l] += e[l] / static_cast<double>(per_example.size());
+    D.push_back(row);
+  }
+  return D;
+}
+
+/// analysis.json "scorers" and the markdown table of D_l per scorer at each fraction.
+nlohmann::json scorer_damage_json(const std::vector<PluginChoice>& choices, const std::vector<ScorerDamage>& damage,
+                                  const std::vector<double>& fractions, std::ostringstream& md) {
+  nlohmann::json out = nlohmann::json::array();
+  md << "\n## Compression damage per scorer\n\n| layer |";
+  for (const auto& s : damage)
+    for (double f : fractions) md << " " << short_signal(s.id) << " (f = " << f << ") |";
+  md << "\n|---:|";
+  for (size_t k = 0; k < damage.size() * fractions.size(); ++k) md << "---:|";
+  md << "\n";
+  for (size_t l = 0; !damage.empty() && l < damage.front().D.front().size(); ++l) {
+    md << "| " << l << " |";
+    for (const auto& s : damage)
+      for (const auto& row : s.D) md << " " << fmt(row[l], 4) << " |";
+    md << "\n";
+  }
+  for (size_t s = 0; s < damage.size(); ++s)
+    out.push_back({{"id", damage[s].id}, {"params", choices[s].params.to_string()}, {"D", damage[s].D}});
+  return out;
+}
+
+/// The route builder's options from the command line: --route-counts matched to `choices` (by full or short id) and
+/// checked to sum to the `L` layers. rkv::InputError for --scorers without a second scorer, a count naming a scorer
+/// that is not analysed, or counts of another total.
+RouteBuildOptions route_build_options(const AnalyzeOptions& opt, const std::vector<PluginChoice>& choices, int64_t L) {
+  if (!opt.scorers.empty() && choices.size() < 2)
+    throw InputError("analyze: --scorers names only the config's [scorer] (" + choices.front().id +
+                     "); a route needs a second scorer");
+  RouteBuildOptions o;
+  o.random_routes = opt.random_routes;
+  o.seed = opt.route_seed;
+  if (opt.route_counts.empty()) return o;
+  o.counts.assign(choices.size(), 0);
+  size_t named = 0;
+  for (size_t s = 0; s < choices.size(); ++s)
+    for (const auto& [name, count] : opt.route_counts)
+      if (name == choices[s].id || name == short_signal(choices[s].id)) o.counts[s] = count, ++named;
+  if (named != opt.route_counts.size())
+    throw InputError("analyze: --route-counts names a scorer that is not analysed (the config's [scorer] and --scorers)");
+  int64_t total = 0;
+  for (int64_t c : o.counts) total += c;
+  if (total != L)
+    throw InputError("analyze: --route-counts sum to " + std::to_string(total) + ", but the model has " +
+                     std::to_string(L) + " layers");
+  return o;
+}
+
+/// Every scorer's D (all examples, and the even/odd halves for the held-out rank) from d[s][f][i][l], then
+/// analysis.json "scorers" and "routes", their analysis.md sections, route.toml and route-random.toml in `out`.
+void write_routes(const std::vector<PluginChoice>& choices,
+                  const std::vector<std::vector<std::vector<std::vector<double>>>>& d, const std::vector<double>& fractions,
+                  const AnalyzeOptions& opt, RouteBuildOptions options, const fs::path& out, nlohmann::json& j,
+                  std::ostringstream& md) {
+  std::vector<ScorerDamage> damage;
+  for (size_t s = 0; s < choices.size(); ++s) {
+    ScorerDamage sd;
+    sd.id = choices[s].id;
+    sd.D = mean_damage(d[s]);
+    const size_t N = d[s].front().size();
+    if (N >= 2) {  // the held-out rank: fit on the even-indexed examples, test on the odd-indexed ones
+      std::vector<std::vector<std::vector<double>>> even(fractions.size()), odd(fractions.size());
+      for (size_t fi = 0; fi < fractions.size(); ++fi)
+        for (size_t i = 0; i < N; ++i) (i % 2 ? odd : even)[fi].push_back(d[s][fi][i]);
+      sd.D_fit = mean_damage(even);
+      sd.D_test = mean_damage(odd);
+    }
+    for (auto* spec = choices[s].info->descriptor->params; spec && *spec; ++spec)
+      sd.params.emplace_back((*spec)->name, choices[s].params.values().at((*spec)->name));
+    damage.push_back(std::move(sd));
+  }
+  j["scorers"] = scorer_damage_json(choices, damage, fractions, md);
+  const auto at = std::find(fractions.begin(), fractions.end(), opt.route_fraction.value_or(fractions.front()));
+  options.toml_fraction = static_cast<size_t>(at - fractions.begin());
+  const RouteReport routes = build_route_report(damage, fractions, options);
+  j["routes"] = routes.json;
+  md << "\n" << routes.markdown;
+  write_file_atomically((out / "route.toml").string(), routes.toml);
+  write_file_atomically((out / "route-random.toml").string(), routes.random_toml);
+}
+
 }  // namespace
 
 void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
@@ -125,6 +285,12 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   std::sort(fractions.begin(), fractions.end());
   for (double f : fractions)
     if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + std::to_string(f) + " is outside (0, 1]");
+  if (opt.route_fraction && std::find(fractions.begin(), fractions.end(), *opt.route_fraction) == fractions.end())
+    throw InputError("analyze: --route-fraction " + std::to_string(*opt.route_fraction) + " is not an analysed fraction");
+  if ((opt.route_fraction || !opt.route_counts.empty()) && opt.scorers.empty())
+    throw InputError("analyze: --route-fraction and --route-counts build a route; give --scorers a,b too");
+  if (opt.random_routes < 1 || opt.random_routes > 1000000)
+    throw InputError("analyze: --random-routes must be in [1, 1000000]");
 
   const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
   check_plan_backend(plan, backend_options);
@@ -137,12 +303,17 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   const int64_t L = mc.n_layers;
 
   HostServices host;
-  const PluginInstance scorer_inst = PluginInstance::create(*base->scorer->info, base->scorer->params, host);
-  ScorerUse scorer;
-  scorer.instance = &scorer_inst;
-  scorer.requirements = query_scorer_requirements(
-      scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), L, mc.n_heads, mc.n_kv_heads, mc.head_dim});
-  scorer.key = key_of(*base->scorer);
+  const std::vector<PluginChoice> choices = damage_scorers(plan, *base->scorer, opt.scorers);
+  std::vector<std::unique_ptr<PluginInstance>> instances;
+  std::vector<ScorerUse> scorers(choices.size());
+  for (size_t s = 0; s < choices.size(); ++s) {
+    instances.push_back(std::make_unique<PluginInstance>(PluginInstance::create(*choices[s].info, choices[s].params, host)));
+    scorers[s].instance = instances.back().get();
+    scorers[s].requirements = query_scorer_requirements(
+        *instances.back(), rkv_attention_shape{sizeof(rkv_attention_shape), L, mc.n_heads, mc.n_kv_heads, mc.head_dim});
+    scorers[s].key = key_of(choices[s]);
+  }
+  const RouteBuildOptions route_options = route_build_options(opt, choices, L);
 
   // Profiles (cached like a run's).
   std::vector<SensitivityProfile> profiles;
@@ -159,39 +330,14 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   const auto windows = draw_text_windows(tok, plan.eval.files, plan.eval.examples,
                                          plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
   const int64_t N = static_cast<int64_t>(windows.size()), T = plan.eval.prefix_tokens;
-  const PrefillNeeds needs = prefill_needs({&scorer});
-  // d[f][i][l]
-  std::vector<std::vector<std::vector<double>>> d(fractions.size(),
-                                                  std::vector<std::vector<double>>(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(L))));
-  const int64_t V = mc.vocab_size;
-  for (int64_t i = 0; i < N; ++i) {
-    const auto& w = windows[static_cast<size_t>(i)].tokens;
-    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
-    const PrefilledPrompt prompt = prefill_prompt(*backend, prefix, needs);
-    const LmFidelityReference ref = lm_fidelity_reference(*backend, prompt, cont);
-    ScoreMemo memo;
-    for (size_t fi = 0; fi < fractions.size(); ++fi) {
-      for (int64_t l = 0; l < L; ++l) {
-        // f of the layer's span (min(T, window) for a sliding-window layer; cache/budget.hpp)
-        const int64_t span = mc.layer_span(l, T);
-        const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(span) + 0.5));
-        if (b < 1)
-          throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of layer " +
-                           std::to_string(l) + "'s span of " + std::to_string(span));
-        CompressedPrompt comp = compress_prompt(*backend, prompt, scorer, {l}, {b}, memo);
-        const std::vector<float> logits = continuation_logits(*backend, cont, T, *comp.cache);
-        double kl = 0;
-        for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
-        d[fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
-      }
-    }
-    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(N) + " done");
-  }
+  // d_all[s][f][i][l]; d = the config's [scorer]'s, as analysis.json has always reported it
+  const auto d_all = measure_damage(*backend, windows, T, fractions, scorers, note);
+  const auto& d = d_all.front();
 
   // D(f), Spearman |rho| per signal and fraction, bootstrap over examples.
   nlohmann::json j;
   j["model_sha256"] = model.sha256;
-  j["scorer"] = base->scorer->id;
+  j["scorer"] = base->scorer->id;  // D and D_per_example are this scorer's; "scorers" holds every --scorers one
   j["scorer_params"] = base->scorer->params.to_string();
   j["fractions"] = fractions;
   j["examples"] = N;
@@ -268,6 +414,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   }
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const fs::path out(opt.out_dir);
+  if (choices.size() > 1)  // --scorers: D_l per scorer, the guided route and its random-placement baseline
+    write_routes(choices, d_all, fractions, opt, route_options, out, j, md);
   write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
   write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat.str());
   md << "\n" << analysis_figures(out / "plots", fractions, D, profiles, j["signals"]);

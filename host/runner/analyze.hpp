@@ -11,8 +11,14 @@
 // Outputs in the folder: analysis.json (per signal "rho", its "ci_low"/"ci_high", and "abs_rho" = |rho| as before),
 // analysis.md, plots/analysis_damage.png (D_l per f), analysis_profiles.png (each signal's profile overlaid on D_l,
 // min-max normalised), analysis_scatter.png (per f, rank of s_l vs rank of D_l with signed rho), and their SVGs.
+// With --scorers (AnalyzeOptions::scorers) D_l(f) is measured for each scorer too ("scorers"), and the profile-guided
+// route, its rank among random placements of the same scorer counts ("routes"; runner/analyze_routes.hpp), route.toml
+// and route-random.toml are written.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runner/config.hpp"
@@ -24,10 +30,20 @@ struct AnalyzeOptions {
   std::vector<double> fractions;   ///< empty: the config's swept budget.fraction values, else its budget.fraction
   int64_t threads = 0;             ///< > 0 overrides model.threads
   bool quiet = false;
+  /// --scorers: more scorers (ids or short ids) whose D_l(f) is measured beside the config's [scorer]; with two or
+  /// more in all, the profile-guided route (runner/analyze_routes.hpp) is built and written to route.toml.
+  std::vector<std::string> scorers;
+  /// --route-counts: layers per scorer (short or full id -> count, summing to the layer count) held fixed by the route
+  /// builder; empty: each layer takes its least-damage scorer.
+  std::vector<std::pair<std::string, int64_t>> route_counts;
+  int64_t random_routes = 100;          ///< --random-routes: random placements ranked against the guided route
+  uint64_t route_seed = 0;              ///< --route-seed: their seed
+  std::optional<double> route_fraction; ///< --route-fraction: the fraction whose route is route.toml (default: smallest)
 };
 
 /// Runs the analysis of `plan`. Throws rkv::InputError for bad input (no signal configured, fractions outside
-/// (0, 1], a budget of zero positions).
+/// (0, 1], a budget of zero positions, an unknown --scorers id, route counts that name an unanalysed scorer or do
+/// not sum to the layer count, a route fraction that is not analysed, route options without a second scorer).
 void run_analysis(const RunPlan& plan, const AnalyzeOptions& options);
 
 }  // namespace rkv

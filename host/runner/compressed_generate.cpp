@@ -2,6 +2,8 @@
 #include "runner/compressed_generate.hpp"
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "cache/budget.hpp"
@@ -12,6 +14,7 @@
 #include "runner/decode_policy.hpp"
 #include "runner/sliding_window.hpp"
 #include "runner/profile_file.hpp"
+#include "runner/scorer_route.hpp"
 
 namespace rkv {
 
@@ -63,20 +66,38 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   scorer.instance = &scorer_inst;
   scorer.requirements = query_scorer_requirements(
       scorer_inst, rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads, mc.head_dim});
-  scorer.key = cc.scorer->id;
+  scorer.key = cc.scorer->id + "{" + cc.scorer->params.to_string() + "}";
+  // [[scorer.route]]: one instance per entry (runner/scorer_route.hpp); the prefill computes what every scorer needs.
+  check_route_layers(cc.route, mc.n_layers, config_path);
+  std::vector<std::unique_ptr<PluginInstance>> route_insts;
+  std::vector<ScorerUse> route_uses(cc.route.size());  // sized once: LayerScorers points into it
+  std::map<int64_t, const ScorerUse*> routed;
+  std::vector<const ScorerUse*> all_scorers = {&scorer};
+  for (size_t i = 0; i < cc.route.size(); ++i) {
+    const PluginChoice& choice = cc.route[i].scorer;
+    route_insts.push_back(std::make_unique<PluginInstance>(PluginInstance::create(*choice.info, choice.params, host)));
+    route_uses[i].instance = route_insts.back().get();
+    route_uses[i].requirements = query_scorer_requirements(
+        *route_insts.back(), rkv_attention_shape{sizeof(rkv_attention_shape), mc.n_layers, mc.n_heads, mc.n_kv_heads,
+                                                 mc.head_dim});
+    route_uses[i].key = choice.id + "{" + choice.params.to_string() + "}";
+    all_scorers.push_back(&route_uses[i]);
+    for (int64_t l : cc.route[i].layers) routed[l] = &route_uses[i];
+  }
+  const LayerScorers layer_scorers(scorer, routed);
 
-  // Prefill once, computing the scorer's statistics on the way.
+  // Prefill once, computing the scorers' statistics on the way.
   const int64_t T = static_cast<int64_t>(prompt_ids.size());
   const PrefilledPrompt prompt = prefill_prompt(
-      backend, prompt_ids, prefill_needs({&scorer}, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
+      backend, prompt_ids, prefill_needs(all_scorers, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
   const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers, T));
   ScoreMemo memo;
-  const CellBudgets alloc = allocate_cell(backend, prompt, scorer, memo, alloc_inst,
+  const CellBudgets alloc = allocate_cell(backend, prompt, layer_scorers, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);
   CompressedPrompt comp =
-      compress_prompt(backend, prompt, scorer, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
+      compress_prompt(backend, prompt, layer_scorers, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
                       cfg.rerotate);
   encode_compressed(backend, comp, cc.codec);
 
@@ -90,7 +111,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
 
   CompressedGeneration g;
   g.tokens = r.tokens;
-  g.scorer = cc.scorer->id;
+  g.scorer = cc.scorer->id + (cc.route.empty() ? "" : " + route[" + route_label(cc.route) + "]");
   g.allocator = cc.allocator->id;
   if (cc.allocator->heads) g.heads = cc.allocator->heads->id;
   g.decode = cc.decode.describe();

@@ -38,6 +38,31 @@ int64_t next_position_after(const BackendCache& cache, int64_t prompt_length, bo
 
 }  // namespace
 
+LayerScorers::LayerScorers(const ScorerUse& fallback, std::map<int64_t, const ScorerUse*> routed)
+    : fallback_(&fallback), routed_(std::move(routed)) {
+  for (const auto& [layer, use] : routed_)
+    if (!use) throw InputError("LayerScorers: no scorer for routed layer " + std::to_string(layer));
+}
+
+const ScorerUse& LayerScorers::at(int64_t layer) const {
+  const auto it = routed_.find(layer);
+  return it == routed_.end() ? *fallback_ : *it->second;
+}
+
+int64_t LayerScorers::protected_count(const std::vector<int64_t>& layers, int64_t T) const {
+  int64_t count = 0;
+  for (int64_t l : layers) count = std::max(count, at(l).requirements.protected_count(T));
+  return count;
+}
+
+bool LayerScorers::same_protected_spec(const std::vector<int64_t>& layers) const {
+  for (int64_t l : layers) {
+    const ProtectedSpec a = at(l).requirements.protected_spec(), b = at(layers.front()).requirements.protected_spec();
+    if (a.sinks != b.sinks || a.recent != b.recent) return false;
+  }
+  return true;
+}
+
 PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode) {
   PrefillNeeds n;
   for (const ScorerUse* s : scorers) {
@@ -133,11 +158,11 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
 }
 
-CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, ScoreMemo& memo,
+CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const LayerScorers& scorers, ScoreMemo& memo,
                           const PluginInstance& layer_alloc, const PluginInstance* head_alloc,
                           const std::vector<int64_t>& layers, const std::vector<double>& profile, int64_t B) {
   const int64_t T = static_cast<int64_t>(prompt.tokens.size()), A = static_cast<int64_t>(layers.size());
-  const int64_t protected_count = scorer.requirements.protected_count(T);
+  const int64_t protected_count = scorers.protected_count(layers, T);
   const std::vector<int64_t> spans = backend.model().config.layer_spans(layers, T);
   CellBudgets out;
   const PluginInstance* per_head = head_alloc;
@@ -157,6 +182,10 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
   if (!serves_head_budgets(*per_head))
     throw InputError("allocator.heads: '" + per_head->id() + "' does not serve " RKV_INTERFACE_ALLOCATOR_V2 +
                      " (per-head budgets)");
+  if (!layers.empty() && !scorers.same_protected_spec(layers))
+    throw InputError("allocator.heads: per-head allocator '" + per_head->id() + "' with a scorer.route whose scorers "
+                     "protect different positions (sinks, recent window): it takes one protected mask for every layer");
+  const ScorerUse& scorer = scorers.at(layers.empty() ? 0 : layers.front());  // the protected mask's spec
   const int64_t H = backend.model().config.n_kv_heads;
   HeadAllocationInputs in;
   if (per_head->info().descriptor->flags & RKV_FLAG_NEEDS_PROFILE) in.profile = profile;
@@ -164,7 +193,7 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
   if (per_head->info().descriptor->flags & RKV_FLAG_NEEDS_SCORES) {
     scores.reserve(static_cast<size_t>(A * H * T));
     for (int64_t l : layers) {
-      const ScoreResult& r = memo.scores(backend, prompt, scorer, l);
+      const ScoreResult& r = memo.scores(backend, prompt, scorers.at(l), l);
       scores.insert(scores.end(), r.scores.begin(), r.scores.end());
       for (const auto& w : r.warnings) out.warnings.push_back(w);
     }
@@ -186,7 +215,7 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
   return out;
 }
 
-CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
+CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const LayerScorers& scorers,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
                                  ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets,
                                  bool rerotate) {
@@ -216,6 +245,7 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     }
     if (whole) continue;  // kept whole (a sliding layer still drops what lies before its window, below)
     compressed[static_cast<size_t>(l)] = 1;
+    const ScorerUse& scorer = scorers.at(l);
     const ScoreResult& scores = memo.scores(backend, prompt, scorer, l);
     const ProtectedSpec spec = scorer.requirements.protected_spec();
     const Selection sel = heads ? select_in_window_per_head(scores.scores.data(), Hkv, T, span, *heads, spec, l)

@@ -33,6 +33,28 @@ struct ScorerUse {
   std::string key;  ///< id + params; equal keys give equal scores
 };
 
+/// Which scorer ranks each layer's positions: one scorer for every layer (a homogeneous cell), or a route
+/// (runner/scorer_route.hpp): a scorer per routed layer and the cell's [scorer] for the others. Holds pointers: the
+/// ScorerUse objects must outlive it.
+class LayerScorers {
+ public:
+  /// Every layer scored by `every_layer` (implicit, so a homogeneous cell passes its ScorerUse as it is).
+  LayerScorers(const ScorerUse& every_layer) : fallback_(&every_layer) {}  // NOLINT(google-explicit-constructor)
+  /// Model layer l scored by routed.at(l) when l is routed, else by `fallback`. Null entries are not allowed.
+  LayerScorers(const ScorerUse& fallback, std::map<int64_t, const ScorerUse*> routed);
+  /// The scorer of model layer `layer`.
+  const ScorerUse& at(int64_t layer) const;
+  /// The largest protected count at T over `layers` (model indices): the count an allocator is told (the pyramid
+  /// window's default), so a layer's protected positions never exceed what its scorer protects.
+  int64_t protected_count(const std::vector<int64_t>& layers, int64_t prefix_tokens) const;
+  /// True when every layer of `layers` is scored by a scorer with the same protected positions (sinks, recent).
+  bool same_protected_spec(const std::vector<int64_t>& layers) const;
+
+ private:
+  const ScorerUse* fallback_;
+  std::map<int64_t, const ScorerUse*> routed_;
+};
+
 /// What the prefill of an evaluation prompt must produce for a set of scorers.
 struct PrefillNeeds {
   int64_t keep_queries = 0;                   ///< window queries (RKV_STAT_WINDOW_QUERIES): the largest window
@@ -93,9 +115,11 @@ struct CellBudgets {
 /// Runs a cell's allocators (DESIGN.md "Per-head budgets"): `layer_alloc` serves rkv.allocator/1 (b_l), optionally
 /// followed by `head_alloc` (rkv.allocator/2 with those b_l as layer budgets); or `layer_alloc` serves only
 /// rkv.allocator/2 and splits B over layers and heads itself. A per-head allocator that sets RKV_FLAG_NEEDS_SCORES is
-/// given `scorer`'s scores of every layer of A (memoized in `memo`) and the protected mask. `profile` is over A.
-/// Throws rkv::InputError naming the plugin when it serves neither interface, as the allocator calls do.
-CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, ScoreMemo& memo,
+/// given each layer's scorer's scores of every layer of A (memoized in `memo`) and the protected mask. `profile` is
+/// over A. The allocators are told the largest protected count of the layers' scorers (LayerScorers). Throws
+/// rkv::InputError naming the plugin when it serves neither interface, as the allocator calls do, and for a per-head
+/// allocator over a route whose scorers protect different positions (one protected mask serves every layer).
+CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const LayerScorers& scorers, ScoreMemo& memo,
                           const PluginInstance& layer_alloc, const PluginInstance* head_alloc,
                           const std::vector<int64_t>& layers, const std::vector<double>& profile, int64_t budget_total);
 
@@ -120,7 +144,8 @@ struct CompressedPrompt {
 };
 
 /// Copies `prompt`'s full cache and compresses every layer of `layers` (model layer indices, the set A) to
-/// `budgets` (one per entry of `layers`; b_l >= span_l leaves the layer whole) with `scorer`. A sliding-window layer
+/// `budgets` (one per entry of `layers`; b_l >= span_l leaves the layer whole), layer l ranked by `scorers.at(l)` (a
+/// ScorerUse for a homogeneous cell, or a route). A sliding-window layer
 /// holds only the last span_l = min(T, W) positions (runner/sliding_window.hpp): its selection is made among those,
 /// and every sliding layer outside A or left whole is cut to them too; `budgets` in the result are then at most
 /// span_l, and bytes_full is what the uncompressed cache holds once cut to its windows (window_bytes()). With `head_budgets`
@@ -129,7 +154,7 @@ struct CompressedPrompt {
 /// its compaction to the contiguous positions 0 .. b_{l,h} - 1 of each KV head (Backend::rerotate_layer; a layer left
 /// whole already is at 0 .. T - 1), and next_position is the cache length instead of T. Throws rkv::InputError for
 /// rerotate on a model with sliding-window layers (re-rotated positions would move entries across the window).
-CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
+CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt, const LayerScorers& scorers,
                                  const std::vector<int64_t>& layers, const std::vector<int64_t>& budgets,
                                  ScoreMemo& memo, const std::vector<std::vector<int64_t>>* head_budgets = nullptr,
                                  bool rerotate = false);

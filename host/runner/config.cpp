@@ -20,6 +20,7 @@
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
 #include "runner/ruler_subtasks.hpp"
+#include "runner/scorer_route.hpp"
 #include "core/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -301,6 +302,7 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
   for (const auto& [k, v] : *t) {
     const std::string key(k.str());
     if (key == "plugin" || (key == "heads" && kind == RKV_KIND_ALLOCATOR)) continue;
+    if (key == "route" && kind == RKV_KIND_SCORER) continue;  // [[scorer.route]]: parse_cell (runner/scorer_route.hpp)
     const std::string full = kind_name + "." + key;
     if (!v.is_table())
       throw InputError(where(c, v, full) + " is not a known key in [" + kind_name +
@@ -403,6 +405,7 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
   cell.allocator = parse_plugin_section(c, root, "allocator", RKV_KIND_ALLOCATOR, reg);
   if (!cell.scorer) throw InputError(c.origin + ": a [scorer] section with plugin = \"id\" is required");
   if (!cell.allocator) throw InputError(c.origin + ": an [allocator] section with plugin = \"id\" is required");
+  if (const toml::node* route = root.at_path("scorer.route").node()) cell.route = parse_scorer_route(*route, c.origin, reg);
   const bool needs_profile = (cell.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
   if (require_signal && needs_profile && !cell.signal)
     throw InputError(c.origin + ": allocator '" + cell.allocator->id +
@@ -443,6 +446,9 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
     throw InputError(c.origin + ": [compression.codec] " + cell.codec.label() + " with compression.decode.policy = \"" +
                      cell.decode.policy + "\": a decode policy evicts from a packed cache, which is not supported; "
                      "use policy \"none\" with a codec");
+  if (!cell.route.empty() && cell.decode.policy == "periodic")
+    throw InputError(c.origin + ": 'scorer.route' with compression.decode.policy = \"periodic\": the periodic policy "
+                     "re-scores every layer with the one [scorer] while decoding; use a route with another policy");
   return cell;
 }
 
@@ -506,6 +512,7 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
       parts[0] == "signal" ? RKV_KIND_SIGNAL : parts[0] == "scorer" ? RKV_KIND_SCORER : RKV_KIND_ALLOCATOR;
   if (parts.size() == 2) {
     if (parts[1] == "heads" && kind == RKV_KIND_ALLOCATOR) return key;
+    if (parts[1] == "route" && kind == RKV_KIND_SCORER) return key;  // each value an array of route tables ([]: none)
     if (parts[1] != "plugin") fail("unknown key; did you mean '" + parts[0] + ".plugin'?");
     return key;
   }
@@ -548,7 +555,7 @@ bool shown_by_label(const std::string& key) {
   static const std::set<std::string> shown = {"signal.plugin",   "scorer.plugin",        "allocator.plugin",
                                               "allocator.heads", "budget.fraction",      "budget.tokens",
                                               "budget.bytes_fraction",
-                                              "compression.decode.policy"};
+                                              "compression.decode.policy", "scorer.route"};
   return shown.count(key) > 0;
 }
 
@@ -603,6 +610,7 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   if (cc.uses_profile) methods << "(" << plugin_label(*cc.signal, names) << ")";
   if (cc.allocator->heads) methods << "/" << plugin_label(*cc.allocator->heads, names);
   methods << " + " << plugin_label(*cc.scorer, names);
+  if (!cc.route.empty()) methods << " + route[" << route_label(cc.route) << "]";
   if (cc.decode.policy != "none") settings << ", decode " << cc.decode.describe();
   if (!cc.codec.none()) settings << ", kv " << cc.codec.label();
   for (const auto& o : names.others) settings << ", " << o;
@@ -661,6 +669,7 @@ std::string effective_key(const CellConfig& cell) {
   };
   plugin(cell.uses_profile ? cell.signal : std::nullopt);
   plugin(cell.scorer);
+  if (!cell.route.empty()) os << "route=" << route_key(cell.route) << "|";
   plugin(cell.allocator);
   if (cell.allocator && cell.allocator->heads) {
     os << "heads=";
@@ -1011,7 +1020,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
       throw InputError(std::string(e.what()) + (axes.empty() ? "" : " (in sweep cell " + values.dump() + ")"));
     }
     cell.values = values;
-    cell.id = hex16(fnv1a64(values.dump()));
+    // A route is part of the cell even when it is not swept: its key joins the hash (ids without a route unchanged).
+    cell.id = hex16(fnv1a64(values.dump() + (cell.config.route.empty() ? "" : "|route=" + route_key(cell.config.route))));
     cell.effective_key = effective_key(cell.config);
     // A float32 cache (codec format "none") ignores every other codec key: of a sweep over them it keeps one cell,
     // the one at their first values, instead of repeating the float32 cell under each.
@@ -1034,7 +1044,12 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
   HostServices host;
   std::set<std::string> created;
   for (const Cell& cell : plan.cells) {
-    for (const auto* choice : {&cell.config.signal, &cell.config.scorer, &cell.config.allocator}) {
+    std::vector<const std::optional<PluginChoice>*> choices = {&cell.config.signal, &cell.config.scorer,
+                                                                &cell.config.allocator};
+    std::vector<std::optional<PluginChoice>> routed;
+    for (const RouteEntry& e : cell.config.route) routed.emplace_back(e.scorer);
+    for (const auto& r : routed) choices.push_back(&r);
+    for (const auto* choice : choices) {
       if (!*choice) continue;
       const std::string key = (*choice)->id + "{" + (*choice)->params.to_string() + "}";
       if (!created.insert(key).second) continue;

@@ -10,6 +10,14 @@
 //                 examples, prefix_tokens, window_tokens (calibration), seed
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
+//   [[scorer.route]]  a route (runner/scorer_route.hpp): which scorer ranks which layers' positions, one entry per
+//                 scorer use: layers = "0-9, 12" (ranges and single indices) or [0, 3, 5] (required; no layer in two
+//                 entries; each below the model's layer count, checked when the model is loaded), plugin = "id"
+//                 (required, a scorer), and its params as a table named after it: knorm = { ... } or [scorer.route.X]
+//                 (the params of [scorer.X] do not apply; defaults otherwise). Layers no entry names use [scorer].
+//                 Part of the cell (label, group, id, effective key, records); sweepable as "scorer.route" = [[], [{
+//                 layers = "0-14", plugin = "knorm" }]] ([] = no route). Not with compression.decode.policy =
+//                 "periodic" (it re-scores with one scorer).
 //   [budget]      fraction = f in (0, 1] of the layers' spans  |  tokens = N (B = sum_l min(N, span_l), which the
 //                 allocator splits: b_l = min(N, T) under uniform only when every span is T)  |  bytes_fraction = x
 //                 in (0, 1] of the full float32 cache's bytes (f = min(1, x e_f32 / e_codec) per kept entry);
@@ -81,6 +89,14 @@ struct PluginChoice {
   std::shared_ptr<PluginChoice> heads;
 };
 
+/// One entry of [[scorer.route]] (runner/scorer_route.hpp): the scorer, with its own params, that ranks the positions
+/// of `layers` (model layer indices, ascending, each at most once across a route).
+struct RouteEntry {
+  std::vector<int64_t> layers;
+  PluginChoice scorer;
+  std::string user_params;  ///< the params the entry set itself, "k=v,..." in key order ("" when none): for labels
+};
+
 struct NeedleConfig {
   std::vector<int64_t> context_tokens = {1024};
   std::vector<double> depths = {0.1, 0.3, 0.5, 0.7, 0.9};
@@ -122,6 +138,9 @@ struct CellConfig {
   std::optional<PluginChoice> signal;  ///< the configured signal (may be absent when the allocator needs no profile)
   bool uses_profile = false;           ///< the allocator sets RKV_FLAG_NEEDS_PROFILE (only then the signal matters)
   std::optional<PluginChoice> scorer;  ///< absent for the full-cache cell
+  /// [[scorer.route]]: the scorers of the routed layers (runner/scorer_route.hpp); layers no entry names use `scorer`.
+  /// Empty: every layer uses `scorer` (a homogeneous cell).
+  std::vector<RouteEntry> route;
   std::optional<PluginChoice> allocator;
   std::optional<double> budget_fraction;
   std::optional<int64_t> budget_tokens;

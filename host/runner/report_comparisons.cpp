@@ -13,11 +13,12 @@ bool is_uniform(const nlohmann::json& m) {
          (!m.contains("heads") || m.at("heads").is_null());
 }
 
-/// The uniform cell with the same scorer (and params), budget and decode policy as `m`; null when none.
+/// The uniform cell with the same scorer (and params), route, budget and decode policy as `m`; null when none.
 const CellData* uniform_partner(const std::vector<CellData>& cells, const nlohmann::json& m) {
   const CellData* partner = nullptr;
   for (const auto& u : cells)
     if (is_uniform(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
+        u.meta.value("route", nlohmann::json()) == m.value("route", nlohmann::json()) &&
         u.meta.at("budget_fraction") == m.at("budget_fraction") &&
         u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m) &&
         u.meta.value("budget_bytes_fraction", nlohmann::json()) == m.value("budget_bytes_fraction", nlohmann::json()) &&

@@ -33,6 +33,7 @@
 #include "runner/run_dumps.hpp"
 #include "runner/run_manifest.hpp"
 #include "runner/run_records.hpp"
+#include "runner/scorer_route.hpp"
 #include "runner/task_lm_fidelity.hpp"
 #include "runner/task_multi_question.hpp"
 #include "runner/task_needle.hpp"
@@ -304,6 +305,15 @@ void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pend
   }
 }
 
+/// The scorer of every layer of a cell: its [scorer], and each [[scorer.route]] entry's scorer on that entry's layers.
+/// `scorers` holds a ScorerUse per choice_key of every scorer the cell names.
+LayerScorers layer_scorers_of(const CellConfig& cc, const std::map<std::string, ScorerUse>& scorers) {
+  std::map<int64_t, const ScorerUse*> routed;
+  for (const RouteEntry& e : cc.route)
+    for (int64_t l : e.layers) routed[l] = &scorers.at(choice_key(e.scorer));
+  return LayerScorers(scorers.at(choice_key(*cc.scorer)), std::move(routed));
+}
+
 std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
   std::vector<size_t> order(plan.cells.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -426,16 +436,29 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Scorers of the cells to compute, and how many prompt queries their statistics need.
   std::map<std::string, ScorerUse> scorers;
-  for (size_t c : pending) {
-    const CellConfig& cc = plan.cells[c].config;
-    if (cc.full_cache) continue;
-    const std::string key = choice_key(*cc.scorer);
-    if (scorers.count(key)) continue;
+  auto add_scorer = [&](const PluginChoice& choice) {
+    const std::string key = choice_key(choice);
+    if (scorers.count(key)) return;
     ScorerUse use;
-    use.instance = &instances.get(*cc.scorer);
+    use.instance = &instances.get(choice);
     use.requirements = query_scorer_requirements(*use.instance, shape);
     use.key = key;
     scorers.emplace(key, use);
+  };
+  for (size_t c : pending) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache) continue;
+    check_route_layers(cc.route, mc.n_layers, plan.config_path + ": cell '" + plan.cells[c].label + "'");
+    add_scorer(*cc.scorer);
+    for (const RouteEntry& e : cc.route) add_scorer(e.scorer);  // a route's scorers join the shared prefill's needs
+  }
+  for (size_t c : pending) {  // before any prefill: what allocate_cell would refuse in the middle of the run
+    const CellConfig& cc = plan.cells[c].config;
+    if (!cc.full_cache && !cc.route.empty() && cc.allocator->heads &&
+        !layer_scorers_of(cc, scorers).same_protected_spec(layers_A))
+      throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': allocator.heads = '" +
+                       cc.allocator->heads->id + "' with a scorer.route whose scorers protect different positions "
+                       "(sinks, recent window); a per-head allocator takes one protected mask for every layer");
   }
   std::vector<const ScorerUse*> scorer_list;
   for (const auto& kv : scorers) scorer_list.push_back(&kv.second);
@@ -609,6 +632,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           if (ex.task == "lm_fidelity") dump.add_logits(ex.task, ex.index, ex.reference.logits, mc.vocab_size);
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
+          const LayerScorers layer_scorers = layer_scorers_of(cc, scorers);
           const int64_t B =
               cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers_A, T));
           std::vector<double> profile_A, profile_all;
@@ -618,9 +642,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
             profile_all = p.s;
           }
           const CellBudgets alloc =
-              allocate_cell(*backend, ex.prompt, scorer, ex.memo, instances.get(*cc.allocator),
+              allocate_cell(*backend, ex.prompt, layer_scorers, ex.memo, instances.get(*cc.allocator),
                             cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
-          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, scorer, layers_A, alloc.layers, ex.memo,
+          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, layer_scorers, layers_A, alloc.layers, ex.memo,
                                                   alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
           const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
           encode_compressed(*backend, comp, cc.codec, bits);

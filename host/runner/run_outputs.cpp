@@ -166,6 +166,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["label"] = m.at("label");
         r["signal"] = m.at("signal");
         r["scorer"] = m.at("scorer");
+        r["route"] = m.contains("route") ? m.at("route") : nlohmann::json(nullptr);  // [[scorer.route]]; null: none
         r["allocator"] = m.at("allocator");
         r["heads"] = m.contains("heads") ? m.at("heads") : nlohmann::json(nullptr);
         r["decode"] = decode_of(m);

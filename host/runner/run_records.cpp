@@ -16,6 +16,7 @@
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "runner/profile.hpp"
+#include "runner/scorer_route.hpp"
 
 namespace fs = std::filesystem;
 
@@ -330,6 +331,7 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["full_cache"] = cc.full_cache;
   j["signal"] = plugin_json(cc.signal, !cc.full_cache && cc.uses_profile);
   j["scorer"] = plugin_json(cc.scorer, !cc.full_cache);
+  if (!cc.full_cache && !cc.route.empty()) j["route"] = route_json(cc.route);  // [[scorer.route]] (scorer_route.hpp)
   j["allocator"] = plugin_json(cc.allocator, !cc.full_cache);
   if (!cc.full_cache && cc.allocator && cc.allocator->heads)
     j["heads"] = plugin_json(std::optional<PluginChoice>(*cc.allocator->heads), true);

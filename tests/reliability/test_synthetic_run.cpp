@@ -342,6 +342,56 @@ TEST_F(SyntheticRun, RollingDecodeKeepsTheCacheAtItsBudget) {
   }
 }
 
+// [[scorer.route]] end to end: a route that names streamingllm for both layers computes what the homogeneous
+// streamingllm cell computes (the same values on every example), whatever the cell's [scorer]; the route is recorded
+// in the cell files and in results.jsonl, and changes the cell's label and id.
+TEST_F(SyntheticRun, ARouteNamingOneScorerEverywhereIsItsHomogeneousCell) {
+  const fs::path out = dir / "out";
+  rkv::RunOptions o;
+  o.out_dir = out.string();
+  o.quiet = true;
+  const rkv::RunPlan p = plan(config(
+      "[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\nkernel = 3\n[scorer.streamingllm]\nsinks = 2\n",
+      "[sweep]\n\"scorer.plugin\" = [\"snapkv\", \"streamingllm\"]\n"
+      "\"scorer.route\" = [[], [{ layers = \"0-1\", plugin = \"streamingllm\", streamingllm = { sinks = 2 } }]]\n"));
+  ASSERT_EQ(rkv::run_ablation(p, o).cells_computed, 5);
+  std::map<std::string, nlohmann::json> by_label;
+  for (const auto& e : fs::directory_iterator(out / "cells")) {
+    const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+    by_label[j.at("label").get<std::string>()] = j;
+  }
+  const std::string route = " + route[streamingllm(sinks=2):0-1] @ f=0.5";
+  ASSERT_EQ(by_label.count("uniform + streamingllm @ f=0.5"), 1u);
+  ASSERT_EQ(by_label.count("uniform + snapkv" + route), 1u);
+  ASSERT_EQ(by_label.count("uniform + streamingllm" + route), 1u);
+  const nlohmann::json& homogeneous = by_label.at("uniform + streamingllm @ f=0.5");
+  const nlohmann::json& snap = by_label.at("uniform + snapkv @ f=0.5");
+  EXPECT_FALSE(homogeneous.contains("route"));
+  for (const std::string fallback : {"snapkv", "streamingllm"}) {
+    const nlohmann::json& routed = by_label.at("uniform + " + fallback + route);
+    ASSERT_TRUE(routed.contains("route"));
+    EXPECT_EQ(routed.at("route")[0].at("layers"), nlohmann::json({0, 1}));
+    EXPECT_EQ(routed.at("route")[0].at("params").at("sinks"), 2);
+    EXPECT_NE(routed.at("cell_id"), homogeneous.at("cell_id"));
+    ASSERT_EQ(routed.at("examples").size(), homogeneous.at("examples").size());
+    for (size_t i = 0; i < homogeneous.at("examples").size(); ++i) {
+      EXPECT_EQ(routed.at("examples")[i].at("values"), homogeneous.at("examples")[i].at("values")) << fallback << " " << i;
+      EXPECT_EQ(routed.at("examples")[i].at("kv_bytes"), homogeneous.at("examples")[i].at("kv_bytes"));
+    }
+  }
+  EXPECT_NE(snap.at("examples")[0].at("values"), homogeneous.at("examples")[0].at("values"));  // the scorers differ
+  size_t routed_rows = 0;
+  std::ifstream results(out / "results.jsonl");
+  for (std::string line; std::getline(results, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    ASSERT_TRUE(r.contains("route"));
+    if (r.at("route").is_null()) continue;
+    ++routed_rows;
+    EXPECT_EQ(r.at("route")[0].at("id"), "org.ripplekv.scorer.streamingllm");
+  }
+  EXPECT_GT(routed_rows, 0u);
+}
+
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();

@@ -1,0 +1,163 @@
+// Routes in the compression pipeline (runner/compression.hpp LayerScorers) on a seeded synthetic model: a route that
+// names one scorer for every layer is that scorer's homogeneous cell bit for bit (cache and continuation logits), and
+// in a two-scorer route each layer keeps exactly what its scorer alone keeps there.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "backend/backend.hpp"
+#include "core/errors.hpp"
+#include "model/synthetic_model.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/registry.hpp"
+#include "runner/compression.hpp"
+
+namespace {
+
+/// Three layers, H = 4 query heads over H_kv = 2 KV heads, d = 8.
+const rkv::Model& model() {
+  static const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("llama", 4, 2, 8, 3), 21);
+  return m;
+}
+
+std::vector<int32_t> tokens(int64_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<int32_t>((i * 13 + 3) % 40);
+  return t;
+}
+
+class RouteCompression : public ::testing::Test {
+ protected:
+  const rkv::PluginInstance& instance(const std::string& id, rkv_plugin_kind kind,
+                                      std::vector<rkv::UserParam> params = {}) {
+    static const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
+    const rkv::PluginInfo& info = reg.resolve(id, kind);
+    instances_.push_back(std::make_unique<rkv::PluginInstance>(
+        rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, params), host_)));
+    return *instances_.back();
+  }
+  rkv::ScorerUse scorer(const std::string& id, std::vector<rkv::UserParam> params = {}) {
+    const rkv::ModelConfig& c = model().config;
+    rkv::ScorerUse use;
+    use.instance = &instance(id, RKV_KIND_SCORER, std::move(params));
+    use.requirements = rkv::query_scorer_requirements(
+        *use.instance, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+    use.key = id + "{" + std::to_string(instances_.size()) + "}";
+    return use;
+  }
+  rkv::HostServices host_;
+  std::vector<std::unique_ptr<rkv::PluginInstance>> instances_;
+};
+
+/// Head h's entries of `layer`: keys, values and positions of the rows in use.
+struct HeadRows {
+  std::vector<float> k, v;
+  std::vector<int32_t> pos;
+  bool operator==(const HeadRows& o) const { return k == o.k && v == o.v && pos == o.pos; }
+};
+
+HeadRows head_rows(rkv::Backend& be, const rkv::BackendCache& cache, int64_t layer, int64_t h) {
+  const rkv::LayerKV kv = be.download_layer(cache, layer);
+  const int64_t d = kv.head_dim, begin = kv.head_row(h), n = kv.head_length(h);
+  HeadRows r;
+  r.k.assign(kv.k.begin() + begin * d, kv.k.begin() + (begin + n) * d);
+  r.v.assign(kv.v.begin() + begin * d, kv.v.begin() + (begin + n) * d);
+  r.pos.assign(kv.pos.begin() + begin, kv.pos.begin() + begin + n);
+  return r;
+}
+
+TEST_F(RouteCompression, OneScorerEverywhereIsTheHomogeneousCellBitForBit) {
+  const rkv::ModelConfig& c = model().config;
+  auto be = rkv::make_backend("cpu", model());
+  const rkv::ScorerUse knorm = scorer("knorm");
+  const rkv::ScorerUse snap = scorer("snapkv", {{"window", int64_t(4), false, "t"}, {"kernel", int64_t(3), false, "t"}});
+  const int64_t T = 32;
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens(T), rkv::prefill_needs({&knorm, &snap}));
+  const std::vector<int64_t> A = {0, 1, 2};
+  const rkv::PluginInstance& uniform = instance("uniform", RKV_KIND_ALLOCATOR);
+  // Homogeneous knorm, and a route naming knorm for every layer over a snapkv [scorer].
+  rkv::ScoreMemo memo_h, memo_r;
+  const rkv::LayerScorers routed(snap, {{0, &knorm}, {1, &knorm}, {2, &knorm}});
+  const rkv::CellBudgets bh = rkv::allocate_cell(*be, prompt, knorm, memo_h, uniform, nullptr, A, {}, 30);
+  const rkv::CellBudgets br = rkv::allocate_cell(*be, prompt, routed, memo_r, uniform, nullptr, A, {}, 30);
+  EXPECT_EQ(bh.layers, br.layers);
+  const rkv::CompressedPrompt h = rkv::compress_prompt(*be, prompt, knorm, A, bh.layers, memo_h);
+  const rkv::CompressedPrompt r = rkv::compress_prompt(*be, prompt, routed, A, br.layers, memo_r);
+  EXPECT_EQ(h.budgets, r.budgets);
+  EXPECT_EQ(h.bytes_kept, r.bytes_kept);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+      EXPECT_EQ(head_rows(*be, *h.cache, l, g).pos.size(), 10u);
+      EXPECT_TRUE(head_rows(*be, *h.cache, l, g) == head_rows(*be, *r.cache, l, g)) << "layer " << l << " head " << g;
+    }
+  const std::vector<int32_t> cont = {5, 9, 1, 30, 22};
+  EXPECT_EQ(rkv::continuation_logits(*be, cont, T, *h.cache), rkv::continuation_logits(*be, cont, T, *r.cache));
+}
+
+TEST_F(RouteCompression, EachLayerKeepsWhatItsScorerAloneKeeps) {
+  const rkv::ModelConfig& c = model().config;
+  auto be = rkv::make_backend("cpu", model());
+  const rkv::ScorerUse knorm = scorer("knorm");
+  const rkv::ScorerUse snap = scorer("snapkv", {{"window", int64_t(4), false, "t"}, {"kernel", int64_t(3), false, "t"}});
+  const int64_t T = 32;
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens(T), rkv::prefill_needs({&knorm, &snap}));
+  const std::vector<int64_t> A = {0, 1, 2}, budgets = {6, 9, 12};
+  rkv::ScoreMemo memo;
+  const rkv::LayerScorers route(snap, {{1, &knorm}});  // layer 1 knorm, layers 0 and 2 snapkv
+  const rkv::CompressedPrompt r = rkv::compress_prompt(*be, prompt, route, A, budgets, memo);
+  const rkv::CompressedPrompt all_knorm = rkv::compress_prompt(*be, prompt, knorm, A, budgets, memo);
+  const rkv::CompressedPrompt all_snap = rkv::compress_prompt(*be, prompt, snap, A, budgets, memo);
+  for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+    EXPECT_TRUE(head_rows(*be, *r.cache, 0, g) == head_rows(*be, *all_snap.cache, 0, g));
+    EXPECT_TRUE(head_rows(*be, *r.cache, 1, g) == head_rows(*be, *all_knorm.cache, 1, g));
+    EXPECT_TRUE(head_rows(*be, *r.cache, 2, g) == head_rows(*be, *all_snap.cache, 2, g));
+    EXPECT_FALSE(head_rows(*be, *r.cache, 1, g) == head_rows(*be, *all_snap.cache, 1, g));  // the route matters here
+  }
+  // Independently of the pipeline: knorm keeps, per KV head, the 9 positions of smallest key norm in the full cache
+  // (ties to the earlier position), and snapkv always keeps its window, the last 4 positions.
+  const rkv::LayerKV full = be->download_layer(*prompt.cache, 1);
+  for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+    std::vector<double> norm(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) {
+      double s = 0;
+      for (int64_t e = 0; e < c.head_dim; ++e) {
+        const double x = full.k[static_cast<size_t>((full.head_row(g) + j) * c.head_dim + e)];
+        s += x * x;
+      }
+      norm[static_cast<size_t>(j)] = std::sqrt(s);
+    }
+    std::vector<int32_t> order(static_cast<size_t>(T));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return norm[static_cast<size_t>(a)] < norm[static_cast<size_t>(b)]; });
+    order.resize(9);
+    std::sort(order.begin(), order.end());
+    EXPECT_EQ(head_rows(*be, *r.cache, 1, g).pos, order) << "head " << g;
+    for (int64_t l : {0, 2}) {
+      const std::vector<int32_t> kept = head_rows(*be, *r.cache, l, g).pos;
+      EXPECT_EQ(kept.size(), static_cast<size_t>(budgets[static_cast<size_t>(l)]));
+      EXPECT_EQ(std::vector<int32_t>(kept.end() - 4, kept.end()), (std::vector<int32_t>{28, 29, 30, 31}));
+    }
+  }
+}
+
+TEST_F(RouteCompression, AllocatorsAreToldTheLargestProtectedCount) {
+  const rkv::ScorerUse knorm = scorer("knorm");  // protects nothing
+  const rkv::ScorerUse snap = scorer("snapkv", {{"window", int64_t(4), false, "t"}});
+  const rkv::LayerScorers route(knorm, {{2, &snap}});
+  EXPECT_EQ(route.protected_count({0, 1}, 32), 0);
+  EXPECT_EQ(route.protected_count({0, 1, 2}, 32), 4);
+  EXPECT_TRUE(route.same_protected_spec({0, 1}));
+  EXPECT_FALSE(route.same_protected_spec({1, 2}));
+  // A per-head allocator takes one protected mask for every layer: refused over scorers that protect differently.
+  auto be = rkv::make_backend("cpu", model());
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens(32), rkv::prefill_needs({&knorm, &snap}));
+  rkv::ScoreMemo memo;
+  EXPECT_THROW(rkv::allocate_cell(*be, prompt, route, memo, instance("uniform", RKV_KIND_ALLOCATOR),
+                                  &instance("adakv", RKV_KIND_ALLOCATOR), {0, 1, 2}, {}, 30),
+               rkv::InputError);
+}
+
+}  // namespace
