@@ -31,14 +31,20 @@ bool no_codec(const nlohmann::json& m) {
   return !m.contains("codec") || m.at("codec").is_null() || m.at("codec").value("format", "none") == "none";
 }
 
-/// The equal-bytes baseline of `m`: eviction alone -- a float32 cache (no codec) under the uniform allocator -- with
-/// the same scorer, decode policy and budget.bytes_fraction; null when `m` has no bytes budget or is that baseline.
+bool has_route(const nlohmann::json& m) {
+  const nlohmann::json r = m.value("route", nlohmann::json());
+  return !r.is_null() && !r.empty();
+}
+
+/// The equal-bytes baseline of `m`: eviction alone -- a float32 cache (no codec) under the uniform allocator, the
+/// cell's [scorer] in every layer (no route) -- with the same scorer, decode policy and budget.bytes_fraction; null
+/// when `m` has no bytes budget or is that baseline.
 const CellData* equal_bytes_partner(const std::vector<CellData>& cells, const nlohmann::json& m) {
   const nlohmann::json bytes = m.value("budget_bytes_fraction", nlohmann::json());
-  if (bytes.is_null() || (is_uniform(m) && no_codec(m))) return nullptr;
+  if (bytes.is_null() || (is_uniform(m) && no_codec(m) && !has_route(m))) return nullptr;
   const CellData* partner = nullptr;
   for (const auto& u : cells)
-    if (is_uniform(u.meta) && no_codec(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
+    if (is_uniform(u.meta) && no_codec(u.meta) && !has_route(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
         u.meta.value("budget_bytes_fraction", nlohmann::json()) == bytes && decode_of(u.meta) == decode_of(m))
       partner = &u;
   return partner;
