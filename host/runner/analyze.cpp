@@ -20,9 +20,9 @@
 #include "model/model.hpp"
 #include "runner/analyze_routes.hpp"
 #include "runner/compression.hpp"
+#include "runner/compression_damage.hpp"
 #include "runner/profile.hpp"
 #include "runner/report_plots.hpp"
-#include "runner/task_lm_fidelity.hpp"
 #include "runner/text_windows.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -120,46 +120,6 @@ std::vector<PluginChoice> damage_scorers(const RunPlan& plan, const PluginChoice
     out.push_back(choice);
   }
   return out;
-}
-
-/// d[s][f][i][l]: the damage of compressing only layer l of example i with scorer s at fraction f (mean KL over the
-/// continuation). One prefill per example serves every scorer (prefill_needs of all of them).
-std::vector<std::vector<std::vector<std::vector<double>>>> measure_damage(
-    Backend& backend, const std::vector<TextWindow>& windows, int64_t T, const std::vector<double>& fractions,
-    const std::vector<ScorerUse>& scorers, const std::function<void(const std::string&)>& note) {
-  const ModelConfig& mc = backend.model().config;
-  const int64_t L = mc.n_layers, N = static_cast<int64_t>(windows.size()), V = mc.vocab_size;
-  std::vector<const ScorerUse*> uses;
-  for (const auto& s : scorers) uses.push_back(&s);
-  const PrefillNeeds needs = prefill_needs(uses);
-  std::vector<std::vector<std::vector<std::vector<double>>>> d(
-      scorers.size(), std::vector<std::vector<std::vector<double>>>(
-                          fractions.size(), std::vector<std::vector<double>>(static_cast<size_t>(N),
-                                                                             std::vector<double>(static_cast<size_t>(L)))));
-  for (int64_t i = 0; i < N; ++i) {
-    const auto& w = windows[static_cast<size_t>(i)].tokens;
-    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
-    const PrefilledPrompt prompt = prefill_prompt(backend, prefix, needs);
-    const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
-    ScoreMemo memo;
-    for (size_t s = 0; s < scorers.size(); ++s)
-      for (size_t fi = 0; fi < fractions.size(); ++fi)
-        for (int64_t l = 0; l < L; ++l) {
-          // f of the layer's span (min(T, window) for a sliding-window layer; cache/budget.hpp)
-          const int64_t span = mc.layer_span(l, T);
-          const int64_t b = static_cast<int64_t>(std::floor(fractions[fi] * static_cast<double>(span) + 0.5));
-          if (b < 1)
-            throw InputError("analyze: fraction " + std::to_string(fractions[fi]) + " keeps no position of layer " +
-                             std::to_string(l) + "'s span of " + std::to_string(span));
-          CompressedPrompt comp = compress_prompt(backend, prompt, scorers[s], {l}, {b}, memo);
-          const std::vector<float> logits = continuation_logits(backend, cont, T, *comp.cache);
-          double kl = 0;
-          for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
-          d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
-        }
-    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(N) + " done");
-  }
-  return d;
 }
 
 /// D[f][l] = mean over examples of d[f][i][l].
@@ -331,7 +291,14 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
                                          plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
   const int64_t N = static_cast<int64_t>(windows.size()), T = plan.eval.prefix_tokens;
   // d_all[s][f][i][l]; d = the config's [scorer]'s, as analysis.json has always reported it
-  const auto d_all = measure_damage(*backend, windows, T, fractions, scorers, note);
+  std::vector<const ScorerUse*> uses;
+  for (const auto& sc : scorers) uses.push_back(&sc);
+  std::vector<std::vector<int32_t>> window_tokens;
+  for (const auto& w : windows) window_tokens.push_back(w.tokens);
+  // d_all[s][f][i][l] (runner/compression_damage.hpp, the loop the damage signal shares)
+  const auto d_all = compression_damage(*backend, uses, window_tokens, T, fractions, [&](int64_t i) {
+    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(windows.size()) + " done");
+  });
   const auto& d = d_all.front();
 
   // D(f), Spearman |rho| per signal and fraction, bootstrap over examples.

@@ -1,0 +1,69 @@
+#include "runner/compression_damage.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/cancel.hpp"
+#include "core/errors.hpp"
+#include "runner/task_lm_fidelity.hpp"
+
+namespace rkv {
+
+namespace {
+
+/// floor(f * span_l + 0.5) for every layer; throws when one of them is zero.
+std::vector<int64_t> layer_budgets(const ModelConfig& mc, int64_t T, double f) {
+  if (!(f > 0.0 && f <= 1.0))
+    throw InputError("compression damage: fraction " + std::to_string(f) + " is outside (0, 1]");
+  std::vector<int64_t> b(static_cast<size_t>(mc.n_layers));
+  for (int64_t l = 0; l < mc.n_layers; ++l) {
+    const int64_t span = mc.layer_span(l, T);
+    b[static_cast<size_t>(l)] = static_cast<int64_t>(std::floor(f * static_cast<double>(span) + 0.5));
+    if (b[static_cast<size_t>(l)] < 1)
+      throw InputError("compression damage: fraction " + std::to_string(f) + " keeps no position of layer " +
+                       std::to_string(l) + "'s span of " + std::to_string(span));
+  }
+  return b;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
+    Backend& backend, const std::vector<const ScorerUse*>& scorers, const std::vector<std::vector<int32_t>>& windows,
+    int64_t T, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example) {
+  const ModelConfig& mc = backend.model().config;
+  const int64_t L = mc.n_layers, V = mc.vocab_size, N = static_cast<int64_t>(windows.size());
+  std::vector<std::vector<int64_t>> budgets;
+  for (double f : fractions) budgets.push_back(layer_budgets(mc, T, f));
+  const PrefillNeeds needs = prefill_needs(scorers);
+  std::vector<std::vector<std::vector<std::vector<double>>>> d(
+      scorers.size(), std::vector<std::vector<std::vector<double>>>(
+                          fractions.size(), std::vector<std::vector<double>>(static_cast<size_t>(N),
+                                                                             std::vector<double>(static_cast<size_t>(L)))));
+  for (int64_t i = 0; i < N; ++i) {
+    throw_if_cancelled();
+    const auto& w = windows[static_cast<size_t>(i)];
+    if (static_cast<int64_t>(w.size()) <= T)
+      throw InputError("compression damage: example " + std::to_string(i) + " has " + std::to_string(w.size()) +
+                       " tokens, not more than the " + std::to_string(T) + " prefix tokens");
+    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const PrefilledPrompt prompt = prefill_prompt(backend, prefix, needs);
+    const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
+    ScoreMemo memo;
+    for (size_t s = 0; s < scorers.size(); ++s)
+      for (size_t fi = 0; fi < fractions.size(); ++fi)
+        for (int64_t l = 0; l < L; ++l) {
+          CompressedPrompt comp =
+              compress_prompt(backend, prompt, *scorers[s], {l}, {budgets[fi][static_cast<size_t>(l)]}, memo);
+          const std::vector<float> logits = continuation_logits(backend, cont, T, *comp.cache);
+          double kl = 0;
+          for (size_t r = 0; r < cont.size(); ++r)
+            kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
+          d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+        }
+    if (on_example) on_example(i);
+  }
+  return d;
+}
+
+}  // namespace rkv
