@@ -34,7 +34,7 @@ int run_profile(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("out", po::value<std::string>()->default_value("profile.json"),
                                                   "output file")(
-      "signal", po::value<std::string>(), "signal plugin id (overrides the config's [signal])")(
+      "signal", po::value<std::string>(), "signal plugin id, or \"damage\" for the builtin oracle (overrides the config's [signal])")(
       "threads", po::value<int64_t>(), "CPU threads (default: the config's model.threads; 0: all cores)")(
       "no-cache", "ignore cached profiles and recompute");
   add_backend_options(opts);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "runner/analyze_routes.hpp"
 #include "runner/compression.hpp"
 #include "runner/compression_damage.hpp"
+#include "runner/damage_signal.hpp"
 #include "runner/profile.hpp"
 #include "runner/report_plots.hpp"
 #include "runner/text_windows.hpp"
@@ -286,16 +288,26 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     profiles.push_back(compute_profile(req));
   }
 
+  // The oracle: the damage signal (runner/damage_signal.hpp) at each fraction, i.e. D_l(f) on the calibration split.
+  std::vector<SensitivityProfile> oracle;
+  for (double f : fractions) {
+    note("analyze: oracle profile (damage at f = " + fmt(f) + " on the calibration split)");
+    ProfileRequest req = make_profile_request(plan, *base, model, tok, kDamageSignalId);
+    req.signal.params = ParamSet::validate(*req.signal.info->descriptor, {UserParam{"fraction", f, false, "analyze"}});
+    req.backend = backend.get();
+    oracle.push_back(compute_profile(req));
+  }
+
   // Compression damage per fraction, layer and evaluation example.
   const auto windows = draw_text_windows(tok, plan.eval.files, plan.eval.examples,
                                          plan.eval.prefix_tokens + plan.continuation_tokens, plan.eval.seed);
   const int64_t N = static_cast<int64_t>(windows.size()), T = plan.eval.prefix_tokens;
-  // d_all[s][f][i][l]; d = the config's [scorer]'s, as analysis.json has always reported it
   std::vector<const ScorerUse*> uses;
   for (const auto& sc : scorers) uses.push_back(&sc);
   std::vector<std::vector<int32_t>> window_tokens;
   for (const auto& w : windows) window_tokens.push_back(w.tokens);
-  // d_all[s][f][i][l] (runner/compression_damage.hpp, the loop the damage signal shares)
+  // d_all[s][f][i][l] (runner/compression_damage.hpp, the loop the damage signal shares); d = the config's [scorer]'s,
+  // as analysis.json has always reported it
   const auto d_all = compression_damage(*backend, uses, window_tokens, T, fractions, [&](int64_t i) {
     note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(windows.size()) + " done");
   });
@@ -332,28 +344,27 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   md << "\n|---|";
   for (size_t k = 0; k < fractions.size(); ++k) md << "---|";
   md << "\n";
-  for (size_t si = 0; si < profiles.size(); ++si) {
-    const SensitivityProfile& p = profiles[si];
+  // One row: the signal `name` whose profile at fraction index fi is s_of(fi).
+  auto row = [&](const std::string& name, const nlohmann::json& params, const std::function<const std::vector<double>&(size_t)>& s_of) {
     nlohmann::json sj;
-    sj["signal"] = p.signal;
-    sj["params"] = p.params;
-    sj["s"] = p.s;
+    sj["signal"] = name;
+    sj["params"] = params;
     sj["rho"] = nlohmann::json::array();
     sj["abs_rho"] = nlohmann::json::array();
     sj["ci_low"] = nlohmann::json::array();
     sj["ci_high"] = nlohmann::json::array();
-    md << "| " << p.signal << " |";
     for (size_t fi = 0; fi < fractions.size(); ++fi) {
-      const double rho = spearman_rho(p.s, D[fi]);  // signed: depth correlates negatively on held-out text
+      const std::vector<double>& s = s_of(fi);
+      const double rho = spearman_rho(s, D[fi]);  // signed: depth correlates negatively on held-out text
       const Interval ci = bootstrap_interval(
           static_cast<size_t>(N),
           [&](const std::vector<size_t>& idx) {
             std::vector<double> Dstar(static_cast<size_t>(L), 0.0);
             for (size_t i : idx)
               for (int64_t l = 0; l < L; ++l) Dstar[static_cast<size_t>(l)] += d[fi][i][static_cast<size_t>(l)];
-            return spearman_rho(p.s, Dstar);
+            return spearman_rho(s, Dstar);
           },
-          fnv1a64(p.signal + "/analyze/" + std::to_string(fi)), static_cast<int>(plan.bootstrap_resamples));
+          fnv1a64(name + "/analyze/" + std::to_string(fi)), static_cast<int>(plan.bootstrap_resamples));
       sj["rho"].push_back(num(rho));
       sj["abs_rho"].push_back(num(std::fabs(rho)));
       sj["ci_low"].push_back(num(ci.low));
@@ -361,8 +372,20 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
       md << " " << fmt(rho) << " [" << fmt(ci.low) << ", " << fmt(ci.high) << "] |";
     }
     md << "\n";
+    return sj;
+  };
+  for (const SensitivityProfile& p : profiles) {
+    md << "| " << p.signal << " |";
+    nlohmann::json sj = row(p.signal, p.params, [&](size_t) -> const std::vector<double>& { return p.s; });
+    sj["s"] = p.s;
     j["signals"].push_back(sj);
   }
+  md << "| **damage (oracle: calibration D_l at the same f)** |";
+  j["oracle"] = row(kDamageSignalId, nullptr, [&](size_t fi) -> const std::vector<double>& { return oracle[fi].s; });
+  j["oracle"]["s"] = nlohmann::json::array();
+  for (const auto& o : oracle) j["oracle"]["s"].push_back(o.s);
+  md << "\nThe oracle row allocates nothing: it is the damage signal (" << kDamageSignalId
+     << ") measured on the calibration split at each f, the ceiling a sensitivity signal's rho can reach here.\n";
   md << "\n## Compression damage per layer\n\n| layer |";
   for (double f : fractions) md << " D (f = " << f << ") |";
   md << "\n|---:|";

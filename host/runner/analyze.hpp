@@ -7,8 +7,11 @@
 // over the teacher-forced continuation tokens t of example i (the lm_fidelity set-up). Then, for every configured
 // signal with profile s, Spearman rho(s, D(f)) (average ranks for ties; signed: a signal that ranks the damaged layers
 // lowest has rho < 0) at each f, with a 95% bootstrap CI that resamples evaluation examples (the profile held fixed).
+// Last comes the oracle row: the builtin damage signal (runner/damage_signal.hpp), i.e. D_l(f) measured the same way on
+// the calibration split (runner/compression_damage.hpp, the same loop), against the evaluation D(f) at each f.
 //
-// Outputs in the folder: analysis.json (per signal "rho", its "ci_low"/"ci_high", and "abs_rho" = |rho| as before),
+// Outputs in the folder: analysis.json (per signal "rho", its "ci_low"/"ci_high", and "abs_rho" = |rho| as before;
+// "oracle" the same for the damage row, with "s" one profile per fraction),
 // analysis.md, plots/analysis_damage.png (D_l per f), analysis_profiles.png (each signal's profile overlaid on D_l,
 // min-max normalised), analysis_scatter.png (per f, rank of s_l vs rank of D_l with signed rho), and their SVGs.
 // With --scorers (AnalyzeOptions::scorers) D_l(f) is measured for each scorer too ("scorers"), and the profile-guided

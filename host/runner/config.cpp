@@ -1,4 +1,5 @@
 #include "runner/config.hpp"
+#include "runner/damage_signal.hpp"
 
 #include "runner/decode_spec.hpp"
 
@@ -276,7 +277,7 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
   if (!pn->is_string()) throw InputError(where(c, *pn, kind_name + ".plugin") + " must be a string");
   PluginChoice choice;
   try {
-    choice.info = &reg.resolve(pn->as_string()->get(), kind);
+    choice.info = &resolve_plugin_or_builtin(reg, pn->as_string()->get(), kind);
   } catch (const InputError& e) {
     throw InputError(where(c, *pn, kind_name + ".plugin") + ": " + e.what());
   }
@@ -309,7 +310,7 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
                        "]; plugin params go in a table [" + kind_name + "." + short_id(choice.id) + "]");
     const PluginInfo* owner = nullptr;
     try {
-      owner = &reg.resolve(key, kind);
+      owner = &resolve_plugin_or_builtin(reg, key, kind);
     } catch (const InputError& e) {
       throw InputError(where(c, v, full) + ": table names no " + kind_name + " plugin: " + e.what());
     }
@@ -321,6 +322,9 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
       user.push_back(UserParam{pkey, to_param_value(c, pv, full + "." + pkey), false, origin.str()});
     }
     const ParamSet set = ParamSet::validate(*owner->descriptor, user);  // errors name plugin, key and line
+    if (is_damage_signal(owner) && !(std::get<double>(set.values().at("fraction")) > 0.0))
+      throw InputError(where(c, *v.as_table()->get("fraction"), full + ".fraction") +
+                       " must be in (0, 1]: a fraction of 0 keeps no position");
     if (owner == choice.info) choice.params = set;
     if (heads && owner == heads->info) heads->params = set;
   }
@@ -519,7 +523,7 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   if (parts.size() != 3) fail("plugin params are swept as \"" + parts[0] + ".<plugin>.<param>\"");
   const PluginInfo* info = nullptr;
   try {
-    info = &reg.resolve(parts[1], kind);
+    info = &resolve_plugin_or_builtin(reg, parts[1], kind);
   } catch (const InputError& e) {
     fail(e.what());
   }
@@ -607,7 +611,9 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   const SweptNames names = swept_names(cell, varying);
   std::ostringstream methods, settings;
   methods << plugin_label(*cc.allocator, names);
-  if (cc.uses_profile) methods << "(" << plugin_label(*cc.signal, names) << ")";
+  // The damage signal is the oracle (runner/damage_signal.hpp): its cells are the ceiling, and their label says so.
+  if (cc.uses_profile)
+    methods << "(" << plugin_label(*cc.signal, names) << (is_damage_signal(cc.signal->info) ? ": oracle" : "") << ")";
   if (cc.allocator->heads) methods << "/" << plugin_label(*cc.allocator->heads, names);
   methods << " + " << plugin_label(*cc.scorer, names);
   if (!cc.route.empty()) methods << " + route[" << route_label(cc.route) << "]";
@@ -1050,7 +1056,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     for (const RouteEntry& e : cell.config.route) routed.emplace_back(e.scorer);
     for (const auto& r : routed) choices.push_back(&r);
     for (const auto* choice : choices) {
-      if (!*choice) continue;
+      if (!*choice || !(*choice)->info->library) continue;  // a host builtin (the damage signal) has no instance
       const std::string key = (*choice)->id + "{" + (*choice)->params.to_string() + "}";
       if (!created.insert(key).second) continue;
       try {

@@ -10,6 +10,8 @@
 //                 examples, prefix_tokens, window_tokens (calibration), seed
 //   [signal] / [scorer] / [allocator]
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
+//                 [signal] plugin = "damage" is the host's builtin oracle signal (runner/damage_signal.hpp):
+//                 [signal.damage] fraction = 0.2 (float in (0, 1]), compressed with the cell's [scorer]
 //   [[scorer.route]]  a route (runner/scorer_route.hpp): which scorer ranks which layers' positions, one entry per
 //                 scorer use: layers = "0-9, 12" (ranges and single indices) or [0, 3, 5] (required; no layer in two
 //                 entries; each below the model's layer count, checked when the model is loaded), plugin = "id"

@@ -16,6 +16,7 @@
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
 #include "plugin/signal_call.hpp"
+#include "runner/damage_signal.hpp"
 #include "runner/profiler.hpp"
 
 namespace fs = std::filesystem;
@@ -189,6 +190,13 @@ std::string profile_cache_key(const ProfileRequest& r) {
   // Weights kept in ggml blocks give other (not bit-identical) profiles than float32 ones. Only added for them, so
   // keys of profiles computed before model.weights existed (float32) stay valid.
   if (r.model->weights != WeightStorage::f32) line(std::string("weights=") + weight_storage_name(r.model->weights));
+  // The damage signal's values depend on the scorer it compresses with (only added for it: plugin keys unchanged).
+  if (is_damage_signal(r.signal.info)) {
+    if (!r.scorer) throw InputError("profile: the damage signal needs the cell's [scorer]");
+    line("scorer=" + r.scorer->id);
+    line(std::string("scorer_version=") + r.scorer->info->descriptor->version);
+    line("scorer_params=" + params_json(r.scorer->params).dump());
+  }
   return h.hex_digest();
 }
 
@@ -248,9 +256,6 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
     p.per_example.clear();
   }
 
-  std::vector<std::vector<int32_t>> tokens;
-  tokens.reserve(static_cast<size_t>(N));
-  for (const auto& w : r.examples) tokens.push_back(w.tokens);
   std::unique_ptr<Backend> own;
   Backend* backend = r.backend;
   if (!backend) {
@@ -260,16 +265,26 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
     backend = own.get();
   }
   const auto t0 = std::chrono::steady_clock::now();
-  Profiler profiler(*backend, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
-  HostServices host;
-  host.watch(r.cancel);
-  host.set_service(RKV_SERVICE_PROFILER_V1, profiler.abi());
-  const PluginInstance inst = PluginInstance::create(*r.signal.info, r.signal.params, host);
-  SignalOutput out = run_signal(inst, L, N, profiler.abi());
+  if (is_damage_signal(r.signal.info)) {
+    p.per_example = damage_per_example(*backend, *r.scorer, r.signal.params, r.examples, r.prefix_tokens);
+    p.s.assign(static_cast<size_t>(L), 0.0);
+    for (const auto& row : p.per_example)
+      for (int64_t l = 0; l < L; ++l) p.s[static_cast<size_t>(l)] += row[static_cast<size_t>(l)] / static_cast<double>(N);
+  } else {
+    std::vector<std::vector<int32_t>> tokens;
+    tokens.reserve(static_cast<size_t>(N));
+    for (const auto& w : r.examples) tokens.push_back(w.tokens);
+    Profiler profiler(*backend, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
+    HostServices host;
+    host.watch(r.cancel);
+    host.set_service(RKV_SERVICE_PROFILER_V1, profiler.abi());
+    const PluginInstance inst = PluginInstance::create(*r.signal.info, r.signal.params, host);
+    SignalOutput out = run_signal(inst, L, N, profiler.abi());
+    p.s = out.s;
+    p.per_example = out.per_example;
+    for (auto& w : out.warnings) p.warnings.push_back(w);
+  }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  p.s = out.s;
-  p.per_example = out.per_example;
-  for (auto& w : out.warnings) p.warnings.push_back(w);
   add_statistics(p, r.bootstrap_seed, r.bootstrap_resamples);
 
   if (r.write_cache) {
@@ -288,7 +303,7 @@ ProfileRequest make_profile_request(const RunPlan& plan, const CellConfig& cell,
   r.model = &model;
   if (!signal_override.empty()) {
     if (!plan.registry) throw InputError("profile: the run plan has no plugin registry");
-    const PluginInfo& info = plan.registry->resolve(signal_override, RKV_KIND_SIGNAL);
+    const PluginInfo& info = resolve_plugin_or_builtin(*plan.registry, signal_override, RKV_KIND_SIGNAL);
     r.signal.id = info.id();
     r.signal.info = &info;
     if (cell.signal && cell.signal->id == info.id())
@@ -319,6 +334,7 @@ ProfileRequest make_profile_request(const RunPlan& plan, const CellConfig& cell,
     const ScorerRequirements req = query_scorer_requirements(scorer, shape);
     r.protect = req.protected_spec();
     r.scorer_id = cell.scorer->id;
+    r.scorer = cell.scorer;
   }
   return r;
 }

@@ -11,7 +11,8 @@
 //
 // Cache: <cache_dir>/<key>.json (default cache_dir: <asset cache>/profiles), key = sha256 of the model's sha256, the
 // signal id, version and params, the calibration token ids with their prefix/window split, the base scorer's protected
-// positions, the backend's kind and compute dtype ("cpu"/"f32" unless the request names a backend; profile_cache_key()). Files are written atomically (a temporary
+// positions, the backend's kind and compute dtype ("cpu"/"f32" unless the request names a backend; profile_cache_key()),
+// and for the builtin damage signal the scorer's id, version and params. Files are written atomically (a temporary
 // file in the same folder, then rename). A cache file that cannot be read, is not JSON, carries another key, or has the
 // wrong shape or non-finite values is ignored with a warning and recomputed. The CIs and split-half value of a cache
 // hit are recomputed from its per-example values with the request's bootstrap settings.
@@ -22,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,9 @@ struct ProfileRequest {
   int64_t window_tokens = 0;         ///< n_w
   ProtectedSpec protect;             ///< the base scorer's protected positions (never perturbed)
   std::string scorer_id;             ///< the base scorer (for the record; "" for none)
+  /// The base scorer with its params: the builtin damage signal (runner/damage_signal.hpp) compresses with it, and
+  /// then its id, version and params are part of the cache key. Required for that signal, unused by plugins.
+  std::optional<PluginChoice> scorer;
   std::vector<std::string> files;    ///< calibration text files (for the record)
   uint64_t data_seed = 0;            ///< the seed the windows were drawn with (for the record)
   int threads = 0;                   ///< CPU threads of the CPU backend made when `backend` is null (0: all cores)

@@ -1,5 +1,6 @@
 // report.md and plots/ of a run or merge (runner/report.hpp).
 #include "runner/report.hpp"
+#include "runner/damage_signal.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -76,7 +77,14 @@ std::string warnings_section(const std::vector<CellData>& cells) {
 std::string profile_section(const fs::path& profile_path, ReportPlots& plots) {
   const auto p = nlohmann::json::parse(read_file(profile_path.string()));
   std::ostringstream md;
-  md << "## Sensitivity profile (" << p.at("signal").get<std::string>() << ")\n\nsplit-half Spearman rho: "
+  const bool oracle = p.at("signal").get<std::string>() == kDamageSignalId;
+  md << "## Sensitivity profile (" << p.at("signal").get<std::string>() << (oracle ? ": the oracle" : "") << ")\n\n";
+  if (oracle)
+    md << "This profile is the oracle: s_l is the compression damage D_l (mean KL with only layer l compressed by the "
+       << "cell's scorer to f = " << p.at("params").value("fraction", 0.0)
+       << ") measured on the calibration split. Cells that allocate by it (labelled \"damage: oracle\") are the "
+       << "ceiling of what a sensitivity signal can gain.\n\n";
+  md << "split-half Spearman rho: "
      << (p.at("split_half_spearman").is_null() ? std::string("n/a") : fmt(p.at("split_half_spearman").get<double>(), 3))
      << "; " << p.at("per_example").size() << " calibration examples; computed in " << fmt(p.value("seconds", 0.0), 3)
      << " s\n\n| layer | s | 95% CI |\n|---:|---:|---|\n";

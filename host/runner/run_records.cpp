@@ -160,7 +160,8 @@ nlohmann::json plugin_json(const std::optional<PluginChoice>& c, bool used) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [k, v] : c->params.values()) params[k] = param_json(v);
   j["params"] = params;
-  j["library_sha256"] = library_sha256(c->info->library->path);
+  // A host builtin (the damage signal, runner/damage_signal.hpp) has no library: null.
+  j["library_sha256"] = c->info->library ? nlohmann::json(library_sha256(c->info->library->path)) : nlohmann::json(nullptr);
   return j;
 }
 

@@ -28,6 +28,13 @@
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "core/subprocess.hpp"
+#include "backend/backend.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/scorer_call.hpp"
+#include "runner/analyze.hpp"
+#include "runner/compression_damage.hpp"
+#include "runner/plan_backend.hpp"
+#include "runner/profile.hpp"
 #include "runner/config.hpp"
 #include "runner/run.hpp"
 #include "runner/run_dumps.hpp"
@@ -1189,3 +1196,99 @@ TEST_F(SyntheticRun, EntryStatefulDecodePoliciesAreRefusedOnSlidingWindowModels)
 }
 
 }  // namespace
+
+// Issue 15: the builtin `damage` signal (runner/damage_signal.hpp) is the oracle. Its profile must equal D_l computed
+// by hand through analyze's loop (compression_damage) on the calibration windows, and `analyze` must show it as the
+// oracle row with that same profile at the config's fraction. At f = 1 every position is kept, so D_l = 0 (by hand).
+TEST_F(SyntheticRun, DamageSignalIsAnalyzesDamageOnTheCalibrationSplit) {
+  const std::string text = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"damage\"\n"
+                                  "[signal.damage]\nfraction = 0.5\n");
+  const rkv::RunPlan p = plan(text);
+  const rkv::Model model = rkv::load_model(p.model_path, rkv::weights_for_backend(p.backend, p.weights));
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_path(p.model_path);
+  const std::unique_ptr<rkv::Backend> backend = rkv::make_backend("cpu", model, rkv::plan_backend_options(p));
+  const rkv::CellConfig& cell = p.cells.back().config;
+  ASSERT_FALSE(cell.full_cache);
+  rkv::ProfileRequest req = rkv::make_profile_request(p, cell, model, tok);
+  req.backend = backend.get();
+  req.read_cache = req.write_cache = false;
+  const rkv::SensitivityProfile profile = rkv::compute_profile(req);
+
+  // By hand: the calibration windows (P = 32 prefix, n_w = 8 continuation), only layer l compressed by streamingllm.
+  const auto windows = rkv::draw_text_windows(tok, p.calibration.files, 2, 32 + 8, p.calibration.seed);
+  std::vector<std::vector<int32_t>> tokens;
+  for (const auto& w : windows) tokens.push_back(w.tokens);
+  rkv::HostServices host;
+  const rkv::PluginInstance scorer = rkv::PluginInstance::create(*cell.scorer->info, cell.scorer->params, host);
+  rkv::ScorerUse use;
+  use.instance = &scorer;
+  use.requirements = rkv::query_scorer_requirements(scorer, rkv_attention_shape{sizeof(rkv_attention_shape),
+      model.config.n_layers, model.config.n_heads, model.config.n_kv_heads, model.config.head_dim});
+  use.key = "by hand";
+  const auto d = rkv::compression_damage(*backend, {&use}, tokens, 32, {0.5, 1.0}).front();  // d[f][i][l]
+  ASSERT_EQ(profile.s.size(), 2u);
+  double largest = 0;
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_NEAR(profile.s[l], (d[0][0][l] + d[0][1][l]) / 2, 1e-12) << "layer " << l;
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(profile.per_example[i][l], d[0][i][l], 1e-12) << i << ", " << l;
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(d[1][i][l], 0.0, 1e-6) << "f = 1 keeps every position of layer " << l;
+    largest = std::max(largest, profile.s[l]);
+  }
+  EXPECT_GT(largest, 1e-6) << "f = 0.5 must hurt some layer, or the comparison above proves nothing";
+
+  rkv::AnalyzeOptions o;
+  o.out_dir = (dir / "analysis").string();
+  o.fractions = {0.5};
+  o.quiet = true;
+  rkv::run_analysis(p, o);
+  const auto j = nlohmann::json::parse(rkv::read_file((dir / "analysis" / "analysis.json").string()));
+  ASSERT_EQ(j.at("signals").size(), 1u);
+  EXPECT_EQ(j.at("signals")[0].at("signal"), "org.ripplekv.signal.damage");
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_NEAR(j.at("signals")[0].at("s")[l].get<double>(), profile.s[l], 1e-12) << "layer " << l;
+    EXPECT_NEAR(j.at("oracle").at("s")[0][l].get<double>(), profile.s[l], 1e-12) << "layer " << l;
+  }
+  const std::string md = rkv::read_file((dir / "analysis" / "analysis.md").string());
+  EXPECT_NE(md.find("| **damage (oracle: calibration D_l at the same f)** |"), std::string::npos) << md;
+}
+
+// A run allocating by the damage profile names it the oracle in its cell labels and its profile section; its cell
+// records the builtin with no library hash.
+TEST_F(SyntheticRun, ARunAllocatingByDamageShowsItAsTheOracle) {
+  std::string text = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"damage\"\n");
+  text.replace(text.find("plugin = \"uniform\""), std::strlen("plugin = \"uniform\""), "plugin = \"ripplekv\"");
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  ASSERT_EQ(rkv::run_ablation(plan(text), o).cells_computed, 2) << text;
+  const std::string report = rkv::read_file((dir / "out" / "report.md").string());
+  EXPECT_NE(report.find("## Sensitivity profile (org.ripplekv.signal.damage: the oracle)"), std::string::npos) << report;
+  EXPECT_NE(report.find("ripplekv(damage: oracle) + streamingllm"), std::string::npos) << report;
+  const auto profile = nlohmann::json::parse(rkv::read_file((dir / "out" / "profile.json").string()));
+  EXPECT_EQ(profile.at("params").at("fraction"), 0.2);
+  bool found = false;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) {
+    const auto cell = nlohmann::json::parse(rkv::read_file(e.path().string()));
+    if (cell.at("signal").is_null()) continue;
+    found = true;
+    EXPECT_EQ(cell.at("signal").at("id"), "org.ripplekv.signal.damage");
+    EXPECT_TRUE(cell.at("signal").at("library_sha256").is_null());
+  }
+  EXPECT_TRUE(found);
+}
+
+// [signal.damage]: an unknown key or a fraction outside (0, 1] is an error naming the key.
+TEST_F(SyntheticRun, BadDamageSignalParamsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"fractoin = 0.2", "fractoin"}, {"fraction = 0.0", "signal.damage.fraction"}, {"fraction = 1.5", "fraction"}};
+  for (const auto& [line, named] : cases) {
+    const std::string text = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"damage\"\n"
+                                    "[signal.damage]\n" + line + "\n");
+    try {
+      plan(text);
+      ADD_FAILURE() << line << " was accepted";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << line << ": " << e.what();
+    }
+  }
+}
