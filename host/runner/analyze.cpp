@@ -385,7 +385,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   j["oracle"]["s"] = nlohmann::json::array();
   for (const auto& o : oracle) j["oracle"]["s"].push_back(o.s);
   md << "\nThe oracle row allocates nothing: it is the damage signal (" << kDamageSignalId
-     << ") measured on the calibration split at each f, the ceiling a sensitivity signal's rho can reach here.\n";
+     << ") measured on the calibration split at each f: how well damage itself carries over from calibration to "
+     << "evaluation text, the reference a sensitivity signal's rho is read against.\n";
   md << "\n## Compression damage per layer\n\n| layer |";
   for (double f : fractions) md << " D (f = " << f << ") |";
   md << "\n|---:|";
