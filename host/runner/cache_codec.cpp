@@ -18,11 +18,15 @@ void check_codec_support(const ModelConfig& config, const CodecSpec& codec, cons
                      "sliding-window layers (their window cut would evict from a packed cache while decoding)");
 }
 
-std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim) {
+std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim, int64_t prefix_tokens) {
   if (!cell.budget_bytes_fraction) return cell.budget_fraction;
-  const double f = *cell.budget_bytes_fraction * codec_entry_bytes(CodecSpec{}, head_dim) /
-                   codec_entry_bytes(cell.codec, head_dim);
-  return std::min(1.0, f);
+  const double x = *cell.budget_bytes_fraction, T = static_cast<double>(std::max<int64_t>(prefix_tokens, 1));
+  if (cell.codec.none()) return x;
+  const double e_f32 = codec_entry_bytes(CodecSpec{}, head_dim), e = codec_entry_bytes(cell.codec, head_dim);
+  const double R = static_cast<double>(cell.codec.residual + codec_key_quantum(cell.codec) - 1);
+  const double bytes = x * T * e_f32;  // per KV head and layer
+  const double b = bytes <= R * e_f32 ? x * T : R + (bytes - R * e_f32) / e;
+  return std::min(1.0, b / T);
 }
 
 std::vector<int> layer_bits_of(const CompressedPrompt& comp, const CodecSpec& codec, const std::vector<double>& profile,

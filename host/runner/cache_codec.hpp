@@ -21,13 +21,17 @@ namespace rkv {
 /// rkv::InputError naming `where` (the config and cell). A no-op for codec "none".
 void check_codec_support(const ModelConfig& config, const CodecSpec& codec, const std::string& where);
 
-/// The token fraction a cell keeps: budget.fraction as it is, or for budget.bytes_fraction x the fraction whose kept
-/// entries cost x of the full float32 cache's bytes with the cell's codec,
-///   f = min(1, x e_f32 / e_codec),   e = codec_entry_bytes (packed key + value + position per entry and KV head)
-/// (e.g. SmolLM2, d = 64, int4 asymmetric g32: e = 84, e_f32 = 516, x = 0.1 -> f = 0.614). Entries a codec keeps in
-/// float32 (its residual window, KIVI's partial key group) are not in e_codec: kv_bytes then exceeds x a little,
-/// and the run reports the bytes it really held. nullopt for budget.tokens.
-std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim);
+/// The token fraction a cell keeps of a prompt of T = `prefix_tokens` positions: budget.fraction as it is, or for
+/// budget.bytes_fraction x the fraction whose kept entries cost at most x of the full float32 cache's bytes with the
+/// cell's codec. Per KV head and layer the budget is x T e_f32 bytes; up to R = residual + quantum - 1 entries may
+/// stay float32 (the codec's residual window and at most one partial key unit), the rest cost e_codec each:
+///   b = x T                                  when x T e_f32 <= R e_f32 (everything fits in the float32 part)
+///   b = R + (x T e_f32 - R e_f32) / e_codec  otherwise,              f = min(1, b / T)
+/// with e = codec_entry_bytes (packed key + value + position per entry and KV head). E.g. SmolLM2 (d = 64,
+/// e_f32 = 516), x = 0.1: int4 asymmetric g32 (e = 84, R = 0) f = 0.614; KIVI 2-bit g32 residual 0 (e = 52,
+/// R = 31) at T = 1024: f = 0.722. Under uniform budgets the kept bytes stay within x and within one key unit of
+/// it; an allocator that moves tokens between layers moves bytes with them. nullopt for budget.tokens.
+std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim, int64_t prefix_tokens);
 
 /// The codec's bits of every model layer for a cell with compression.codec.layer_bits = "profile"
 /// (cache/layer_bits.hpp), from the cell's profile `profile` [L] and the entries `comp.cache` holds per layer (over

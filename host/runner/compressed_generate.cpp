@@ -92,7 +92,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
       backend, prompt_ids, prefill_needs(all_scorers, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
-  const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers, T));
+  const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers, T));
   ScoreMemo memo;
   const CellBudgets alloc = allocate_cell(backend, prompt, layer_scorers, memo, alloc_inst,
                                           heads_inst ? &*heads_inst : nullptr, layers, profile, B);

@@ -367,11 +367,7 @@ CodecSpec parse_codec_section(const Ctx& c, const toml::table& root) {
   if (!kp) return spec;
   check_keys(c, *kp, "compression.codec", {"format", "bits", "group", "symmetric", "residual", "layer_bits", "bits_ratio"});
   const std::string format = get_string(c, *kp, "format", "compression.codec.format", "none");
-  try {
-    spec.format = parse_codec_format(format, "compression.codec.format");
-  } catch (const InputError& e) {
-    throw InputError(where(c, *kp->get("format"), "compression.codec.format") + ": " + e.what());
-  }
+  if (format != "none") spec.format = parse_codec_format(format, where(c, *kp->get("format"), "compression.codec.format"));
   spec.bits = static_cast<int>(get_int(c, *kp, "bits", "compression.codec.bits", 4, 2, 8));
   if (spec.bits != 2 && spec.bits != 4 && spec.bits != 8)
     throw InputError(where(c, *kp->get("bits"), "compression.codec.bits") + " must be 2, 4 or 8 (got " +

@@ -292,7 +292,7 @@ void check_budgets_feasible(const RunPlan& plan, const std::vector<size_t>& pend
     if (cc.full_cache) continue;
     for (const auto& ex : examples) {
       const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
-      const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers_A, T));
+      const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T));
       if (B < A)
         throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': the global budget B = " +
                          std::to_string(B) + " is below the number of compressible layers |A| = " + std::to_string(A) +
@@ -634,7 +634,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
           const LayerScorers layer_scorers = layer_scorers_of(cc, scorers);
           const int64_t B =
-              cell_budget_total(token_fraction(cc, mc.head_dim), cc.budget_tokens, mc.layer_spans(layers_A, T));
+              cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T));
           std::vector<double> profile_A, profile_all;
           if (cc.uses_profile) {
             const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));

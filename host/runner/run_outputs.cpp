@@ -173,6 +173,8 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["rerotate"] = m.contains("rerotate") ? m.at("rerotate") : nlohmann::json(false);
         r["budget_fraction"] = m.at("budget_fraction");
         r["budget_tokens"] = m.at("budget_tokens");
+        r["budget_bytes_fraction"] = m.value("budget_bytes_fraction", nlohmann::json());  // null: not a byte budget
+        r["codec"] = m.value("codec", nlohmann::json());  // null in cells written before codecs
         r["budget_total"] = t.B / ne;
         r["task"] = task;
         r["metric"] = metric;

@@ -111,13 +111,21 @@ TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
   EXPECT_FALSE(cc.budget_fraction.has_value());
   EXPECT_NE(p.cells[1].label.find("kv bytes=0.1"), std::string::npos) << p.cells[1].label;
   // SmolLM2's d = 64: float32 516 bytes per entry and KV head, int4 asymmetric g32 84: f = 0.1 x 516 / 84.
-  EXPECT_DOUBLE_EQ(*rkv::token_fraction(cc, 64), 0.1 * 516.0 / 84.0);
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(cc, 64, 1024), 0.1 * 516.0 / 84.0);
   const rkv::RunPlan none = load(text);  // without a codec the bytes fraction is the token fraction
-  EXPECT_DOUBLE_EQ(*rkv::token_fraction(none.cells[1].config, 64), 0.1);
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(none.cells[1].config, 64, 1024), 0.1);
   std::string big = base();
   big.replace(big.find("fraction = 0.2"), 14, "bytes_fraction = 0.9");
   const rkv::RunPlan capped = load(big + "[compression.codec]\nformat = \"q8_0\"\n");
-  EXPECT_DOUBLE_EQ(*rkv::token_fraction(capped.cells[1].config, 64), 1.0);  // 0.9 x 516 / 140 > 1: keep everything
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(capped.cells[1].config, 64, 1024), 1.0);  // 0.9 x 516 / 140 > 1: keep all
+  // Entries a codec keeps in float32 are costed at float32. KIVI 2-bit g32, residual 0, T = 1024: R = 31 entries
+  // per head may stay float32 (one partial key group), so b = 31 + (0.1 x 1024 x 516 - 31 x 516) / 52 = 739.5.
+  const rkv::RunPlan kv = load(text + "[compression.codec]\nformat = \"kivi\"\nbits = 2\nresidual = 0\n");
+  EXPECT_NEAR(*rkv::token_fraction(kv.cells[1].config, 64, 1024), (31.0 + (0.1 * 1024 * 516 - 31.0 * 516) / 52) / 1024,
+              1e-12);
+  // KIVI's default residual of 128 holds more than 0.1 x 256 = 25.6 entries: at T = 256 everything kept is float32.
+  const rkv::RunPlan kr = load(text + "[compression.codec]\nformat = \"kivi\"\nbits = 2\n");
+  EXPECT_DOUBLE_EQ(*rkv::token_fraction(kr.cells[1].config, 64, 256), 0.1);
   std::string both = base();
   both.replace(both.find("fraction = 0.2"), 14, "fraction = 0.2\nbytes_fraction = 0.1");
   EXPECT_NE(error(both).find("exactly one"), std::string::npos);
