@@ -382,7 +382,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   const std::string out = opt.out_dir;
   check_output_folder_is_ours(out, opt.force, "run");  // never overwrite a folder that is not a ripplekv run
   const OutputFolderLock lock(out);  // one writer per folder: a second run (or merge) into it stops here
-  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
+  // Checks only: run.json and config.toml are written once every model-dependent check below has passed.
+  RunIdentity id = prepare_output_folder(plan, out, opt.resume, opt.force);
 
   RunSummary summary;
   summary.cells_total = static_cast<int64_t>(plan.cells.size());
@@ -398,6 +399,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   Progress progress(opt.quiet, opt.progress);
   if (pending.empty()) {
     progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) + " cells complete or in other shards)");
+    write_run_identity(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
     assemble_outputs({out}, out, true);
     summary.seconds = since(t_run);
     return summary;
@@ -481,6 +483,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
 
   // Sensitivity profiles, one per (signal, scorer) that a cell's allocator uses.
   std::map<std::string, SensitivityProfile> profiles;
+  std::vector<std::string> profile_order;  // written in this order once the run is known to start
   for (size_t c : pending) {
     const CellConfig& cc = plan.cells[c].config;
     if (cc.full_cache || !cc.uses_profile) continue;
@@ -496,7 +499,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
                   (p.from_cache ? "read from the cache (computed in " + std::to_string(p.seconds) + " s)"
                                 : "computed in " + std::to_string(p.seconds) + " s") +
                   ", split-half Spearman " + std::to_string(p.split_half_spearman));
-    write_profile_file(out, p, profiles.empty());
+    profile_order.push_back(key);
     profiles.emplace(key, std::move(p));
   }
 
@@ -586,6 +589,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     }
   }
   check_budgets_feasible(plan, pending, examples, mc, layers_A);
+  // Every check has passed: from here on the folder is this run's (a refused run above left it as it was).
+  write_run_identity(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
+  for (size_t i = 0; i < profile_order.size(); ++i) write_profile_file(out, profiles.at(profile_order[i]), i == 0);
   // The full cache's outcome on every example (the reference reported beside every cell).
   for (Example& ex : examples) {
     const std::unique_ptr<BackendCache> full = backend->clone(*ex.prompt.cache);

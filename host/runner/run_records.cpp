@@ -220,8 +220,7 @@ void check_output_folder_is_ours(const std::string& out, bool force, const std::
   }
 }
 
-RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count, bool force) {
+RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, bool force) {
   std::error_code ec;
   fs::create_directories(fs::path(out) / "cells", ec);
   if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
@@ -253,6 +252,12 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
                        "start over (its finished cells are deleted), or choose another --out folder");
     }
   }
+  return id;
+}
+
+void write_run_identity(const RunPlan& plan, const std::string& out, bool resume, int shard_index, int shard_count,
+                        bool force) {
+  std::error_code ec;
   if (force && !resume) {  // start over: no cell of an earlier run may reach this run's report or a later merge
     std::vector<fs::path> stale;
     for (const auto& e : fs::directory_iterator(fs::path(out) / "cells", ec))
@@ -268,9 +273,8 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
   j["cells"] = nlohmann::json::array();
   for (const auto& c : plan.cells)
     j["cells"].push_back({{"id", c.id}, {"label", c.label}, {"group", c.group}, {"cell", c.values}});
-  write_file_atomically(run_json.string(), j.dump(2) + "\n");
+  write_file_atomically((fs::path(out) / "run.json").string(), j.dump(2) + "\n");
   write_file_atomically((fs::path(out) / "config.toml").string(), plan.config_text);
-  return id;
 }
 
 bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,

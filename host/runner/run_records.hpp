@@ -93,12 +93,19 @@ bool is_ripplekv_output_folder(const std::string& out);
 /// `force` accepts it. `what` names the command ("run", "merge") in the message.
 void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what);
 
-/// Creates `out` (checking it is writable), and writes run.json and config.toml. With `resume`, an existing run.json
-/// must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without `resume`, a
-/// folder that already holds finished cells is refused (use --resume or another folder) unless `force`, which starts
-/// over: the finished cell files (cells/*.json) are deleted first.
-RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, int shard_index,
-                                  int shard_count, bool force = false);
+/// Creates `out` (checking it is writable) and checks it may take this run, writing nothing else: with `resume`, an
+/// existing run.json must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed.
+/// Without `resume`, a folder that already holds finished cells is refused (use --resume or another folder) unless
+/// `force`. Returns the run's identity (run id, config and base hashes; the rest is filled in by the caller).
+/// run.json and config.toml are written later by write_run_identity(), once every check that needs the model has
+/// passed, so a run refused by such a check leaves the folder (and a resumed run's cell list) as it found it.
+RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, bool force = false);
+
+/// Writes run.json (the cell list of this plan and shard) and config.toml into `out`, after prepare_output_folder()
+/// accepted it. With `force` and not `resume` (start over) the finished cell files (cells/*.json) are deleted first.
+/// Called once the run is known to start: before the first cell file, or when every cell is already complete.
+void write_run_identity(const RunPlan& plan, const std::string& out, bool resume, int shard_index, int shard_count,
+                        bool force = false);
 
 /// True when cells/<id>.json exists and parses as a complete cell record. A corrupt file is reported on stderr (and
 /// the cell is recomputed). A complete record of another base config (its base_sha256 differs from `base_sha256`:

@@ -772,6 +772,26 @@ TEST_F(SyntheticRun, ARunsOwnReportHoldsOnlyTheCellsOfItsCurrentSweep) {
   EXPECT_NE(report.find("f=0.75"), std::string::npos) << report;
 }
 
+// A resumed run refused by a check made after the model is loaded (here a budget the new sweep value makes infeasible)
+// used to have rewritten run.json and config.toml already, so the folder's cell list named the refused sweep and the
+// finished cells of the old one dropped out of its report and of a later merge. The folder is now left as it was.
+TEST_F(SyntheticRun, AResumeRefusedAfterLoadingTheModelLeavesTheFolderAsItWas) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  const std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  ASSERT_EQ(rkv::run_ablation(plan(base + "[sweep]\n\"budget.fraction\" = [0.25, 0.5]\n"), o).cells_computed, 3);
+  const std::string run_json = rkv::read_file((dir / "out" / "run.json").string());
+  const std::string config_toml = rkv::read_file((dir / "out" / "config.toml").string());
+  o.resume = true;
+  EXPECT_THROW(rkv::run_ablation(plan(base + "[sweep]\n\"budget.fraction\" = [0.001, 0.5]\n"), o), rkv::InputError);
+  EXPECT_EQ(rkv::read_file((dir / "out" / "run.json").string()), run_json);
+  EXPECT_EQ(rkv::read_file((dir / "out" / "config.toml").string()), config_toml);
+  // The original sweep resumes with nothing to compute and still reports f = 0.25.
+  EXPECT_EQ(rkv::run_ablation(plan(base + "[sweep]\n\"budget.fraction\" = [0.25, 0.5]\n"), o).cells_computed, 0);
+  EXPECT_NE(rkv::read_file((dir / "out" / "report.md").string()).find("f=0.25"), std::string::npos);
+}
+
 // Issue 19, fault 11: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
 // A cell with lm_fidelity examples (B = 32) and needle examples (B = 1000): each row averages its own task only.
 TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
