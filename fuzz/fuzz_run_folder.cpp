@@ -90,7 +90,8 @@ void write_seeds(const fs::path& seeds) {
   const Sandbox& sb = sandbox();
   const fs::path run = rkv_fuzz::process_temp_dir("run_folder") / "seed_run";
   fs::remove_all(run);
-  rkv::RunIdentity id = rkv::prepare_output_folder(sb.plan, run.string(), false, 1, 1);
+  rkv::RunIdentity id = rkv::prepare_output_folder(sb.plan, run.string(), false);
+  rkv::write_run_identity(sb.plan, run.string(), false, 1, 1);
   id.model_sha256 = std::string(64, 'a');
   for (size_t c = 0; c < sb.plan.cells.size(); ++c) {
     const bool full = sb.plan.cells[c].config.full_cache;
@@ -180,6 +181,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rkv_context_destroy(ctx);
   // --resume: run.json's identity against the config.
   expect_input_errors_only("prepare_output_folder",
-                           [&] { rkv::prepare_output_folder(sb.plan, run.string(), true, 1, 1); });
+                           [&] { rkv::prepare_output_folder(sb.plan, run.string(), true); });
   return 0;
 }

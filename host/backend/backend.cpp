@@ -128,4 +128,16 @@ std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& mode
 #endif
 }
 
+void check_share_layer(const BackendCache& cache, int64_t layer, int64_t source) {
+  const int64_t L = cache.n_layers();
+  const std::string what = "share_layer(" + std::to_string(layer) + ", source " + std::to_string(source) + "): ";
+  if (layer < 0 || layer >= L || source < 0 || source >= L)
+    throw InputError(what + "layers are in [0, " + std::to_string(L) + ")");
+  if (source >= layer) throw InputError(what + "the source must be an earlier layer (it runs first in a forward pass)");
+  if (cache.shared_source(source) != source)
+    throw InputError(what + "the source is itself shared (it reads layer " + std::to_string(cache.shared_source(source)) +
+                     "); name that layer");
+  if (cache.shared_source(layer) != layer) throw InputError(what + "the layer is already shared");
+}
+
 }  // namespace rkv

@@ -63,6 +63,9 @@ class BackendCache {
   /// Bytes of the entries in use: sum over layers and KV heads of head_length x (key + value row + position), without reserved
   /// capacity (what results report as kv_bytes_end, so that it does not depend on the growth policy).
   virtual size_t bytes_in_use() const = 0;
+  /// The layer whose entries layer `layer`'s attention reads: `layer` itself, or the source Backend::share_layer gave
+  /// it (a shared layer holds no entries of its own). rkv::InputError for a layer outside [0, L).
+  virtual int64_t shared_source(int64_t layer) const = 0;
 };
 
 /// A borrowed DLPack view with its own shape and stride storage (dl() points the tensor at them, so a copied view
@@ -241,6 +244,19 @@ class Backend {
   /// layer already encoded.
   virtual void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) = 0;
 
+  /// Depth-wise cache sharing at inference (Cross-Layer Attention, Brandon et al. 2024, "CLA"; KVSharer, Yang et al.
+  /// 2024; README "Depth-wise sharing"): frees every entry of layer `layer` (bytes() no longer counts them;
+  /// head_length() is 0) and from then on extend() runs that layer with its own weights and queries over the cache of
+  /// layer `source`, which by then already holds the new rows' entries (source < layer, so it ran first):
+  ///   q = RoPE(RMSNorm(x) Wq_layer),  a = softmax(s q K_source^T) V_source,  x += a Wo_layer^T
+  /// and the layer's own k and v projections are not stored. Applied after the prefill, like eviction: the prompt's
+  /// hidden states are those of the unshared model. A shared layer cannot be compacted, re-rotated, encoded or shared
+  /// again (rkv::InputError); download_layer() gives it with no entries. Sharing composes with eviction and codecs
+  /// of the source (a packed source is dequantized for the shared layer's attention too). rkv::InputError for a
+  /// layer or source outside [0, L), source >= layer, a source that is itself shared, and a layer already shared or
+  /// packed. On a sliding-window layer the window applies to the source's entries by their stored positions.
+  virtual void share_layer(BackendCache& cache, int64_t layer, int64_t source) = 0;
+
   /// A profiler for prefixes of `prefix_tokens` and windows of `window_tokens`, never perturbing the positions
   /// `protect` covers. rkv::InputError for P < 1, n_w < 1 or negative counts.
   virtual std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
@@ -277,6 +293,10 @@ int bounded_thread_count(int64_t requested, std::string* warning = nullptr);
 /// Throws the rkv::InputError make_backend() would throw for `kind` and `options` before any model is loaded (unknown
 /// kind or dtype, cuda without a device or without the CUDA backend, bf16 on cpu); returns otherwise.
 void check_backend_available(const std::string& kind, const BackendOptions& options);
+
+/// The checks every backend's share_layer() makes that need no backend state: layer and source inside [0, L),
+/// source < layer, neither already shared (BackendCache::shared_source). Throws rkv::InputError naming both.
+void check_share_layer(const BackendCache& cache, int64_t layer, int64_t source);
 
 /// The kind "auto" resolves to on this machine ("cuda" or "cpu").
 std::string resolve_backend_kind(const std::string& kind);

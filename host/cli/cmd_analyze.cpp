@@ -18,7 +18,7 @@ namespace {
 const char* kUsage =
     "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n"
     "                        [--scorers a,b,...] [--route-counts a=N,b=M] [--random-routes N] [--route-seed S]\n"
-    "                        [--route-fraction f]\n\n"
+    "                        [--route-fraction f] [--sharing]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
@@ -31,7 +31,10 @@ const char* kUsage =
     "Hungarian). It is ranked by total damage sum_l D_l among --random-routes (default 100) random placements of the\n"
     "same counts (--route-seed, default 0), in analysis.json \"routes\" and analysis.md; the route at\n"
     "--route-fraction (default the smallest fraction) is written as [[scorer.route]] tables to DIR/route.toml, and\n"
-    "the first random placement of its counts to DIR/route-random.toml.\n";
+    "the first random placement of its counts to DIR/route-random.toml.\n\n"
+    "Sharing: --sharing also measures the sharing damage D^share_l (only layer l's cache dropped, its attention\n"
+    "reading layer l - 1's) on the evaluation set, and each signal's rho against it, in analysis.json \"sharing\" and\n"
+    "analysis.md (the layers a [compression.share] count = k chooser should pick; README \"Depth-wise sharing\").\n";
 
 int run_analyze(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -42,7 +45,8 @@ int run_analyze(const std::vector<std::string>& args) {
       "route-counts", po::value<std::string>(), "layers per scorer held fixed, a=N,b=M (summing to the layer count)")(
       "random-routes", po::value<int64_t>(), "random placements to rank the route among (default 100)")(
       "route-seed", po::value<int64_t>(), "seed of the random placements (default 0)")(
-      "route-fraction", po::value<double>(), "the fraction whose route goes to route.toml (default the smallest)");
+      "route-fraction", po::value<double>(), "the fraction whose route goes to route.toml (default the smallest)")(
+      "sharing", "also measure the per-layer sharing damage (layer l reads layer l - 1's cache)");
   add_backend_options(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
@@ -81,6 +85,7 @@ int run_analyze(const std::vector<std::string>& args) {
       o.route_counts.emplace_back(item.substr(0, eq), std::stoll(count));
     }
   }
+  o.sharing = vm.count("sharing") != 0;
   if (vm.count("random-routes")) o.random_routes = vm["random-routes"].as<int64_t>();
   if (o.random_routes < 1 || o.random_routes > 1000000) throw UsageError("--random-routes must be in [1, 1000000]");
   if (vm.count("route-seed")) {

@@ -20,6 +20,7 @@
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/analyze_routes.hpp"
+#include "runner/analyze_sharing.hpp"
 #include "runner/compression.hpp"
 #include "runner/compression_damage.hpp"
 #include "runner/damage_signal.hpp"
@@ -407,6 +408,12 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   const fs::path out(opt.out_dir);
   if (choices.size() > 1)  // --scorers: D_l per scorer, the guided route and its random-placement baseline
     write_routes(choices, d_all, fractions, opt, route_options, out, j, md);
+  if (opt.sharing) {  // --sharing: D^share_l on the same evaluation windows, and each signal against it
+    note("analyze: sharing damage (layer l reads layer l - 1's cache)");
+    std::vector<NamedProfile> named;
+    for (const SensitivityProfile& p : profiles) named.push_back({p.signal, p.s});
+    write_sharing(sharing_damage(*backend, window_tokens, T), named, plan.bootstrap_resamples, j, md);
+  }
   write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
   write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat.str());
   md << "\n" << analysis_figures(out / "plots", fractions, D, profiles, j["signals"]);

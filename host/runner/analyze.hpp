@@ -16,7 +16,8 @@
 // min-max normalised), analysis_scatter.png (per f, rank of s_l vs rank of D_l with signed rho), and their SVGs.
 // With --scorers (AnalyzeOptions::scorers) D_l(f) is measured for each scorer too ("scorers"), and the profile-guided
 // route, its rank among random placements of the same scorer counts ("routes"; runner/analyze_routes.hpp), route.toml
-// and route-random.toml are written.
+// and route-random.toml are written. With --sharing (AnalyzeOptions::sharing) the per-layer sharing damage and each
+// signal's rho against it are added ("sharing"; runner/analyze_sharing.hpp).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -42,6 +43,9 @@ struct AnalyzeOptions {
   int64_t random_routes = 100;          ///< --random-routes: random placements ranked against the guided route
   uint64_t route_seed = 0;              ///< --route-seed: their seed
   std::optional<double> route_fraction; ///< --route-fraction: the fraction whose route is route.toml (default: smallest)
+  /// --sharing: also measure the sharing damage D^share_l (only layer l reads layer l - 1's cache) on the evaluation
+  /// split and rank the signals against it (runner/analyze_sharing.hpp; analysis.json "sharing").
+  bool sharing = false;
 };
 
 /// Runs the analysis of `plan`. Throws rkv::InputError for bad input (no signal configured, fractions outside

@@ -47,6 +47,7 @@ void encode_compressed(Backend& backend, CompressedPrompt& comp, const CodecSpec
                      std::to_string(comp.cache->n_layers()));
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t l = 0; l < comp.cache->n_layers(); ++l) {
+    if (comp.cache->shared_source(l) != l) continue;  // a shared layer holds no entries to encode
     CodecSpec c = codec;
     if (!layer_bits.empty()) c.bits = layer_bits[static_cast<size_t>(l)];
     backend.encode_layer(*comp.cache, l, c);

@@ -39,7 +39,7 @@ std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim, i
 std::vector<int> layer_bits_of(const CompressedPrompt& comp, const CodecSpec& codec, const std::vector<double>& profile,
                                const ModelConfig& config);
 
-/// Encodes every layer of `comp.cache` with `codec` -- at `layer_bits[l]` bits when given (one per model layer) --
+/// Encodes every layer of `comp.cache` that holds its own entries (not a shared one) with `codec` -- at `layer_bits[l]` bits when given (one per model layer) --
 /// and sets comp.bytes_kept to the packed cache's bytes; adds the encode time to comp.seconds. A no-op for "none".
 void encode_compressed(Backend& backend, CompressedPrompt& comp, const CodecSpec& codec,
                        const std::vector<int>& layer_bits = {});

@@ -11,6 +11,7 @@
 #include "runner/compression.hpp"
 #include "runner/config.hpp"
 #include "runner/cache_codec.hpp"
+#include "runner/cache_share.hpp"
 #include "runner/decode_policy.hpp"
 #include "runner/sliding_window.hpp"
 #include "runner/profile_file.hpp"
@@ -49,6 +50,10 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
       resolve_compressible_layers(cfg.compressible_layers, cfg.compress_global_only, mc, config_path);
   check_sliding_window_support(mc, cfg.rerotate, cc.decode.policy, config_path);
   check_codec_support(mc, cc.codec, config_path);
+  check_share_support(mc, cc.share, config_path);
+  if (cc.share.count > 0)
+    throw InputError(config_path + ": compression.share.count is a `ripplekv run` setting (its chooser needs the run's "
+                     "sensitivity profile); use groups or map with generate --compress");
   if (cc.codec.layer_bits == "profile")
     throw InputError(config_path + ": compression.codec.layer_bits = \"profile\" is a `ripplekv run` setting (it "
                      "needs the run's sensitivity profile); use layer_bits = \"uniform\" with generate --compress");
@@ -92,13 +97,20 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
       backend, prompt_ids, prefill_needs(all_scorers, decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));
 
   // Allocation -> per-layer scoring, top-k and compaction.
-  const int64_t B = cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers, T));
+  // Shared layers ([compression.share]) hold no cache: the budget over `layers` goes to the layers that keep theirs.
+  const SharePlan shared = plan_sharing(
+      cc.share, mc, layers,
+      cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers, T)), T, {});
+  std::vector<double> profile_kept;
+  for (size_t i = 0; i < layers.size() && !profile.empty(); ++i)
+    if (shared.sources[static_cast<size_t>(layers[i])] == layers[i]) profile_kept.push_back(profile[i]);
   ScoreMemo memo;
   const CellBudgets alloc = allocate_cell(backend, prompt, layer_scorers, memo, alloc_inst,
-                                          heads_inst ? &*heads_inst : nullptr, layers, profile, B);
-  CompressedPrompt comp =
-      compress_prompt(backend, prompt, layer_scorers, layers, alloc.layers, memo, alloc.heads.empty() ? nullptr : &alloc.heads,
-                      cfg.rerotate);
+                                          heads_inst ? &*heads_inst : nullptr, shared.layers, profile_kept,
+                                          shared.budget_total);
+  CompressedPrompt comp = compress_prompt(backend, prompt, layer_scorers, shared.layers, alloc.layers, memo,
+                                          alloc.heads.empty() ? nullptr : &alloc.heads, cfg.rerotate);
+  share_compressed(backend, comp, shared.sources);
   encode_compressed(backend, comp, cc.codec);
 
   // Greedy decode on the compacted cache, under the config's decode policy, from T or (rerotate) the cache length.
@@ -117,7 +129,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.decode = cc.decode.describe();
   g.head_budgets = comp.head_budgets;
   g.prompt_tokens = T;
-  g.budget_total = B;
+  g.budget_total = shared.budget_total;
   g.budgets = comp.budgets;
   g.bytes_full = comp.bytes_full;
   g.bytes_kept = comp.bytes_kept;

@@ -1,6 +1,7 @@
 #include "runner/compression_damage.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/cancel.hpp"
@@ -61,6 +62,34 @@ std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
             kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
           d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
         }
+    if (on_example) on_example(i);
+  }
+  return d;
+}
+
+std::vector<std::vector<double>> sharing_damage(Backend& backend, const std::vector<std::vector<int32_t>>& windows,
+                                                int64_t T, const std::function<void(int64_t)>& on_example) {
+  const ModelConfig& mc = backend.model().config;
+  const int64_t L = mc.n_layers, V = mc.vocab_size, N = static_cast<int64_t>(windows.size());
+  std::vector<std::vector<double>> d(static_cast<size_t>(N),
+                                     std::vector<double>(static_cast<size_t>(L), std::numeric_limits<double>::quiet_NaN()));
+  for (int64_t i = 0; i < N; ++i) {
+    throw_if_cancelled();
+    const auto& w = windows[static_cast<size_t>(i)];
+    if (static_cast<int64_t>(w.size()) <= T)
+      throw InputError("sharing damage: example " + std::to_string(i) + " has " + std::to_string(w.size()) +
+                       " tokens, not more than the " + std::to_string(T) + " prefix tokens");
+    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const PrefilledPrompt prompt = prefill_prompt(backend, prefix, {});
+    const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
+    for (int64_t l = 1; l < L; ++l) {
+      const std::unique_ptr<BackendCache> cache = backend.clone(*prompt.cache);
+      backend.share_layer(*cache, l, l - 1);
+      const std::vector<float> logits = continuation_logits(backend, cont, T, *cache);
+      double kl = 0;
+      for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
+      d[static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+    }
     if (on_example) on_example(i);
   }
   return d;

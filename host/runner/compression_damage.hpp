@@ -28,4 +28,12 @@ std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
     Backend& backend, const std::vector<const ScorerUse*>& scorers, const std::vector<std::vector<int32_t>>& windows,
     int64_t prefix_tokens, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example = {});
 
+/// Sharing damage d^share_{i,l} (nats/token) [N][L]: the compression damage's set-up with layer l's cache dropped and
+/// its attention reading layer l - 1's instead (Backend::share_layer(l, l - 1); every other layer intact), i.e. the
+/// damage of sharing only layer l with its predecessor, the per-layer quantity KVSharer-style choices rank. Layer 0
+/// has no predecessor: its entries are NaN. Errors, cancellation and `on_example` as compression_damage().
+std::vector<std::vector<double>> sharing_damage(Backend& backend, const std::vector<std::vector<int32_t>>& windows,
+                                                int64_t prefix_tokens,
+                                                const std::function<void(int64_t)>& on_example = {});
+
 }  // namespace rkv

@@ -398,6 +398,37 @@ CodecSpec parse_codec_section(const Ctx& c, const toml::table& root) {
   return spec;
 }
 
+/// [compression.share] of `root` (runner/share_spec.hpp): groups = g (CLA@g), map = [[layer, source], ...] or
+/// count = k (the chooser), at most one of them. Layers are range-checked here (0 <= source < layer <= 100,000); what
+/// depends on the model's layer count when the model is read (check_share_support).
+ShareSpec parse_share_section(const Ctx& c, const toml::table& root) {
+  ShareSpec spec;
+  const toml::table* cp = sub_table(c, root, "compression", "compression");
+  const toml::table* sp = cp ? sub_table(c, *cp, "share", "compression.share") : nullptr;
+  if (!sp) return spec;
+  check_keys(c, *sp, "compression.share", {"groups", "map", "count"});
+  spec.groups = get_int(c, *sp, "groups", "compression.share.groups", 1, 1, kMaxLayer);
+  spec.count = get_int(c, *sp, "count", "compression.share.count", 0, 0, kMaxLayer);
+  if (const toml::node* m = sp->get("map")) {
+    const std::string bad = " must be an array of [layer, source] pairs of layer indices with 0 <= source < layer";
+    if (!m->is_array()) throw InputError(where(c, *m, "compression.share.map") + bad);
+    for (const toml::node& e : *m->as_array()) {
+      const toml::array* pair = e.as_array();
+      if (!pair || pair->size() != 2 || !(*pair)[0].is_integer() || !(*pair)[1].is_integer())
+        throw InputError(where(c, e, "compression.share.map") + bad);
+      const int64_t layer = (*pair)[0].as_integer()->get(), source = (*pair)[1].as_integer()->get();
+      if (source < 0 || source >= layer || layer > kMaxLayer)
+        throw InputError(where(c, e, "compression.share.map") + bad + " (got [" + std::to_string(layer) + ", " +
+                         std::to_string(source) + "])");
+      spec.map.emplace_back(layer, source);
+    }
+  }
+  if ((spec.groups > 1) + !spec.map.empty() + (spec.count > 0) > 1)
+    throw InputError(where_table(c, *sp, "compression.share") +
+                     " takes one of groups = g, map = [[layer, source], ...] or count = k");
+  return spec;
+}
+
 CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg, bool require_signal = true) {
   CellConfig cell;
   cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
@@ -442,6 +473,17 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
                        "[signal] section with plugin = \"id\"");
     cell.uses_profile = true;
   }
+  cell.share = parse_share_section(c, root);
+  if (cell.share.count > 0) {  // the chooser ranks layers by the cell's sensitivity profile
+    if (require_signal && !cell.signal)
+      throw InputError(c.origin + ": compression.share.count needs a sensitivity profile to choose the layers: add a "
+                       "[signal] section with plugin = \"id\"");
+    cell.uses_profile = true;
+  }
+  if (!cell.share.none() && cell.decode.policy != "none")
+    throw InputError(c.origin + ": [compression.share] " + cell.share.label() + " with compression.decode.policy = \"" +
+                     cell.decode.policy + "\": decode policies evict per layer and a shared layer holds no entries; "
+                     "use policy \"none\" with sharing");
   if (!cell.codec.none() && cell.decode.policy != "none")
     throw InputError(c.origin + ": [compression.codec] " + cell.codec.label() + " with compression.decode.policy = \"" +
                      cell.decode.policy + "\": a decode policy evicts from a packed cache, which is not supported; "
@@ -488,18 +530,20 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode, "
-         "compression.codec (did you mean '" + closest_match(parts[0], sections) + "'?)");
+         "compression.codec, compression.share (did you mean '" + closest_match(parts[0], sections) + "'?)");
   if (parts[0] == "compression") {
     const std::vector<std::string> decode_keys = {"policy", "sinks", "recent", "interval", "target"};
     const std::vector<std::string> codec_keys = {"format", "bits", "group", "symmetric", "residual", "layer_bits",
                                                  "bits_ratio"};
+    const std::vector<std::string> share_keys = {"groups", "map", "count"};
     const std::vector<std::string>* keys = parts.size() == 3 && parts[1] == "decode"  ? &decode_keys
                                            : parts.size() == 3 && parts[1] == "codec" ? &codec_keys
+                                           : parts.size() == 3 && parts[1] == "share" ? &share_keys
                                                                                       : nullptr;
     if (!keys || std::find(keys->begin(), keys->end(), parts[2]) == keys->end())
-      fail("of [compression] only the decode policy and the codec are swept: compression.decode.policy, .sinks, "
-           ".recent, .interval, .target; compression.codec.format, .bits, .group, .symmetric, .residual, .layer_bits, "
-           ".bits_ratio");
+      fail("of [compression] only the decode policy, the codec and sharing are swept: compression.decode.policy, "
+           ".sinks, .recent, .interval, .target; compression.codec.format, .bits, .group, .symmetric, .residual, "
+           ".layer_bits, .bits_ratio; compression.share.groups, .map, .count");
     return key;
   }
   if (parts[0] == "budget") {
@@ -585,6 +629,7 @@ SweptNames swept_names(const Cell& cell, const std::set<std::string>& varying) {
     }
     if (key.rfind("compression.decode.", 0) == 0) continue;  // DecodeSpec::describe names the params a policy reads
     if (key.rfind("compression.codec.", 0) == 0) continue;   // CodecSpec::label names the params a format reads
+    if (key.rfind("compression.share.", 0) == 0) continue;   // ShareSpec::label names the sharing
     names.others.push_back(key + "=" + label_value(value));
   }
   return names;
@@ -615,6 +660,7 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   if (!cc.route.empty()) methods << " + route[" << route_label(cc.route) << "]";
   if (cc.decode.policy != "none") settings << ", decode " << cc.decode.describe();
   if (!cc.codec.none()) settings << ", kv " << cc.codec.label();
+  if (!cc.share.none()) settings << ", share " << cc.share.label();
   for (const auto& o : names.others) settings << ", " << o;
   return {methods.str(), settings.str()};
 }
@@ -682,11 +728,12 @@ std::string effective_key(const CellConfig& cell) {
   else os << "tokens=" << *cell.budget_tokens;
   os << "|decode=" << cell.decode.describe();
   if (!cell.codec.none()) os << "|codec=" << cell.codec.label();  // absent for none: older effective keys unchanged
+  if (!cell.share.none()) os << "|share=" << cell.share.label();  // likewise
   return os.str();
 }
 
 /// The keys of [compression], in run configs and compression configs alike.
-const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec"};
+const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share"};
 /// The top-level keys of the run schema (DESIGN.md "Config").
 const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
                                                "budget",       "compression", "tasks", "sweep",  "output"};

@@ -35,6 +35,10 @@
 //                 of uniform `bits`; cache/layer_bits.hpp), bits_ratio = 4.0 (profile: most / least sensitive) -- a cell
 //                 setting, sweepable as "compression.codec.format" etc.; the kept entries of every layer are stored
 //                 packed after compression (cache/codec.hpp); not with a decode policy
+//   [compression.share] groups = g (CLA@g: layer l reads layer floor(l/g) g) | map = [[layer, source], ...] | count =
+//                 k (the k layers of lowest [signal] profile value share with the nearest earlier unshared layer) --
+//                 shared layers hold no cache; the budget is spread over the others (runner/cache_share.hpp); a cell
+//                 setting, sweepable as "compression.share.groups" etc.; not with a decode policy
 //   [compression] rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
 //                 later tokens continue at the cache length; false: original positions, later tokens at T)
 //   [tasks]       run = ["lm_fidelity", "needle", "ruler", "multi_question", "longbench"]
@@ -70,6 +74,7 @@
 #include "plugin/registry.hpp"
 #include "runner/decode_spec.hpp"
 #include "runner/ruler_subtasks.hpp"
+#include "runner/share_spec.hpp"
 
 namespace rkv {
 
@@ -151,6 +156,7 @@ struct CellConfig {
   std::optional<double> budget_bytes_fraction;
   DecodeSpec decode;      ///< [compression.decode]: the decode policy (the full-cache cell keeps every entry)
   CodecSpec codec;        ///< [compression.codec]: how every layer's kept entries are stored (none: float32)
+  ShareSpec share;        ///< [compression.share]: which layers read another layer's cache (none: every layer its own)
   bool full_cache = false;
 };
 

@@ -1,5 +1,6 @@
 #include "runner/damage_signal.hpp"
 
+#include <algorithm>
 #include <variant>
 
 #include "core/errors.hpp"
@@ -25,10 +26,26 @@ const rkv_param_spec kFraction = {sizeof(rkv_param_spec),
                                   0.0,
                                   1.0,
                                   nullptr};
-const rkv_param_spec* const kParams[] = {&kFraction, nullptr};
+const char* const kOfChoices[] = {"compression", "sharing", nullptr};
+const rkv_param_spec kOf = {sizeof(rkv_param_spec),
+                            "of",
+                            RKV_PARAM_CHOICE,
+                            "which damage: \"compression\" (only layer l compressed to `fraction`) or \"sharing\" (only "
+                            "layer l reads layer l - 1's cache; layer 0 gets the largest D_l)",
+                            0,
+                            0,
+                            0.0,
+                            "compression",
+                            0,
+                            0,
+                            0.0,
+                            0.0,
+                            kOfChoices};
+const rkv_param_spec* const kParams[] = {&kFraction, &kOf, nullptr};
 const rkv_plugin_descriptor kDescriptor = {
     sizeof(rkv_plugin_descriptor), kDamageSignalId, RKV_KIND_SIGNAL, "1.0.0",
-    "oracle: compression damage D_l (mean KL, only layer l compressed with the cell's scorer) on the calibration split",
+    "oracle: compression damage D_l (mean KL, only layer l compressed with the cell's scorer) or sharing damage (only "
+    "layer l reads layer l - 1's cache) on the calibration split",
     kParams, 0};
 
 }  // namespace
@@ -58,7 +75,16 @@ std::vector<std::vector<double>> damage_per_example(Backend& backend, const Plug
   use.key = scorer.id + "{" + scorer.params.to_string() + "}";
   std::vector<std::vector<int32_t>> windows;
   for (const auto& w : examples) windows.push_back(w.tokens);
-  return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}).front().front();
+  if (std::get<std::string>(params.values().at("of")) == "compression")
+    return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}).front().front();
+  // Sharing damage: layer 0 cannot share; as a profile it counts as the most sensitive layer (its largest d_l).
+  std::vector<std::vector<double>> d = sharing_damage(backend, windows, prefix_tokens);
+  for (auto& row : d) {
+    double top = 0;
+    for (size_t l = 1; l < row.size(); ++l) top = std::max(top, row[l]);
+    if (!row.empty()) row[0] = top;
+  }
+  return d;
 }
 
 }  // namespace rkv

@@ -5,8 +5,11 @@
 // It is host code, not a plugin: it compresses with the configured scorer and measures KL through the backend, which
 // the signal ABI (a profiler service over perturbations) cannot do. It still looks like a signal everywhere a config,
 // a sweep, a label or the profile cache expects one: damage_signal_info() is a host-owned descriptor (library =
-// null) with id "org.ripplekv.signal.damage" (short id "damage") and one param, `fraction` ([signal.damage]
-// fraction = 0.2; a float in (0, 1]), so ParamSet validates it like any plugin's param.
+// null) with id "org.ripplekv.signal.damage" (short id "damage") and two params, `fraction` ([signal.damage]
+// fraction = 0.2; a float in (0, 1]) and `of` ("compression", the default, or "sharing": s_l = the sharing damage of
+// layer l, only layer l reading layer l - 1's cache, runner/compression_damage.hpp sharing_damage; layer 0, which
+// cannot share, gets the largest of them -- the profile [compression.share] count = k chooses by), so ParamSet
+// validates them like any plugin's params.
 //
 // Calibration example i is its window of P prefix tokens followed by n_w tokens: the prefix is compressed, the n_w
 // tokens are the teacher-forced continuation. per_example[i][l] = d_{f,i,l}; s_l = mean_i d_{f,i,l}.

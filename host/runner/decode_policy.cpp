@@ -29,8 +29,10 @@ DecodePolicy::DecodePolicy(DecodeSpec spec, std::vector<int64_t> budgets,
   if (spec_.interval < 1)
     throw InputError("compression.decode.interval must be >= 1 (got " + str(spec_.interval) + ")");
   if (spec_.target < 0) throw InputError("compression.decode.target must be >= 0 (got " + str(spec_.target) + ")");
+  // Policy "none" never evicts, so it takes any budgets (a shared layer's is 0: runner/cache_share.hpp).
   for (int64_t b : budgets_)
-    if (b < 1) throw InputError("decode policy: a layer budget of " + str(b) + " entries (must be >= 1)");
+    if (b < 1 && spec_.policy != "none")
+      throw InputError("decode policy: a layer budget of " + str(b) + " entries (must be >= 1)");
   if (!head_budgets_.empty() && head_budgets_.size() != budgets_.size())
     throw InputError("decode policy: per-head budgets for " + str(static_cast<int64_t>(head_budgets_.size())) +
                      " layers, " + str(static_cast<int64_t>(budgets_.size())) + " layer budgets");

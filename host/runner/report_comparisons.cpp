@@ -22,7 +22,8 @@ const CellData* uniform_partner(const std::vector<CellData>& cells, const nlohma
         u.meta.at("budget_fraction") == m.at("budget_fraction") &&
         u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m) &&
         u.meta.value("budget_bytes_fraction", nlohmann::json()) == m.value("budget_bytes_fraction", nlohmann::json()) &&
-        u.meta.value("codec", nlohmann::json()) == m.value("codec", nlohmann::json()))
+        u.meta.value("codec", nlohmann::json()) == m.value("codec", nlohmann::json()) &&
+        u.meta.value("share", nlohmann::json()) == m.value("share", nlohmann::json()))
       partner = &u;
   return partner;
 }
@@ -36,15 +37,18 @@ bool has_route(const nlohmann::json& m) {
   return !r.is_null() && !r.empty();
 }
 
+bool has_share(const nlohmann::json& m) { return !m.value("share", nlohmann::json()).is_null(); }
+
 /// The equal-bytes baseline of `m`: eviction alone -- a float32 cache (no codec) under the uniform allocator, the
-/// cell's [scorer] in every layer (no route) -- with the same scorer, decode policy and budget.bytes_fraction; null
+/// cell's [scorer] in every layer (no route), every layer its own cache (no sharing) -- with the same scorer, decode policy and budget.bytes_fraction; null
 /// when `m` has no bytes budget or is that baseline.
 const CellData* equal_bytes_partner(const std::vector<CellData>& cells, const nlohmann::json& m) {
   const nlohmann::json bytes = m.value("budget_bytes_fraction", nlohmann::json());
-  if (bytes.is_null() || (is_uniform(m) && no_codec(m) && !has_route(m))) return nullptr;
+  if (bytes.is_null() || (is_uniform(m) && no_codec(m) && !has_route(m) && !has_share(m))) return nullptr;
   const CellData* partner = nullptr;
   for (const auto& u : cells)
-    if (is_uniform(u.meta) && no_codec(u.meta) && !has_route(u.meta) && u.meta.at("scorer") == m.at("scorer") &&
+    if (is_uniform(u.meta) && no_codec(u.meta) && !has_route(u.meta) && !has_share(u.meta) &&
+        u.meta.at("scorer") == m.at("scorer") &&
         u.meta.value("budget_bytes_fraction", nlohmann::json()) == bytes && decode_of(u.meta) == decode_of(m))
       partner = &u;
   return partner;

@@ -26,6 +26,7 @@
 #include "eval/stats.hpp"
 #include "model/model.hpp"
 #include "runner/cache_codec.hpp"
+#include "runner/cache_share.hpp"
 #include "runner/compression.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
@@ -431,6 +432,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
                                    plan.config_path + ": cell '" + plan.cells[c].label + "'");
       check_codec_support(mc, plan.cells[c].config.codec,
                           plan.config_path + ": cell '" + plan.cells[c].label + "'");
+      check_share_support(mc, plan.cells[c].config.share, plan.config_path + ": cell '" + plan.cells[c].label + "'");
     }
 
   const std::vector<int64_t> layers_A =
@@ -639,19 +641,25 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
           const LayerScorers layer_scorers = layer_scorers_of(cc, scorers);
-          const int64_t B =
-              cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T));
-          std::vector<double> profile_A, profile_all;
-          if (cc.uses_profile) {
-            const SensitivityProfile& p = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer));
-            for (int64_t l : layers_A) profile_A.push_back(p.s[static_cast<size_t>(l)]);
-            profile_all = p.s;
-          }
-          const CellBudgets alloc =
-              allocate_cell(*backend, ex.prompt, layer_scorers, ex.memo, instances.get(*cc.allocator),
-                            cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, layers_A, profile_A, B);
-          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, layer_scorers, layers_A, alloc.layers, ex.memo,
-                                                  alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
+          std::vector<double> profile_kept, profile_all;
+          if (cc.uses_profile)
+            profile_all = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer)).s;
+          // Shared layers hold no cache: the cell's budget over A goes to the layers that keep theirs.
+          const SharePlan shared = plan_sharing(
+              cc.share, mc, layers_A,
+              cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T)), T,
+              profile_all);
+          const int64_t B = shared.budget_total;
+          if (cc.uses_profile)
+            for (int64_t l : shared.layers) profile_kept.push_back(profile_all[static_cast<size_t>(l)]);
+          const CellBudgets alloc = allocate_cell(*backend, ex.prompt, layer_scorers, ex.memo,
+                                                  instances.get(*cc.allocator),
+                                                  cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr,
+                                                  shared.layers, profile_kept, B);
+          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, layer_scorers, shared.layers, alloc.layers,
+                                                  ex.memo, alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
+          share_compressed(*backend, comp, shared.sources);
+          if (!cc.share.none()) r.share_sources = shared.sources;
           const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
           encode_compressed(*backend, comp, cc.codec, bits);
           r.layer_bits.assign(bits.begin(), bits.end());

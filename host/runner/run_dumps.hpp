@@ -5,7 +5,8 @@
 //                                   {"task", "example", "layer", "head", "T", "positions": [p0, p1, ...]}
 //                                   positions: the original prompt positions (0 .. T-1) that head keeps after
 //                                   compression, ascending (with [compression] rerotate, the positions before
-//                                   re-rotation); layers left whole list every position. The full-cache cell has none.
+//                                   re-rotation); layers left whole list every position, a shared layer
+//                                   ([compression.share]) none. The full-cache cell has none.
 //   dumps/logits/<cell id>/<task>-<example>.npy
 //                                   lm_fidelity: the continuation logits the cell's cache gave, float32 [n, V] (row t:
 //                                   the logits after continuation token t, teacher-forced), NumPy .npy format 1.0

@@ -149,6 +149,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
                            {"budgets", e.budgets}};
       if (!e.head_budgets.empty()) bj["head_budgets"] = e.head_budgets;  // b[l, h] with a per-head allocator
       if (!e.layer_bits.empty()) bj["layer_bits"] = e.layer_bits;  // the codec's bits per layer (layer_bits = profile)
+      if (!e.share_sources.empty()) bj["share_sources"] = e.share_sources;  // [compression.share]: layer each reads
       budgets[cid]["examples"].push_back(bj);
     }
     for (const auto& [task, names] : metrics) {
@@ -175,6 +176,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["budget_tokens"] = m.at("budget_tokens");
         r["budget_bytes_fraction"] = m.value("budget_bytes_fraction", nlohmann::json());  // null: not a byte budget
         r["codec"] = m.value("codec", nlohmann::json());  // null in cells written before codecs
+        r["share"] = m.value("share", nlohmann::json());  // [compression.share] label; null: no sharing
         r["budget_total"] = t.B / ne;
         r["task"] = task;
         r["metric"] = metric;

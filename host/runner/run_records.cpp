@@ -33,6 +33,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["budgets"] = budgets;
   if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
   if (!layer_bits.empty()) j["layer_bits"] = layer_bits;
+  if (!share_sources.empty()) j["share_sources"] = share_sources;
   j["kv_bytes"] = kv_bytes;
   j["kv_bytes_full"] = kv_bytes_full;
   j["kv_bytes_end"] = kv_bytes_end;
@@ -98,6 +99,7 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
     for (const auto& row : j.at("head_budgets")) r.head_budgets.push_back(integer_list(row, "head_budgets"));
   }
   if (j.contains("layer_bits")) r.layer_bits = integer_list(j.at("layer_bits"), "layer_bits");
+  if (j.contains("share_sources")) r.share_sources = integer_list(j.at("share_sources"), "share_sources");
   r.kv_bytes = size_field(j, "kv_bytes");
   r.kv_bytes_full = size_field(j, "kv_bytes_full");
   // Cells written before the field existed have none: their caches ended as they were compressed.
@@ -346,6 +348,7 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["decode"] = cc.decode.describe();  // the decode policy with its parameters ("none" for the full cache)
   j["rerotate"] = !cc.full_cache && plan.rerotate;
   j["codec"] = cc.codec.to_json();  // how the kept entries are stored ({"format": "none"}: float32)
+  if (!cc.full_cache && !cc.share.none()) j["share"] = cc.share.label();  // [compression.share] (cache_share.hpp)
   j["model_path"] = plan.model_path;
   j["backend"] = id.backend;
   j["compute_dtype"] = id.compute_dtype;

@@ -155,6 +155,92 @@ TEST(CpuBackend, PrefillExtendCloneAndCompactAgreeWithTheForwardFunctions) {
   EXPECT_THROW(be->prefill({static_cast<int32_t>(model().config.vocab_size)}, {}), rkv::InputError);
 }
 
+// Depth-wise sharing (Backend::share_layer): a shared layer's attention output, worked out by hand from its own
+// query and the SOURCE layer's keys and values: o = sum_h softmax_j(s q_h . K_src[g(h), j]) V_src[g(h), j] Wo^T, with
+// its own query equal to the unshared layer's (the same projection and RoPE), and its own cache untouched.
+TEST(CpuBackend, ForwardSharedLayerAttendsOverTheSourceWithItsOwnQueryAndOutput) {
+  const rkv::ModelConfig& c = model().config;
+  const int64_t H = c.n_heads, G = c.group_size(), d = c.head_dim, D = c.d_model, T = 20;
+  rkv::cpu::Workspace ws;
+  rkv::KVCache kv = rkv::cpu::make_cache(model(), 0);
+  rkv::cpu::prefill(model(), tokens(T), 0, kv, ws, rkv::LogitsFor::None);
+  const int64_t pos = T;
+  std::vector<float> x = rkv::cpu::embed(model(), {9});  // the new token's residual row entering layer 2
+  for (int64_t l = 0; l < 2; ++l) rkv::cpu::forward_layer(model(), l, x.data(), 1, &pos, kv.layers[static_cast<size_t>(l)], ws);
+  std::vector<float> q_shared, o_shared, q_own;
+  rkv::cpu::LayerHooks hooks;
+  hooks.on_queries = [&](const float* q, int64_t, int64_t, int64_t) { q_shared.assign(q, q + H * d); };
+  hooks.on_attn_output = [&](const float* o, int64_t, int64_t) { o_shared.assign(o, o + D); };
+  std::vector<float> xs = x;
+  rkv::cpu::forward_shared_layer(model(), 2, xs.data(), 1, &pos, kv.layers[1], ws, &hooks);
+  EXPECT_EQ(kv.layers[2].length, T);  // its own cache: untouched
+  EXPECT_EQ(kv.layers[1].length, T + 1);
+  {
+    rkv::KVCache own = kv;
+    rkv::cpu::LayerHooks qh;
+    qh.on_queries = [&](const float* q, int64_t, int64_t, int64_t) { q_own.assign(q, q + H * d); };
+    std::vector<float> xo = x;
+    rkv::cpu::forward_layer(model(), 2, xo.data(), 1, &pos, own.layers[2], ws, &qh);
+  }
+  EXPECT_EQ(q_shared, q_own);
+  const rkv::LayerWeights& w = model().layers[2];
+  ASSERT_EQ(w.wo.size(), static_cast<size_t>(D * H * d)) << "the synthetic model keeps float32 weights";
+  const rkv::LayerKV& src = kv.layers[1];
+  std::vector<double> a(static_cast<size_t>(H * d), 0.0);
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = h / G, n = src.head_length(g);
+    std::vector<double> p(static_cast<size_t>(n));
+    double top = -1e300, sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t e = 0; e < d; ++e) dot += double(q_shared[static_cast<size_t>(h * d + e)]) * src.k_at(g, j)[e];
+      p[static_cast<size_t>(j)] = dot * c.attention_scale();
+      top = std::max(top, p[static_cast<size_t>(j)]);
+    }
+    for (double& v : p) sum += (v = std::exp(v - top));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t e = 0; e < d; ++e) a[static_cast<size_t>(h * d + e)] += p[static_cast<size_t>(j)] / sum * src.v_at(g, j)[e];
+  }
+  std::vector<float> o_hand(static_cast<size_t>(D));
+  for (int64_t r = 0; r < D; ++r) {
+    double acc = 0;
+    for (int64_t k = 0; k < H * d; ++k) acc += double(w.wo[static_cast<size_t>(r * H * d + k)]) * a[static_cast<size_t>(k)];
+    o_hand[static_cast<size_t>(r)] = static_cast<float>(acc);
+  }
+  EXPECT_LE(max_rel(o_shared, o_hand), 1e-5);
+}
+
+// A shared layer through the Backend: no entries, its bytes freed, refused by compaction; extend attends over the
+// source (the same logits as the forward functions with forward_shared_layer).
+TEST(CpuBackend, ShareLayerFreesTheLayerAndExtendReadsTheSource) {
+  const auto be = rkv::make_backend("cpu", model());
+  const int64_t T = 30;
+  const rkv::PrefillResult r = be->prefill(tokens(T), {});
+  const size_t entry = 2 * 16 * sizeof(float) + sizeof(int32_t);
+  be->share_layer(*r.cache, 2, 0);
+  EXPECT_EQ(r.cache->bytes(), size_t(2) * 2 * T * entry);  // layers 0 and 1 only
+  EXPECT_EQ(r.cache->length(2), 0);
+  EXPECT_EQ(r.cache->shared_source(2), 0);
+  EXPECT_EQ(r.cache->shared_source(1), 1);
+  EXPECT_THROW(be->share_layer(*r.cache, 2, 1), rkv::InputError);
+  EXPECT_THROW(be->share_layer(*r.cache, 1, 1), rkv::InputError);
+  EXPECT_THROW(be->share_layer(*r.cache, 3, 0), rkv::InputError);
+  const std::vector<int32_t> cont = {3, 1, 4};
+  const std::vector<float> got = be->extend(*r.cache, cont, T, rkv::LogitsFor::All);
+  // The same by the forward functions.
+  rkv::cpu::Workspace ws;
+  rkv::KVCache kv = rkv::cpu::make_cache(model(), 0);
+  rkv::cpu::prefill(model(), tokens(T), 0, kv, ws, rkv::LogitsFor::None);
+  std::vector<float> x = rkv::cpu::embed(model(), cont);
+  const std::vector<int64_t> pos = {T, T + 1, T + 2};
+  rkv::cpu::forward_layer(model(), 0, x.data(), 3, pos.data(), kv.layers[0], ws);
+  rkv::cpu::forward_layer(model(), 1, x.data(), 3, pos.data(), kv.layers[1], ws);
+  rkv::cpu::forward_shared_layer(model(), 2, x.data(), 3, pos.data(), kv.layers[0], ws);
+  EXPECT_EQ(got, rkv::cpu::final_logits(model(), x.data(), 3, {0, 1, 2}, ws));
+  EXPECT_EQ(r.cache->length(0), T + 3);
+  EXPECT_EQ(r.cache->length(2), 0);
+}
+
 // Issue 13's memory case: T = 1024, f = 0.2 over 30 layers -> B = 6144 entries held per KV head (summed over layers);
 // 16 decoded tokens add 16 x 30 (decode policy "none": nothing is evicted while decoding). Bytes follow the entries.
 TEST(CpuBackend, EntriesHeldAfterCompressionAndDecoding) {

@@ -684,6 +684,71 @@ TEST_P(BackendConformance, CodecPacksTheSameBytesAndDecodesAsTheCpu) {
   }
 }
 
+TEST_P(BackendConformance, SharedLayersReadTheirSourceAsTheCpuDoes) {
+  // Layer 1 shares layer 0, which is left uniform and float32, or compacted per head (ragged) and int4-packed: a
+  // 3-row extend (the prefill kernel) then decode steps (the decode kernel) give the CPU's logits within 1e-4, the
+  // shared layer holds nothing and its bytes are freed, and a clone decodes like its original. The CPU's shared layer
+  // itself is checked by hand in test_cpu_backend (CpuBackend.ForwardSharedLayer...). On gemma3 both layers slide.
+  const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size;
+  rkv::Selection sel;
+  sel.layer = 0;
+  sel.n_kv_heads = model.config.n_kv_heads;
+  sel.prefix_tokens = T;
+  sel.kept = 40;
+  for (int64_t h = 0; h < sel.n_kv_heads; ++h) {
+    sel.head_kept.push_back(40 - 10 * h);
+    for (int64_t i = 0; i < 40 - 10 * h; ++i) sel.positions.push_back(2 * i + h);
+  }
+  sel.budget = std::accumulate(sel.head_kept.begin(), sel.head_kept.end(), int64_t{0});
+  rkv::CodecSpec int4;
+  int4.format = rkv::CodecFormat::integer;
+  // A whole float32 layer: T entries per KV head of key + value (4 d bytes each) + an int32 position.
+  const size_t layer_bytes = static_cast<size_t>(T * model.config.n_kv_heads * (8 * model.config.head_dim + 4));
+  for (const bool ragged_packed_source : {false, true}) {
+    SCOPED_TRACE(ragged_packed_source ? "ragged, packed source" : "uniform float32 source");
+    const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
+    for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+      rkv::BackendCache& c = be == cpu.get() ? *a.cache : *b.cache;
+      if (ragged_packed_source && !model.config.is_sliding(0)) {  // a packed cache refuses sliding windows
+        be->compact_layer(c, 0, sel);
+        be->encode_layer(c, 0, int4);
+      }
+      const size_t before = c.bytes();
+      be->share_layer(c, 1, 0);
+      EXPECT_EQ(before - c.bytes(), layer_bytes);  // layer 1 freed whole
+      EXPECT_EQ(c.shared_source(1), 0);
+      EXPECT_EQ(c.shared_source(0), 0);
+      EXPECT_EQ(c.length(1), 0);
+      EXPECT_EQ(be->download_layer(c, 1).length, 0);
+      EXPECT_THROW(be->share_layer(c, 1, 0), rkv::InputError);  // already shared
+      EXPECT_THROW(be->share_layer(c, 0, 0), rkv::InputError);  // not an earlier layer
+      if (model.config.n_layers > 2) EXPECT_THROW(be->share_layer(c, 2, 1), rkv::InputError);  // a shared source
+      EXPECT_THROW(be->compact_layer(c, 1, sel), rkv::InputError);
+      EXPECT_THROW(be->encode_layer(c, 1, int4), rkv::InputError);
+    }
+    EXPECT_EQ(b.cache->bytes_in_use(), a.cache->bytes_in_use());
+    const auto cb = dev->clone(*b.cache);
+    int32_t t = static_cast<int32_t>(argmax(a.logits.data(), V));
+    const std::vector<int32_t> three = {t, next[0], next[1]};
+    const std::vector<float> la = cpu->extend(*a.cache, three, T, rkv::LogitsFor::All);
+    const std::vector<float> lb = dev->extend(*b.cache, three, T, rkv::LogitsFor::All);
+    const std::vector<float> lc = dev->extend(*cb, three, T, rkv::LogitsFor::All);
+    EXPECT_LE(rel_diff(lb, la), ragged_packed_source ? 1e-3 : 1e-4);  // 1e-3: CodecPacks... says why
+    EXPECT_EQ(lc, lb);
+    t = static_cast<int32_t>(argmax(la.data() + 2 * V, V));
+    for (int64_t s = 0; s < 5; ++s) {
+      const std::vector<float> na = cpu->extend(*a.cache, {t}, T + 3 + s, rkv::LogitsFor::Last);
+      const std::vector<float> nb = dev->extend(*b.cache, {t}, T + 3 + s, rkv::LogitsFor::Last);
+      EXPECT_LE(rel_diff(nb, na), ragged_packed_source ? 1e-3 : 1e-4) << "step " << s;
+      t = static_cast<int32_t>(argmax(na.data(), V));
+    }
+    EXPECT_EQ(a.cache->head_length(1, 0), 0);
+    EXPECT_EQ(b.cache->head_length(1, 0), 0);
+    EXPECT_EQ(b.cache->head_length(0, 1), a.cache->head_length(0, 1));  // the source grew by the 8 new rows
+    EXPECT_EQ(a.cache->head_length(0, 1), (ragged_packed_source && !model.config.is_sliding(0) ? 30 : T) + 8);
+  }
+}
+
 TEST_P(BackendConformance, ErrorsNameTheirArgument) {
   EXPECT_THROW(dev->prefill({}, {}), rkv::InputError);
   EXPECT_THROW(dev->prefill({static_cast<int32_t>(model.config.vocab_size)}, {}), rkv::InputError);

@@ -29,6 +29,8 @@
 #include "core/sha256.hpp"
 #include "core/subprocess.hpp"
 #include "backend/backend.hpp"
+#include "backend/cpu/forward.hpp"
+#include "runner/task_lm_fidelity.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
 #include "runner/analyze.hpp"
@@ -397,6 +399,48 @@ TEST_F(SyntheticRun, ARouteNamingOneScorerEverywhereIsItsHomogeneousCell) {
     EXPECT_EQ(r.at("route")[0].at("id"), "org.ripplekv.scorer.streamingllm");
   }
   EXPECT_GT(routed_rows, 0u);
+}
+
+// [compression.share] through a run: groups = 1 is the cell without sharing bit for bit; CLA@2 on the 2-layer model
+// at f = 0.5 spends B = 0.5 x 2 x 32 = 32 = T on layer 0 (kept whole) and layer 1 reads it, holding nothing: half the
+// full cache's bytes, budgets [32, 0], share_sources [0, 0] recorded, and a continuation that differs from the full
+// cache's (KL > 0).
+TEST_F(SyntheticRun, SharingGroupsOfOneIsNoSharingAndClaAtTwoHoldsHalfTheBytes) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  const std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  o.out_dir = (dir / "plain").string();
+  ASSERT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 2);
+  o.out_dir = (dir / "shared").string();
+  ASSERT_EQ(rkv::run_ablation(plan(base + "[sweep]\n\"compression.share.groups\" = [1, 2]\n"), o).cells_computed, 3);
+  auto cells_by_label = [](const fs::path& out) {
+    std::map<std::string, nlohmann::json> m;
+    for (const auto& e : fs::directory_iterator(out / "cells")) {
+      const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+      m[j.at("label").get<std::string>()] = j;
+    }
+    return m;
+  };
+  const auto plain = cells_by_label(dir / "plain"), shared = cells_by_label(dir / "shared");
+  const std::string label = "uniform + streamingllm @ f=0.5";
+  ASSERT_EQ(plain.count(label), 1u);
+  ASSERT_EQ(shared.count(label), 1u);
+  ASSERT_EQ(shared.count(label + ", share CLA@2"), 1u);
+  const nlohmann::json& one = shared.at(label);
+  const nlohmann::json& cla = shared.at(label + ", share CLA@2");
+  ASSERT_EQ(one.at("examples").size(), plain.at(label).at("examples").size());
+  for (size_t i = 0; i < one.at("examples").size(); ++i) {
+    EXPECT_EQ(one.at("examples")[i].at("values"), plain.at(label).at("examples")[i].at("values"));
+    EXPECT_FALSE(one.at("examples")[i].contains("share_sources"));
+  }
+  for (const nlohmann::json& e : cla.at("examples")) {
+    EXPECT_EQ(e.at("budgets"), nlohmann::json({32, 0}));
+    EXPECT_EQ(e.at("share_sources"), nlohmann::json({0, 0}));
+    EXPECT_EQ(e.at("kv_bytes").get<size_t>() * 2, e.at("kv_bytes_full").get<size_t>());
+    EXPECT_GT(e.at("values").at("kl").get<double>(), 1e-6);
+  }
+  const nlohmann::json budgets = nlohmann::json::parse(rkv::read_file((dir / "shared" / "budgets.json").string()));
+  EXPECT_NE(budgets.dump().find("share_sources"), std::string::npos);
 }
 
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
@@ -1270,6 +1314,62 @@ TEST_F(SyntheticRun, DamageSignalIsAnalyzesDamageOnTheCalibrationSplit) {
   }
   const std::string md = rkv::read_file((dir / "analysis" / "analysis.md").string());
   EXPECT_NE(md.find("| **damage (oracle: calibration D_l at the same f)** |"), std::string::npos) << md;
+}
+
+// [signal.damage] of = "sharing": s_l = the sharing damage of layer l on the calibration split, worked out here with
+// the CPU forward functions (layer 0 as usual, layer 1 through forward_shared_layer over layer 0's cache), not through
+// Backend::share_layer; layer 0, which cannot share, gets the largest d_l. analyze --sharing reports the evaluation
+// split's D^share (null for layer 0).
+TEST_F(SyntheticRun, SharingDamageSignalAndAnalyzeSharingMeasureLayerOneReadingLayerZero) {
+  const std::string text = config("[scorer]\nplugin = \"streamingllm\"\n[signal]\nplugin = \"damage\"\n"
+                                  "[signal.damage]\nof = \"sharing\"\n");
+  const rkv::RunPlan p = plan(text);
+  const rkv::Model model = rkv::load_model(p.model_path, rkv::WeightStorage::f32);
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_path(p.model_path);
+  const std::unique_ptr<rkv::Backend> backend = rkv::make_backend("cpu", model, rkv::plan_backend_options(p));
+  rkv::ProfileRequest req = rkv::make_profile_request(p, p.cells.back().config, model, tok);
+  req.backend = backend.get();
+  req.read_cache = req.write_cache = false;
+  const rkv::SensitivityProfile profile = rkv::compute_profile(req);
+  const auto windows = rkv::draw_text_windows(tok, p.calibration.files, 2, 32 + 8, p.calibration.seed);
+  const int64_t V = model.config.vocab_size;
+  double mean = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<int32_t>& w = windows[i].tokens;
+    const std::vector<int32_t> prefix(w.begin(), w.begin() + 32), cont(w.begin() + 32, w.end());
+    rkv::cpu::Workspace ws;
+    rkv::KVCache full = rkv::cpu::make_cache(model, 0);
+    rkv::cpu::prefill(model, prefix, 0, full, ws, rkv::LogitsFor::None);
+    rkv::KVCache shared = full;
+    const std::vector<float> want = rkv::cpu::prefill(model, cont, 32, full, ws, rkv::LogitsFor::All);
+    std::vector<float> x = rkv::cpu::embed(model, cont);
+    std::vector<int64_t> pos;
+    for (int64_t t = 0; t < 8; ++t) pos.push_back(32 + t);
+    rkv::cpu::forward_layer(model, 0, x.data(), 8, pos.data(), shared.layers[0], ws);
+    rkv::cpu::forward_shared_layer(model, 1, x.data(), 8, pos.data(), shared.layers[0], ws);
+    const std::vector<float> got = rkv::cpu::final_logits(model, x.data(), 8, {0, 1, 2, 3, 4, 5, 6, 7}, ws);
+    double kl = 0;
+    for (int64_t t = 0; t < 8; ++t) kl += rkv::kl_from_logits(want.data() + t * V, got.data() + t * V, V) / 8;
+    EXPECT_NEAR(profile.per_example[i][1], kl, 1e-9) << "example " << i;
+    EXPECT_EQ(profile.per_example[i][0], profile.per_example[i][1]) << "layer 0 takes the largest d_l";
+    mean += kl / 2;
+  }
+  EXPECT_NEAR(profile.s[1], mean, 1e-9);
+  EXPECT_GT(mean, 1e-6) << "sharing must change the continuation, or the comparison proves nothing";
+
+  rkv::AnalyzeOptions o;
+  o.out_dir = (dir / "analysis").string();
+  o.fractions = {0.5};
+  o.quiet = true;
+  o.sharing = true;
+  rkv::run_analysis(p, o);
+  const auto j = nlohmann::json::parse(rkv::read_file((dir / "analysis" / "analysis.json").string()));
+  ASSERT_TRUE(j.contains("sharing"));
+  EXPECT_TRUE(j.at("sharing").at("D")[0].is_null());
+  EXPECT_GT(j.at("sharing").at("D")[1].get<double>(), 1e-6);
+  EXPECT_EQ(j.at("sharing").at("order"), nlohmann::json({1}));
+  EXPECT_NE(rkv::read_file((dir / "analysis" / "analysis.md").string()).find("## Sharing damage per layer"),
+            std::string::npos);
 }
 
 // A run allocating by the damage profile names it the oracle in its cell labels and its profile section; its cell

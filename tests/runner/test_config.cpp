@@ -102,6 +102,33 @@ TEST_F(Config, CodecSectionIsACellSettingWithErrorsNamingTheKey) {
   EXPECT_EQ(float32_cells, 1);
 }
 
+TEST_F(Config, ShareSectionIsACellSettingWithErrorsNamingTheKey) {
+  EXPECT_TRUE(load(base()).cells[1].config.share.none());
+  const rkv::RunPlan g = load(base("[compression.share]\ngroups = 2\n"));
+  EXPECT_EQ(g.cells[1].config.share.label(), "CLA@2");
+  EXPECT_NE(g.cells[1].label.find("share CLA@2"), std::string::npos) << g.cells[1].label;
+  EXPECT_NE(g.cells[1].effective_key, load(base()).cells[1].effective_key);
+  EXPECT_TRUE(g.cells[0].config.share.none());  // the full-cache reference shares nothing
+  const rkv::RunPlan m = load(base("[compression.share]\nmap = [[3, 2], [5, 2]]\n"));
+  ASSERT_EQ(m.cells[1].config.share.map.size(), 2u);
+  EXPECT_EQ(m.cells[1].config.share.label(), "map 3<-2 5<-2");
+  EXPECT_TRUE(load(base("[compression.share]\ncount = 3\n")).cells[1].config.uses_profile);
+  // groups = 1 is no sharing: the same effective key as a cell without the section.
+  EXPECT_EQ(load(base("[compression.share]\ngroups = 1\n")).cells[1].effective_key, load(base()).cells[1].effective_key);
+  EXPECT_NE(error(base("[compression.share]\ngroups = 0\n")).find("compression.share.groups"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\nmap = [[2, 2]]\n")).find("compression.share.map"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\nmap = [[2, -1]]\n")).find("0 <= source < layer"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\nmap = [3, 2]\n")).find("compression.share.map"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\ngroups = 2\ncount = 1\n")).find("one of"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\ngroup = 2\n")).find("groups"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\ngroups = 2\n[compression.decode]\npolicy = \"rolling\"\n"))
+                .find("compression.decode.policy"),
+            std::string::npos);
+  const rkv::RunPlan s = load(base("", "[sweep]\n\"compression.share.groups\" = [1, 2, 3]\n"));
+  ASSERT_EQ(s.cells.size(), 4u);
+  EXPECT_EQ(s.cells[3].config.share.groups, 3);
+}
+
 TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
   std::string text = base();
   text.replace(text.find("fraction = 0.2"), 14, "bytes_fraction = 0.1");
@@ -482,7 +509,7 @@ TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
   EXPECT_EQ(p.cells[3].config.decode.policy, "h2o");
   EXPECT_EQ(p.cells[3].values["compression.decode.policy"], "h2o");
   const std::string e = error(base("", "[sweep]\n\"compression.query_aware\" = [true]\n"));
-  EXPECT_NE(e.find("only the decode policy and the codec are swept"), std::string::npos) << e;
+  EXPECT_NE(e.find("only the decode policy, the codec and sharing are swept"), std::string::npos) << e;
 }
 
 }  // namespace

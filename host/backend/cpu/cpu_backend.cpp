@@ -64,6 +64,11 @@ size_t CpuCache::bytes_in_use() const {
   return b;
 }
 
+int64_t CpuCache::shared_source(int64_t layer) const {
+  check_layer(kv, layer);
+  return sources.empty() ? layer : sources[static_cast<size_t>(layer)];
+}
+
 PackedLayer* CpuCache::packed_layer(int64_t layer) {
   if (packed.empty() || !packed[static_cast<size_t>(layer)].packed()) return nullptr;
   return &packed[static_cast<size_t>(layer)];
@@ -88,11 +93,15 @@ const CpuCache& cpu_cache(const BackendCache& cache) {
 
 namespace {
 
-/// Throws rkv::InputError when `layer` of `c` is stored by a codec: `what` works on float32 entries only.
+/// Throws rkv::InputError when `layer` of `c` is stored by a codec or shared: `what` works on a layer's own float32
+/// entries only.
 void refuse_packed(const CpuCache& c, int64_t layer, const std::string& what) {
   if (const PackedLayer* p = c.packed_layer(layer))
     throw InputError("layer " + str(layer) + " is stored by the codec " + p->codec.label() + "; " + what +
                      " works on float32 entries only (compress first, then encode)");
+  if (c.shared_source(layer) != layer)
+    throw InputError("layer " + str(layer) + " is shared (it reads layer " + str(c.shared_source(layer)) +
+                     "'s entries and holds none); " + what + " works on a layer's own entries only");
 }
 
 }  // namespace
@@ -158,7 +167,6 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
 std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
                                       LogitsFor which, const ExtendCapture& capture, ExtendObservation* observed) {
   CpuCache& cc = cpu_cache(cache);
-  KVCache& kv = cc.kv;
   const int64_t n = static_cast<int64_t>(tokens.size()), L = model_.config.n_layers;
   if (n == 0) return {};
   const bool observe = capture.attention_mass || capture.queries;
@@ -176,19 +184,7 @@ std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int
       hooks.on_queries = [&, l](const float* q, int64_t n_heads, int64_t rows, int64_t head_dim) {
         observed->queries[static_cast<size_t>(l)].assign(q, q + n_heads * rows * head_dim);
       };
-    LayerKV& layer = kv.layers[static_cast<size_t>(l)];
-    PackedLayer* packed = cc.packed_layer(l);
-    if (!packed) {
-      forward_layer(model_, l, x.data(), n, positions.data(), layer, ws_, observe ? &hooks : nullptr);
-      continue;
-    }
-    // A codec's layer: attend over its float32 copy, keep the new entries in the tail, pack what left the residual.
-    unpack_layer(*packed, layer, n, unpacked_);
-    std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
-    for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = unpacked_.head_length(h);
-    forward_layer(model_, l, x.data(), n, positions.data(), unpacked_, ws_, observe ? &hooks : nullptr);
-    append_entries(layer, unpacked_, first, n);
-    pack_oldest(*packed, layer);
+    extend_layer(cc, l, x.data(), n, positions.data(), observe ? &hooks : nullptr);
   }
   if (which == LogitsFor::None) return {};
   std::vector<int64_t> rows;
@@ -198,6 +194,30 @@ std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int
     for (int64_t i = 0; i < n; ++i) rows.push_back(i);
   }
   return final_logits(model_, x.data(), n, rows, ws_);
+}
+
+void CpuBackend::extend_layer(CpuCache& cc, int64_t l, float* x, int64_t n, const int64_t* positions,
+                              const LayerHooks* hooks) {
+  if (const int64_t s = cc.shared_source(l); s != l) {  // a shared layer: attend over its source's entries
+    const PackedLayer* packed = cc.packed_layer(s);
+    if (packed) unpack_layer(*packed, cc.kv.layers[static_cast<size_t>(s)], 0, unpacked_);
+    forward_shared_layer(model_, l, x, n, positions, packed ? unpacked_ : cc.kv.layers[static_cast<size_t>(s)], ws_,
+                         hooks);
+    return;
+  }
+  LayerKV& layer = cc.kv.layers[static_cast<size_t>(l)];
+  PackedLayer* packed = cc.packed_layer(l);
+  if (!packed) {
+    forward_layer(model_, l, x, n, positions, layer, ws_, hooks);
+    return;
+  }
+  // A codec's layer: attend over its float32 copy, keep the new entries in the tail, pack what left the residual.
+  unpack_layer(*packed, layer, n, unpacked_);
+  std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
+  for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = unpacked_.head_length(h);
+  forward_layer(model_, l, x, n, positions, unpacked_, ws_, hooks);
+  append_entries(layer, unpacked_, first, n);
+  pack_oldest(*packed, layer);
 }
 
 std::unique_ptr<BackendCache> CpuBackend::clone(const BackendCache& cache) {
@@ -280,6 +300,17 @@ void CpuBackend::encode_layer(BackendCache& cache, int64_t layer, const CodecSpe
   if (cc.packed.empty()) cc.packed.resize(cc.kv.layers.size());
   PackedLayer& p = cc.packed[static_cast<size_t>(layer)] = build_packed_layer(codec, tail.n_kv_heads, tail.head_dim);
   pack_oldest(p, tail);
+}
+
+void CpuBackend::share_layer(BackendCache& cache, int64_t layer, int64_t source) {
+  CpuCache& cc = cpu_cache(cache);
+  check_share_layer(cc, layer, source);
+  refuse_packed(cc, layer, "sharing");
+  if (cc.sources.empty())
+    for (int64_t l = 0; l < cc.n_layers(); ++l) cc.sources.push_back(l);
+  LayerKV& own = cc.kv.layers[static_cast<size_t>(layer)];
+  own = build_exact_layer(own.n_kv_heads, own.head_dim, 0, {}, own.has_positions());  // frees every entry
+  cc.sources[static_cast<size_t>(layer)] = source;
 }
 
 std::unique_ptr<ProfilerSession> CpuBackend::new_profiler(int64_t prefix_tokens, int64_t window_tokens,

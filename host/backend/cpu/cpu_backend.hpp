@@ -28,11 +28,13 @@ class CpuCache final : public BackendCache {
   int64_t head_length(int64_t layer, int64_t head) const override;
   size_t bytes() const override;
   size_t bytes_in_use() const override;
+  int64_t shared_source(int64_t layer) const override;
   /// The packed part of `layer`, or null when the layer is all float32.
   PackedLayer* packed_layer(int64_t layer);
   const PackedLayer* packed_layer(int64_t layer) const;
   KVCache kv;
   std::vector<PackedLayer> packed;  ///< [L] once a layer is encoded (PackedLayer::packed() false for the others); else empty
+  std::vector<int64_t> sources;     ///< [L] once a layer is shared: the layer each one reads (itself when not shared)
 };
 
 class CpuBackend final : public Backend {
@@ -56,6 +58,7 @@ class CpuBackend final : public Backend {
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;
   void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override;
+  void share_layer(BackendCache& cache, int64_t layer, int64_t source) override;
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
                                                 const ProtectedSpec& protect) override;
   void begin_phase(const std::string& name) override;
@@ -65,7 +68,13 @@ class CpuBackend final : public Backend {
  private:
   const Model& model_;
   Workspace ws_;
-  LayerKV unpacked_;  ///< a packed layer in float32 while one extend runs over it (cache/packed_kv.hpp unpack_layer)
+  /// The float32 copy of the layer one extend step attends over when it is not the cache's own float32 layer: a
+  /// packed layer (cache/packed_kv.hpp unpack_layer), or a shared layer's packed source.
+  LayerKV unpacked_;
+  /// One layer's step of extend() on `cc`: forward_layer on its own entries (unpacked and repacked when a codec
+  /// stores it), or forward_shared_layer on its source's.
+  void extend_layer(CpuCache& cc, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                    const LayerHooks* hooks);
   std::vector<std::string> open_phases_;
   std::vector<PhaseMemoryRecord> phases_;
 };

@@ -81,7 +81,8 @@ const Workspace::Rope& rope_for(const Model& model, int64_t layer, const int64_t
 /// q, k, v of the n rows h[n, D] into ws.q [n, H*d], ws.k, ws.v [n, H_kv*d]: projections (+ biases), per-head
 /// RMSNorm of q and k (gemma3), RoPE at `positions`, then the queries regrouped per KV head into ws.qg
 /// [H_kv, n, G, d] and the keys, values and positions appended to every KV head of kv (which has room for them).
-void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, const int64_t* positions, LayerKV& kv,
+/// With kv null (a shared layer, which reads another layer's cache) only the queries are computed.
+void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, const int64_t* positions, LayerKV* kv,
                  Workspace& ws) {
   const ModelConfig& c = model.config;
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
@@ -90,11 +91,15 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
   float* q = grow(ws.q, static_cast<size_t>(n * H * d));
   float* k = grow(ws.k, static_cast<size_t>(n * Hkv * d));
   float* v = grow(ws.v, static_cast<size_t>(n * Hkv * d));
-  weight_linear_group(h, n,
-                      {{weight_ref(w.wq, w.quant.wq, H * d, D), q},
-                       {weight_ref(w.wk, w.quant.wk, Hkv * d, D), k},
-                       {weight_ref(w.wv, w.quant.wv, Hkv * d, D), v}},
-                      ws.quant);
+  if (kv) {
+    weight_linear_group(h, n,
+                        {{weight_ref(w.wq, w.quant.wq, H * d, D), q},
+                         {weight_ref(w.wk, w.quant.wk, Hkv * d, D), k},
+                         {weight_ref(w.wv, w.quant.wv, Hkv * d, D), v}},
+                        ws.quant);
+  } else {
+    weight_linear(h, n, weight_ref(w.wq, w.quant.wq, H * d, D), q, ws.quant);
+  }
   const Workspace::Rope& rope = rope_for(model, layer, positions, n, ws);
   const float* cs = rope.cos.data();
   const float* sn = rope.sin.data();
@@ -104,32 +109,34 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
       float* qi = q + i * H * d;
       float* ki = k + i * Hkv * d;
       float* vi = v + i * Hkv * d;
-      if (!w.bq.empty()) {
-        add_bias(qi, w.bq.data(), H * d);
-        add_bias(ki, w.bk.data(), Hkv * d);
-        add_bias(vi, w.bv.data(), Hkv * d);
-      }
-      if (!w.q_norm.empty()) {  // gemma3: RMSNorm of each head's query and key
+      if (!w.bq.empty()) add_bias(qi, w.bq.data(), H * d);
+      if (!w.q_norm.empty())  // gemma3: RMSNorm of each head's query (and key, below)
         for (int64_t hh = 0; hh < H; ++hh) rmsnorm_row(qi + hh * d, w.q_norm.data(), c.rms_eps, d, qi + hh * d);
-        for (int64_t g = 0; g < Hkv; ++g) rmsnorm_row(ki + g * d, w.k_norm.data(), c.rms_eps, d, ki + g * d);
-      }
       for (int64_t hh = 0; hh < H; ++hh) rope_rotate_half(qi + hh * d, half, cs + i * half, sn + i * half);
-      for (int64_t g = 0; g < Hkv; ++g) rope_rotate_half(ki + g * d, half, cs + i * half, sn + i * half);
       // Queries regrouped per KV head: qg[g][i][j] = q[i][g*G + j].
       for (int64_t g = 0; g < Hkv; ++g) {
         std::memcpy(qg + ((g * n + i) * G) * d, qi + g * G * d, static_cast<size_t>(G * d) * sizeof(float));
       }
+      if (!kv) continue;
+      if (!w.bk.empty()) {
+        add_bias(ki, w.bk.data(), Hkv * d);
+        add_bias(vi, w.bv.data(), Hkv * d);
+      }
+      if (!w.k_norm.empty())
+        for (int64_t g = 0; g < Hkv; ++g) rmsnorm_row(ki + g * d, w.k_norm.data(), c.rms_eps, d, ki + g * d);
+      for (int64_t g = 0; g < Hkv; ++g) rope_rotate_half(ki + g * d, half, cs + i * half, sn + i * half);
       // Append key, value and position of row i at cache index head_length(g) + i of every KV head g.
       for (int64_t g = 0; g < Hkv; ++g) {
-        const int64_t at = kv.head_length(g) + i;
-        std::memcpy(kv.k_at(g, at), ki + g * d, static_cast<size_t>(d) * sizeof(float));
-        std::memcpy(kv.v_at(g, at), vi + g * d, static_cast<size_t>(d) * sizeof(float));
-        if (kv.has_positions()) *kv.pos_at(g, at) = static_cast<int32_t>(positions[i]);
+        const int64_t at = kv->head_length(g) + i;
+        std::memcpy(kv->k_at(g, at), ki + g * d, static_cast<size_t>(d) * sizeof(float));
+        std::memcpy(kv->v_at(g, at), vi + g * d, static_cast<size_t>(d) * sizeof(float));
+        if (kv->has_positions()) *kv->pos_at(g, at) = static_cast<int32_t>(positions[i]);
       }
     }
   });
-  kv.length += n;
-  for (int64_t& len : kv.head_lengths) len += n;
+  if (!kv) return;
+  kv->length += n;
+  for (int64_t& len : kv->head_lengths) len += n;
 }
 
 /// RMSNorm of every row of y[n, D] in place with weight `w` [D] (gemma3's post-attention / post-MLP norms).
@@ -140,8 +147,10 @@ void rmsnorm_rows(const ModelConfig& c, const std::vector<float>& w, float* y, i
 }
 
 /// The attention half of block `layer` on the residual rows x[n, D] (in/out): x += [RMSNorm](attn(RMSNorm(x)) Wo^T).
-void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
-                        Workspace& ws, const LayerHooks* hooks) {
+/// The new rows' keys and values are appended to `own` (null for a shared layer), and the attention reads `kv` (the
+/// same layer as `own`, or the source layer of a shared one, which already holds the new rows' entries).
+void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV* own,
+                        const LayerKV& kv, Workspace& ws, const LayerHooks* hooks) {
   const ModelConfig& c = model.config;
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
   const int64_t D = c.d_model, H = c.n_heads, d = c.head_dim;
@@ -149,7 +158,7 @@ void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, 
   parallel_for(n, 16, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.attn_norm.data(), c.rms_eps, D, h + i * D);
   });
-  project_qkv(model, layer, h, n, positions, kv, ws);
+  project_qkv(model, layer, h, n, positions, own, ws);
   if (hooks && hooks->on_queries) {
     std::vector<float> qh(static_cast<size_t>(H * n * d));
     for (int64_t hh = 0; hh < H; ++hh) {
@@ -214,7 +223,23 @@ void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const
       throw InputError("layer " + std::to_string(layer) + ": token position " + std::to_string(positions[i]) +
                        " is outside [0, 2^31) (the cache stores positions as int32)");
   prepare_cache(c, layer, kv, n);
-  attention_sublayer(model, layer, x, n, positions, kv, ws, hooks);
+  attention_sublayer(model, layer, x, n, positions, &kv, kv, ws, hooks);
+  mlp_sublayer(model, layer, x, n, ws);
+}
+
+void forward_shared_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const LayerKV& source, Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
+  if (n <= 0) return;
+  if (source.n_kv_heads != c.n_kv_heads || source.head_dim != c.head_dim)
+    throw InputError("layer " + std::to_string(layer) + ": the shared source cache has " +
+                     std::to_string(source.n_kv_heads) + " KV heads of dimension " + std::to_string(source.head_dim));
+  for (int64_t g = 0; g < source.n_kv_heads; ++g)
+    if (source.head_length(g) < n)
+      throw InputError("layer " + std::to_string(layer) + ": the shared source cache does not hold the " +
+                       std::to_string(n) + " new rows (run the source layer first)");
+  attention_sublayer(model, layer, x, n, positions, nullptr, source, ws, hooks);
   mlp_sublayer(model, layer, x, n, ws);
 }
 

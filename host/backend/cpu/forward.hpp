@@ -99,6 +99,15 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
 void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
                    Workspace& ws, const LayerHooks* hooks = nullptr);
 
+/// Block `layer` as a shared layer (Backend::share_layer; Cross-Layer Attention at inference): its own norms, query
+/// projection and RoPE, attention over `source` -- another layer's cache, which must already hold the n new rows'
+/// entries at the end of every KV head (the source layer ran first in this pass) -- then its own o_proj and MLP.
+/// The layer's own keys and values are neither computed nor stored. Row i attends to source entries
+/// [first_i, len_before + i] as forward_layer does (on a sliding-window layer, by the source's stored positions).
+/// Throws rkv::InputError for a layer out of range, a source of the wrong geometry or one without the n new rows.
+void forward_shared_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const LayerKV& source, Workspace& ws, const LayerHooks* hooks = nullptr);
+
 /// Logits for selected rows of the final residual stream: out[r] = RMSNorm(x[rows[r]]) * output_norm  W_lm^T
 /// (then c tanh(out / c) when config.final_logit_softcap c > 0).
 /// x is float32 [n, D]; rows are indices into it (each in [0, n)); returns float32 [rows.size(), V].

@@ -55,6 +55,10 @@ class CudaCache final : public BackendCache {
     for (const auto& p : packed) b += p.bytes_in_use();
     return b;
   }
+  int64_t shared_source(int64_t layer) const override {
+    check(layer);
+    return sources.empty() ? layer : sources[static_cast<size_t>(layer)];
+  }
   void check(int64_t layer) const {
     if (layer < 0 || layer >= n_layers())
       throw InputError("cache layer " + str(layer) + " outside [0, " + str(n_layers()) + ")");
@@ -66,14 +70,18 @@ class CudaCache final : public BackendCache {
   DevicePackedLayer* packed_layer(int64_t layer) {
     return packed.empty() || !packed[static_cast<size_t>(layer)].packed() ? nullptr : &packed[static_cast<size_t>(layer)];
   }
-  /// Throws rkv::InputError when `layer` is packed: `what` works on unpacked entries only.
+  /// Throws rkv::InputError when `layer` is packed or shared: `what` works on a layer's own unpacked entries only.
   void refuse_packed(int64_t layer, const std::string& what) const {
     if (const DevicePackedLayer* p = packed_layer(layer))
       throw InputError("layer " + str(layer) + " is stored by the codec " + p->codec.label() + "; " + what +
                        " works on unpacked entries only (compress first, then encode)");
+    if (shared_source(layer) != layer)
+      throw InputError("layer " + str(layer) + " is shared (it reads layer " + str(shared_source(layer)) +
+                       "'s entries and holds none); " + what + " works on a layer's own entries only");
   }
   DeviceKVCache kv;
   std::vector<DevicePackedLayer> packed;  ///< [L] once a layer is encoded; else empty
+  std::vector<int64_t> sources;           ///< [L] once a layer is shared: the layer each one reads; else empty
 };
 
 CudaCache& device_cache(BackendCache& c) {
@@ -245,7 +253,7 @@ class CudaBackend final : public Backend {
                             ExtendObservation* observed = nullptr) override {
     if (tokens.empty()) return {};
     CudaCache& c = device_cache(cache);
-    if (!capture.attention_mass && !capture.queries && c.packed.empty())
+    if (!capture.attention_mass && !capture.queries && c.packed.empty() && c.sources.empty())
       return RKV_CUDA_NS::prefill(dmodel_, tokens, start_pos, c.kv, ws_, which);
     if ((capture.attention_mass || capture.queries) && !observed)
       throw InputError("extend: a capture was asked for without an observation to fill");
@@ -253,10 +261,9 @@ class CudaBackend final : public Backend {
     return extend_observed(c, tokens, start_pos, which, capture, observed ? *observed : none);
   }
 
-  /// extend() with observations or packed layers: the layer loop of RKV_CUDA_NS::prefill, with the attention-mass
-  /// hook and a copy of each layer's rotated queries (ws_.q, [n, H d] until the next layer) as float32 [H, n, d]; a
-  /// packed layer is unpacked into scratch_ for its attention, then the new entries join its tail and what leaves
-  /// the residual window is packed (packed_cache.hpp).
+  /// extend() with observations, packed or shared layers: the layer loop of RKV_CUDA_NS::prefill, with the
+  /// attention-mass hook and a copy of each layer's rotated queries (ws_.q, [n, H d] until the next layer) as float32
+  /// [H, n, d]; each layer's step is extend_layer().
   std::vector<float> extend_observed(CudaCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
                                      LogitsFor which, const ExtendCapture& capture, ExtendObservation& observed) {
     DeviceKVCache& kv = cache.kv;
@@ -279,17 +286,7 @@ class CudaBackend final : public Backend {
     for (int64_t l = 0; l < L; ++l) {
       DeviceLayerHooks hooks;
       if (capture.attention_mass) hooks.attention_mass = &observed.attention_mass[static_cast<size_t>(l)];
-      DeviceLayerKV& layer = kv.layers[static_cast<size_t>(l)];
-      if (DevicePackedLayer* packed = cache.packed_layer(l)) {
-        unpack_layer(*ctx_, *packed, layer, n, scratch_);
-        std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
-        for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = scratch_.head_length(h);
-        forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), scratch_, ws_, &hooks);
-        append_entries(*ctx_, layer, scratch_, first, n);
-        pack_oldest(*ctx_, *packed, layer);
-      } else {
-        forward_layer(dmodel_, l, x, n, positions.as<int64_t>(), layer, ws_, &hooks);
-      }
+      extend_layer(cache, l, x, n, positions.as<int64_t>(), &hooks);
       if (capture.queries) {
         std::vector<char> rows(static_cast<size_t>(n * H * d) * es);
         copy_to_host(*ctx_, rows.data(), ws_.q.data(), rows.size());
@@ -306,12 +303,40 @@ class CudaBackend final : public Backend {
     return logits;
   }
 
+  /// One layer's step of extend_observed(): a shared layer attends over its source (unpacked into scratch_ when a
+  /// codec stores it); a packed layer is unpacked into scratch_ for its attention, then the new entries join its tail
+  /// and what leaves the residual window is packed (packed_cache.hpp); any other layer runs forward_layer.
+  void extend_layer(CudaCache& cache, int64_t l, float* x, int64_t n, const int64_t* positions,
+                    const DeviceLayerHooks* hooks) {
+    DeviceKVCache& kv = cache.kv;
+    if (const int64_t s = cache.shared_source(l); s != l) {
+      const DevicePackedLayer* packed = cache.packed_layer(s);
+      if (packed) unpack_layer(*ctx_, *packed, kv.layers[static_cast<size_t>(s)], 0, scratch_);
+      forward_shared_layer(dmodel_, l, x, n, positions, packed ? scratch_ : kv.layers[static_cast<size_t>(s)], ws_,
+                           hooks);
+      return;
+    }
+    DeviceLayerKV& layer = kv.layers[static_cast<size_t>(l)];
+    DevicePackedLayer* packed = cache.packed_layer(l);
+    if (!packed) {
+      forward_layer(dmodel_, l, x, n, positions, layer, ws_, hooks);
+      return;
+    }
+    unpack_layer(*ctx_, *packed, layer, n, scratch_);
+    std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
+    for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = scratch_.head_length(h);
+    forward_layer(dmodel_, l, x, n, positions, scratch_, ws_, hooks);
+    append_entries(*ctx_, layer, scratch_, first, n);
+    pack_oldest(*ctx_, *packed, layer);
+  }
+
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override {
     const CudaCache& c = device_cache(cache);
     DeviceKVCache out;
     for (const DeviceLayerKV& l : c.kv.layers) out.layers.push_back(copy_layer(*ctx_, l, 0));
     auto copy = std::make_unique<CudaCache>(std::move(out));
     for (const DevicePackedLayer& p : c.packed) copy->packed.push_back(copy_packed(*ctx_, p));
+    copy->sources = c.sources;
     return copy;
   }
 
@@ -377,6 +402,21 @@ class CudaBackend final : public Backend {
     if (codec.none()) return;
     if (c.packed.empty()) c.packed.resize(c.kv.layers.size());
     c.packed[static_cast<size_t>(layer)] = encode_device_layer(*ctx_, tail, codec);
+  }
+
+  void share_layer(BackendCache& cache, int64_t layer, int64_t source) override {
+    CudaCache& c = device_cache(cache);
+    check_share_layer(c, layer, source);
+    c.refuse_packed(layer, "sharing");
+    if (c.sources.empty())
+      for (int64_t l = 0; l < c.n_layers(); ++l) c.sources.push_back(l);
+    DeviceLayerKV& own = c.kv.layers[static_cast<size_t>(layer)];
+    DeviceLayerKV empty;  // the same geometry, no entries and no storage
+    empty.n_kv_heads = own.n_kv_heads;
+    empty.head_dim = own.head_dim;
+    empty.dtype = own.dtype;
+    own = std::move(empty);
+    c.sources[static_cast<size_t>(layer)] = source;
   }
 
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,

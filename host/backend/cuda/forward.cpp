@@ -105,6 +105,9 @@ void append_attention_mass(Context& ctx, DType t, const void* q, int64_t q_ld, i
   out.insert(out.end(), mass.begin(), mass.end());
 }
 
+void attend_per_head(const DeviceModel& m, int64_t layer, const DeviceLayerKV& kv, int64_t n, const int64_t* positions,
+                     DeviceWorkspace& ws, std::vector<float>* mass);
+
 /// Per-head budgets: rotates the n new rows into scratch [H_kv, n, d] (ws.k_new / ws.v_new), appends each head's rows
 /// and positions after its own head_length(g) entries, then attends with one launch per KV head g over its own
 /// entries for its G query heads (columns [g G d, (g + 1) G d) of q and out): decode_attention for one row,
@@ -115,7 +118,7 @@ void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, 
   Context& ctx = m.context();
   const DeviceLayerWeights& w = m.layer(layer);
   const DType t = m.dtype();
-  const int64_t H = c.n_heads, Hkv = c.n_kv_heads, G = c.group_size(), d = c.head_dim, Hd = H * d;
+  const int64_t H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim;
   const size_t row = static_cast<size_t>(d) * kernels::dtype_size(t);
   ws.k_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
   ws.v_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
@@ -133,7 +136,19 @@ void attention_per_head(const DeviceModel& m, int64_t layer, DeviceLayerKV& kv, 
   }
   kv.length += n;
   for (int64_t& len : kv.head_lengths) len += n;
+  attend_per_head(m, layer, kv, n, positions, ws, mass);
+}
 
+/// Attention of the n new rows' rotated queries (ws.q) over a per-head layer `kv` that already holds their entries:
+/// one launch per KV head g over its own entries for its G query heads (columns [g G d, (g + 1) G d) of q and
+/// ws.attn), decode_attention for one row without `mass`, prefill_attention otherwise.
+void attend_per_head(const DeviceModel& m, int64_t layer, const DeviceLayerKV& kv, int64_t n, const int64_t* positions,
+                     DeviceWorkspace& ws, std::vector<float>* mass) {
+  const ModelConfig& c = m.config();
+  Context& ctx = m.context();
+  const DType t = m.dtype();
+  const int64_t H = c.n_heads, Hkv = c.n_kv_heads, G = c.group_size(), d = c.head_dim, Hd = H * d;
+  const size_t row = static_cast<size_t>(d) * kernels::dtype_size(t);
   for (int64_t g = 0; g < Hkv; ++g) {
     const kernels::AttentionShape one =
         layer_shape(m, layer, G, 1, kv, kv.has_positions() ? kv.pos.as<int32_t>() + kv.head_row(g) : nullptr, positions);
@@ -262,42 +277,40 @@ float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, Devic
   return ws.x.as<float>();
 }
 
-void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
-                   DeviceLayerKV& kv, DeviceWorkspace& ws, const DeviceLayerHooks* hooks) {
+namespace {
+
+/// The first steps of block `layer` on x[n, D]: h = RMSNorm(x) * attn_norm into ws.h, qkv = h Wqkv^T (float32) into
+/// ws.qkv, and gemma3's per-head RMSNorm of q and k; sizes ws.q and ws.attn for the attention.
+void project_qkv(const DeviceModel& model, int64_t layer, const float* x, int64_t n, DeviceWorkspace& ws) {
   const ModelConfig& c = model.config();
-  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + str(layer) + " out of range");
-  if (n <= 0) return;
   Context& ctx = model.context();
-  cudaStream_t s = ctx.stream();
-  prepare_cache(model, layer, kv, n);
   const DeviceLayerWeights& w = model.layer(layer);
   const DType t = model.dtype();
   const size_t es = kernels::dtype_size(t);
-  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
-  const int64_t QKV = model.qkv_dim(), Hd = H * d;
-  static const std::vector<StatsCapture*> kNoStats;
-  const std::vector<StatsCapture*>& captures = hooks ? hooks->stats : kNoStats;
-
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, QKV = model.qkv_dim();
   ws.h.ensure(ctx, static_cast<size_t>(n * D) * es);
   ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
-  ws.q.ensure(ctx, static_cast<size_t>(n * Hd) * es);
-  ws.attn.ensure(ctx, static_cast<size_t>(n * Hd) * es);
-
-  // ---- attention ----
-  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
+  ws.q.ensure(ctx, static_cast<size_t>(n * H * d) * es);
+  ws.attn.ensure(ctx, static_cast<size_t>(n * H * d) * es);
+  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), ctx.stream()));
   linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
   if (!w.q_norm.empty())  // gemma3: RMSNorm of each query and key head, before RoPE
     RKV_CUDA_CHECK(kernels::head_rmsnorm(ws.qkv.as<float>(), n, QKV, static_cast<int>(H), static_cast<int>(Hkv),
-                                         static_cast<int>(d), w.q_norm.as<float>(), w.k_norm.as<float>(), c.rms_eps, s));
-  if (kv.per_head()) {
-    if (!captures.empty())
-      throw InputError("layer " + str(layer) + ": attention statistics need a uniform cache (a prefill)");
-    if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
-    attention_per_head(model, layer, kv, n, positions, ws, hooks ? hooks->attention_mass : nullptr);
-  } else {
-    if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
-    attention_uniform(model, layer, kv, n, positions, ws, captures, hooks ? hooks->attention_mass : nullptr);
-  }
+                                         static_cast<int>(d), w.q_norm.as<float>(), w.k_norm.as<float>(), c.rms_eps,
+                                         ctx.stream()));
+}
+
+/// The rest of block `layer` once ws.attn holds its attention [n, H d]: x += [RMSNorm](attn Wo^T), then the gated
+/// MLP (SwiGLU, or GeGLU for gemma): x += [RMSNorm]((act(h Wg^T) * (h Wu^T)) Wd^T), h = RMSNorm(x) * ffn_norm.
+void finish_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, DeviceWorkspace& ws,
+                  const DeviceLayerHooks* hooks) {
+  const ModelConfig& c = model.config();
+  Context& ctx = model.context();
+  cudaStream_t s = ctx.stream();
+  const DeviceLayerWeights& w = model.layer(layer);
+  const DType t = model.dtype();
+  const size_t es = kernels::dtype_size(t);
+  const int64_t D = c.d_model, Hd = c.n_heads * c.head_dim, F = c.d_ff;
   if ((hooks && hooks->attn_output) || !w.post_attn_norm.empty()) {
     float* o = hooks && hooks->attn_output ? hooks->attn_output : post_norm_rows(ctx, ws, n * D);
     linear(ctx, n, Hd, D, w.wo.data(), t, ws.attn.data(), t, o, DType::F32);
@@ -326,6 +339,58 @@ void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n,
   linear(ctx, n, F, D, w.w_down.data(), t, ws.act.data(), t, o, DType::F32);
   RKV_CUDA_CHECK(kernels::rmsnorm(o, w.post_ffn_norm.as<float>(), c.rms_eps, n, D, DType::F32, o, s));
   RKV_CUDA_CHECK(kernels::add_inplace(x, o, n * D, s));
+}
+
+}  // namespace
+
+void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                   DeviceLayerKV& kv, DeviceWorkspace& ws, const DeviceLayerHooks* hooks) {
+  const ModelConfig& c = model.config();
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + str(layer) + " out of range");
+  if (n <= 0) return;
+  prepare_cache(model, layer, kv, n);
+  static const std::vector<StatsCapture*> kNoStats;
+  const std::vector<StatsCapture*>& captures = hooks ? hooks->stats : kNoStats;
+  project_qkv(model, layer, x, n, ws);
+  if (hooks && hooks->attention_mass) hooks->attention_mass->clear();
+  if (kv.per_head()) {
+    if (!captures.empty())
+      throw InputError("layer " + str(layer) + ": attention statistics need a uniform cache (a prefill)");
+    attention_per_head(model, layer, kv, n, positions, ws, hooks ? hooks->attention_mass : nullptr);
+  } else {
+    attention_uniform(model, layer, kv, n, positions, ws, captures, hooks ? hooks->attention_mass : nullptr);
+  }
+  finish_layer(model, layer, x, n, ws, hooks);
+}
+
+void forward_shared_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const DeviceLayerKV& source, DeviceWorkspace& ws, const DeviceLayerHooks* hooks) {
+  const ModelConfig& c = model.config();
+  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + str(layer) + " out of range");
+  if (n <= 0) return;
+  if (source.n_kv_heads != c.n_kv_heads || source.head_dim != c.head_dim)
+    throw InputError("layer " + str(layer) + ": the shared source cache has " + str(source.n_kv_heads) +
+                     " KV heads of dimension " + str(source.head_dim));
+  for (int64_t g = 0; g < source.n_kv_heads; ++g)
+    if (source.head_length(g) < n)
+      throw InputError("layer " + str(layer) + ": the shared source cache does not hold the " + str(n) +
+                       " new rows (run the source layer first)");
+  Context& ctx = model.context();
+  const DeviceLayerWeights& w = model.layer(layer);
+  const DType t = model.dtype();
+  const int64_t Hkv = c.n_kv_heads, d = c.head_dim;
+  const size_t row = static_cast<size_t>(d) * kernels::dtype_size(t);
+  project_qkv(model, layer, x, n, ws);
+  // The kernel rotates q and k together; the layer's own k and v go to scratch and are never stored.
+  ws.k_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
+  ws.v_new.ensure(ctx, static_cast<size_t>(Hkv * n) * row);
+  RKV_CUDA_CHECK(kernels::qkv_rope_append(t, ws.qkv.as<float>(), n, model.qkv_dim(),
+                                          w.bqkv.empty() ? nullptr : w.bqkv.as<float>(), positions,
+                                          model.layer_inv_freq(layer), static_cast<int>(c.n_heads),
+                                          static_cast<int>(Hkv), static_cast<int>(d), ws.q.data(), ws.k_new.data(),
+                                          ws.v_new.data(), n, 0, ctx.stream()));
+  attend_per_head(model, layer, source, n, positions, ws, nullptr);
+  finish_layer(model, layer, x, n, ws, hooks);
 }
 
 float* final_logits_device(const DeviceModel& model, const float* x, int64_t n, const std::vector<int64_t>& rows,

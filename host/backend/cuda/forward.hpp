@@ -85,6 +85,15 @@ float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, Devic
 void forward_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
                    DeviceLayerKV& kv, DeviceWorkspace& ws, const DeviceLayerHooks* hooks = nullptr);
 
+/// Block `layer` as a shared layer (Backend::share_layer), as rkv::cpu::forward_shared_layer: its own norms, query
+/// projection and RoPE, attention over `source` (another layer's cache that already holds the n new rows' entries at
+/// the end of every KV head; one launch per KV head, uniform or per-head layout), its own o_proj and MLP. Its own
+/// keys and values are rotated into scratch (ws.k_new, ws.v_new) and never stored. hooks->attn_output is honoured;
+/// statistics and attention mass are not computed. rkv::InputError for a layer out of range, a source of the wrong
+/// geometry or one without the n new rows.
+void forward_shared_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const DeviceLayerKV& source, DeviceWorkspace& ws, const DeviceLayerHooks* hooks = nullptr);
+
 /// Logits of the rows `rows` of the device residual stream x[n, D] into ws.logits (device float32 [rows, V]);
 /// returns that pointer. Throws rkv::InputError for a row outside [0, n).
 float* final_logits_device(const DeviceModel& model, const float* x, int64_t n, const std::vector<int64_t>& rows,
