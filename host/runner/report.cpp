@@ -219,6 +219,10 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
   const auto metrics = metrics_by_task(cells);
   const std::vector<UniformComparison> comparisons = compare_with_uniform(cells, metrics, resamples);
   const std::vector<UniformComparison> equal_bytes = compare_at_equal_bytes(cells, metrics, resamples);
+  for (const std::string& label : cells_without_equal_bytes_baseline(cells))
+    notes.push_back("'" + label + "' has a budget.bytes_fraction but no eviction-alone cell (float32 cache, uniform "
+                    "allocator, no route or sharing, the same scorer, decode policy and bytes_fraction) to be compared "
+                    "with at equal KV bytes; add one to the sweep");
   for (const auto& [task, names] : metrics) {
     std::map<std::string, PlotSeries> series;
     std::map<std::string, double> full;

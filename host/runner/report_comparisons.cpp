@@ -125,6 +125,17 @@ std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData
   return compare_with(cells, metrics, resamples, equal_bytes_partner, "/vs-equal-bytes/");
 }
 
+std::vector<std::string> cells_without_equal_bytes_baseline(const std::vector<CellData>& cells) {
+  std::vector<std::string> labels;
+  for (const auto& c : cells) {
+    const nlohmann::json& m = c.meta;
+    if (m.at("full_cache").get<bool>() || m.value("budget_bytes_fraction", nlohmann::json()).is_null()) continue;
+    if (is_uniform(m) && no_codec(m) && !has_route(m) && !has_share(m)) continue;  // itself the baseline
+    if (!equal_bytes_partner(cells, m)) labels.push_back(m.at("label").get<std::string>());
+  }
+  return labels;
+}
+
 std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
                                const std::string& heading, const std::string& baseline) {
   std::ostringstream rows;

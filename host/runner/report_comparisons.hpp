@@ -28,6 +28,11 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
                                                     const std::map<std::string, std::vector<std::string>>& metrics,
                                                     int resamples);
 
+/// Labels of the cells with a budget.bytes_fraction that are not themselves eviction alone and have no eviction-alone
+/// cell (float32, uniform allocator, no route, no sharing, same scorer, decode policy and bytes_fraction) to be
+/// compared with: the equal-bytes section leaves them out, and the report says so.
+std::vector<std::string> cells_without_equal_bytes_baseline(const std::vector<CellData>& cells);
+
 /// Every cell with budget.bytes_fraction against eviction alone at the same KV bytes (README "One byte budget"): the
 /// cell with no codec, the uniform allocator, the same scorer, decode policy and bytes fraction. Holm's adjustment
 /// runs within this family.

@@ -65,6 +65,23 @@ TEST(EqualBytesComparison, PairsEachCellWithEvictionAloneAtItsBytes) {
   const std::string md = rkv::comparison_section(eq, "lm_fidelity", "Paired comparison at equal KV bytes");
   EXPECT_NE(md.find("### Paired comparison at equal KV bytes"), std::string::npos);
   EXPECT_NE(md.find("| int4-0.1 | kl | -0.5"), std::string::npos) << md;
+  // The knorm codec cell has no baseline: the report names it instead of leaving it out silently.
+  EXPECT_EQ(rkv::cells_without_equal_bytes_baseline(cells), std::vector<std::string>{"int4-knorm-0.1"});
+}
+
+TEST(EqualBytesComparison, ASharedCellPairsWithEvictionAloneNeverServesAsIt) {
+  std::vector<rkv::CellData> cells = {
+      cell("cla2-0.5", "uniform", "snapkv", 0.5, "none", {0.2, 0.2, 0.2}),
+      cell("evict-0.5", "uniform", "snapkv", 0.5, "none", {0.1, 0.3, 0.5}),  // cla2 - evict: mean -0.1
+  };
+  cells[0].meta["share"] = "CLA@2";
+  const auto eq = rkv::compare_at_equal_bytes(cells, {{"lm_fidelity", {"kl"}}}, 200);
+  ASSERT_EQ(eq.size(), 1u);
+  EXPECT_EQ(eq[0].label, "cla2-0.5");
+  EXPECT_NEAR(eq[0].stats.mean_difference, -0.1, 1e-12);
+  EXPECT_TRUE(rkv::cells_without_equal_bytes_baseline(cells).empty());
+  cells.pop_back();  // without eviction alone the shared cell has no baseline (it is not one itself)
+  EXPECT_EQ(rkv::cells_without_equal_bytes_baseline(cells), std::vector<std::string>{"cla2-0.5"});
 }
 
 }  // namespace
