@@ -317,8 +317,9 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
     std::vector<UserParam> user;
     for (const auto& [pk, pv] : *v.as_table()) {
       const std::string pkey(pk.str());
-      std::ostringstream origin;
-      origin << c.origin << ":" << pv.source().begin.line;
+      std::ostringstream origin;  // a swept value carries no line: name the file alone then
+      origin << c.origin;
+      if (pv.source().begin.line) origin << ":" << pv.source().begin.line;
       user.push_back(UserParam{pkey, to_param_value(c, pv, full + "." + pkey), false, origin.str()});
     }
     const ParamSet set = ParamSet::validate(*owner->descriptor, user);  // errors name plugin, key and line

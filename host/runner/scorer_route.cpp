@@ -112,8 +112,9 @@ RouteEntry parse_entry(const std::string& origin, const toml::table& t, const st
                        short_id_of(entry.scorer.id) + " = { ... } (the params of its plugin)");
     if (!v.is_table()) throw InputError(where(origin, v, full) + " must be a table of " + entry.scorer.id + "'s params");
     for (const auto& [pk, pv] : *v.as_table()) {
-      std::ostringstream at;
-      at << origin << ":" << pv.source().begin.line;
+      std::ostringstream at;  // a swept route's tables carry no line: name the file alone then
+      at << origin;
+      if (pv.source().begin.line) at << ":" << pv.source().begin.line;
       user.push_back(UserParam{std::string(pk.str()), param_of(origin, pv, full + "." + std::string(pk.str())), false,
                                at.str()});
     }

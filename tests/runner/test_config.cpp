@@ -129,6 +129,13 @@ TEST_F(Config, ShareSectionIsACellSettingWithErrorsNamingTheKey) {
   EXPECT_EQ(s.cells[3].config.share.groups, 3);
 }
 
+TEST_F(Config, ASweptRoutesBadParamNamesTheFileWithoutALineZero) {
+  const std::string e = error(base("", "[sweep]\n\"scorer.route\" = [[], [{ layers = \"0-3\", plugin = \"knorm\", "
+                                       "knorm = { bogus = 1 } }]]\n"));
+  EXPECT_NE(e.find("has no parameter 'bogus' (cfg.toml)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("cfg.toml:0"), std::string::npos) << e;
+}
+
 TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
   std::string text = base();
   text.replace(text.find("fraction = 0.2"), 14, "bytes_fraction = 0.1");
