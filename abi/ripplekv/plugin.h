@@ -36,7 +36,7 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 3
+#define RKV_ABI_VERSION_MINOR 4
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
@@ -313,6 +313,16 @@ typedef struct rkv_allocator_v2 {
 #define RKV_STAT_WINDOW_ATTENTION ((uint64_t)4)     /**< sum over the last `window` prompt queries of A[h,t,j]: [H, T] */
 #define RKV_STAT_CUMULATIVE_ATTENTION ((uint64_t)8) /**< sum over all prompt queries t >= j of A[h,t,j]: [H, T] */
 #define RKV_STAT_WINDOW_QUERIES ((uint64_t)16)      /**< queries after RoPE of the last `window` prompt positions [H, w, d] */
+/** ABI minor 4: keys before RoPE [H_kv, T, d]: R(-p_j) k_j, each cached key turned back by its own position p_j. */
+#define RKV_STAT_PRE_ROPE_KEYS ((uint64_t)32)
+/**
+ * ABI minor 4 (prefill only): the first two moments of the prompt's queries before RoPE, per query head, over the
+ * positions t = query_skip .. T - 1 (n = T - query_skip of them; none when T <= query_skip):
+ *   mean  mu[h]       = (1/n) sum_t q0[h, t]                               [H, d]
+ *   covariance S[h]   = (1/n) sum_t (q0[h, t] - mu[h]) (q0[h, t] - mu[h])^T  [H, d, d]   (biased, 1/n, as kvpress)
+ * Both are zero when n = 0. Computed during the prefill from its own queries (no second forward).
+ */
+#define RKV_STAT_QUERY_MOMENTS ((uint64_t)64)
 
 /** The model's attention shape, given to a scorer so it can state its requirements. */
 typedef struct rkv_attention_shape {
@@ -349,13 +359,25 @@ typedef struct rkv_scorer_requirements {
   int64_t sinks;   /**< leading positions protected */
   int64_t recent;  /**< trailing positions protected */
   uint32_t decode_scoring; /**< ABI minor 2: nonzero when score() supports decode-time scoring (see above) */
-  uint64_t decode_stats;   /**< ABI minor 2: RKV_STAT_* mask needed for decode-time scoring */
+  uint64_t decode_stats;   /**< ABI minor 2: RKV_STAT_* mask needed for decode-time scoring (never
+                                RKV_STAT_QUERY_MOMENTS: a prompt statistic) */
+  int64_t query_skip;      /**< ABI minor 4: leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (>= 0;
+                                kvpress ExpectedAttentionPress's n_sink) */
 } rkv_scorer_requirements;
 
 /**
  * What a scorer scores: one layer of one example after prefill. Borrowed for the call; each tensor is NULL unless
  * its RKV_STAT_* bit was requested. Device: CPU, or CUDA when the plugin set RKV_FLAG_SUPPORTS_CUDA and the host
  * runs on CUDA (then `stream` is the cudaStream_t to use).
+ *
+ * ABI minor 4 appends (read them only when RKV_HAS_FIELD says they are there):
+ * pre_rope_keys, query_mean, query_covariance: RKV_STAT_PRE_ROPE_KEYS and RKV_STAT_QUERY_MOMENTS (see their bits).
+ * rope_inv_freq: float64 [d/2] on the CPU, this layer's RoPE frequencies with the model's scaling already applied
+ *   (theta^(-2i/d), then linear / llama3 / GGUF frequency factors; a sliding-window layer's own base), given on every
+ *   call whether or not a statistic was requested (NULL for a model without RoPE). The host's rotation convention
+ *   (the Hugging Face "rotate_half" layout) at position p: pair i couples x[i] and x[i + d/2] by the angle
+ *   a = p inv_freq[i]:  x'[i] = x[i] cos a - x[i + d/2] sin a,  x'[i + d/2] = x[i + d/2] cos a + x[i] sin a.
+ *   Every post-RoPE tensor above (keys, window queries) was rotated so; in the prefill, position = cache index.
  */
 typedef struct rkv_scorer_inputs {
   uint32_t struct_size;
@@ -368,6 +390,10 @@ typedef struct rkv_scorer_inputs {
   const DLTensor* cumulative_attention; /**< float32 [H, T] */
   const DLTensor* window_queries;       /**< float32 [H, w, d] */
   void* stream;                         /**< cudaStream_t or NULL */
+  const DLTensor* pre_rope_keys;        /**< ABI minor 4: float32 [H_kv, T, d] */
+  const DLTensor* query_mean;           /**< ABI minor 4: float32 [H, d] */
+  const DLTensor* query_covariance;     /**< ABI minor 4: float32 [H, d, d] */
+  const DLTensor* rope_inv_freq;        /**< ABI minor 4: float64 [d/2], CPU (see above) */
 } rkv_scorer_inputs;
 
 /**

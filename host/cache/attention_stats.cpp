@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "model/rope.hpp"
 
 namespace rkv {
 
@@ -133,6 +134,52 @@ AttentionStats compute_attention_stats(const QueriesView& q, const KeysView& k, 
     }
   }
   return acc.finish();
+}
+
+std::vector<float> unrotate_queries(const QueriesView& q, const std::vector<double>& inv_freq) {
+  const int64_t H = q.n_heads, n = q.n_queries, d = q.head_dim, half = d / 2;
+  if (static_cast<int64_t>(inv_freq.size()) * 2 != d)
+    throw InputError("query moments: " + str(static_cast<int64_t>(inv_freq.size())) +
+                     " RoPE frequencies for head dimension " + str(d));
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = t;
+  std::vector<float> cs, sn;
+  rope_tables(inv_freq, pos.data(), n, cs, sn);
+  std::vector<float> out(q.data, q.data + H * n * d);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < n; ++t)
+      rope_unrotate_half(out.data() + (h * n + t) * d, half, cs.data() + t * half, sn.data() + t * half);
+  return out;
+}
+
+void add_query_moments(const QueriesView& q, int64_t skip, AttentionStats& stats) {
+  const int64_t H = q.n_heads, T = q.n_queries, d = q.head_dim;
+  if (!q.data || H < 1 || T < 1 || d < 1) throw InputError("query moments: no queries given");
+  if (skip < 0) throw InputError("query moments: query_skip must be >= 0, got " + str(skip));
+  stats.query_mean.assign(static_cast<size_t>(H * d), 0.0f);
+  stats.query_covariance.assign(static_cast<size_t>(H * d * d), 0.0f);
+  const int64_t n = T - std::min(skip, T);
+  if (n == 0) return;
+  std::vector<double> mu(static_cast<size_t>(d)), centred(static_cast<size_t>(n * d)), cov(static_cast<size_t>(d * d));
+  for (int64_t h = 0; h < H; ++h) {
+    const float* rows = q.data + (h * T + (T - n)) * d;  // positions skip .. T - 1
+    std::fill(mu.begin(), mu.end(), 0.0);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < d; ++i) mu[static_cast<size_t>(i)] += rows[t * d + i];
+    for (double& m : mu) m /= static_cast<double>(n);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < d; ++i) centred[static_cast<size_t>(t * d + i)] = rows[t * d + i] - mu[static_cast<size_t>(i)];
+    // S = X^T X / n over the centred rows X [n, d] (upper triangle, then mirrored).
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(d), static_cast<int>(n),
+                1.0 / static_cast<double>(n), centred.data(), static_cast<int>(d), 0.0, cov.data(), static_cast<int>(d));
+    for (int64_t i = 0; i < d; ++i) {
+      stats.query_mean[static_cast<size_t>(h * d + i)] = static_cast<float>(mu[static_cast<size_t>(i)]);
+      for (int64_t j = 0; j < d; ++j) {
+        const double c = i <= j ? cov[static_cast<size_t>(i * d + j)] : cov[static_cast<size_t>(j * d + i)];
+        stats.query_covariance[static_cast<size_t>((h * d + i) * d + j)] = static_cast<float>(c);
+      }
+    }
+  }
 }
 
 std::vector<float> window_queries(const QueriesView& q, int64_t window) {

@@ -7,6 +7,9 @@
 //   cumulative attention  C[h, j] = sum_{t = j}^{T-1}   A[h, t, j]         (H2O's accumulated attention)
 //   query counts          n[j]    = #{queries t summed above with t >= j}   (T - j for all prompt queries; H2O's
 //                                                                         normalizer)
+//   query moments         mu[h]   = (1/n) sum_{t=s}^{T-1} q0[h, t],   S[h] = (1/n) sum_t (q0[h,t] - mu[h])(q0[h,t] - mu[h])^T
+//                         over the n = T - s prompt queries before RoPE (q0 = R(-t) q), s = query_skip
+//                         (kvpress ExpectedAttentionPress.get_query_statistics; zero when n = 0)
 //
 // Both sums are computed blockwise over queries: a block of rows of Q K^T comes from one OpenBLAS sgemm, is turned
 // into causal softmax rows, and added into the column sums, so no [H, T, T] array is ever materialized (the largest
@@ -52,6 +55,8 @@ struct AttentionStatsOptions {
   bool query_counts = false;          ///< n [T]
   int64_t window = 0;                 ///< w, clamped to T; must be >= 1 when window_attention is set
   int64_t query_block = 64;           ///< query rows per sgemm block (memory: query_block * T floats)
+  bool query_moments = false;         ///< mean [H, d] and covariance [H, d, d] of the pre-RoPE prompt queries
+  int64_t query_skip = 0;             ///< leading prompt positions left out of the query moments (>= 0)
 };
 
 /// The statistics of one layer of one example. Vectors are empty unless requested.
@@ -62,6 +67,8 @@ struct AttentionStats {
   std::vector<float> window_attention;     ///< float32 [H, T]; zero for keys no window query sees (none: j < T)
   std::vector<float> cumulative_attention; ///< float32 [H, T]
   std::vector<float> query_counts;         ///< float32 [T], n[j] = min(n_queries, T - j)
+  std::vector<float> query_mean;           ///< float32 [H, d] (query_moments)
+  std::vector<float> query_covariance;     ///< float32 [H, d, d] (query_moments)
 };
 
 /// Adds causal softmax rows into window and cumulative column sums (the fused path of a forward pass).
@@ -116,6 +123,18 @@ class AttentionStatsAccumulator {
 /// is asked with n_queries < T, or when the window is larger than n_queries.
 AttentionStats compute_attention_stats(const QueriesView& queries, const KeysView& keys,
                                        const AttentionStatsOptions& options);
+
+/// The queries before RoPE of positions 0 .. n - 1 from `rotated`, their queries after RoPE (QueriesView with
+/// n_queries = n, the whole prompt): q0[h, t] = R(-t inv_freq) q[h, t] in the rotate_half layout (model/rope.hpp),
+/// with the layer's frequencies `inv_freq` [d/2] (cos/sin of t inv_freq in double, rounded to float, as the forward
+/// rotated them; rope_unrotate_half). float32 [H, n, d], a copy. Throws rkv::InputError when d != 2 inv_freq.size().
+std::vector<float> unrotate_queries(const QueriesView& rotated, const std::vector<double>& inv_freq);
+
+/// RKV_STAT_QUERY_MOMENTS of one layer into `stats` (query_mean [H, d], query_covariance [H, d, d], float32) from the
+/// pre-RoPE queries of all T prompt positions `pre_rope` (n_queries = T): over t = skip .. T - 1 (see the file
+/// comment). Mean in double; covariance of the centred rows by one dsyrk per head (double), rounded once to float.
+/// Both zero when skip >= T. Throws rkv::InputError for skip < 0 or an empty view.
+void add_query_moments(const QueriesView& pre_rope, int64_t skip, AttentionStats& stats);
 
 /// The queries of the last `window` positions (clamped to n_queries): float32 [H, w, d], a copy
 /// (RKV_STAT_WINDOW_QUERIES). Throws rkv::InputError when window < 1.

@@ -26,6 +26,7 @@ struct LayerCompressionRequest {
   const AttentionStats* stats = nullptr;              ///< [H, T] statistics the scorer asked for (or null)
   const std::vector<float>* window_queries = nullptr; ///< [H, w, d] when the scorer asked for them
   int64_t window = -1;  ///< the statistics' window when not min(window, T) (decode time; ScorerCallInputs::window)
+  const std::vector<double>* rope_inv_freq = nullptr;  ///< the layer's RoPE frequencies (ScorerCallInputs)
 };
 
 /// What compress_layer() did.

@@ -12,6 +12,7 @@
 #include "cache/attention_stats.hpp"
 #include "cache/layer_compression.hpp"
 #include "cache/selection.hpp"
+#include "model/rope.hpp"
 #include "model/synthetic_model.hpp"
 #include "conformance/conformance.hpp"
 #include "conformance/conformance_rule.hpp"
@@ -53,6 +54,7 @@ struct Input {
   std::vector<float> window_queries;
   bool has_window_queries = false;
   int64_t window = -1;  ///< decode-time inputs: the number of decoded queries behind the window statistics
+  std::vector<double> inv_freq;  ///< RoPE frequencies [d/2] (theta 10000): the keys and queries read as rotated
 
   ScorerCallInputs call() const {
     ScorerCallInputs in;
@@ -63,6 +65,7 @@ struct Input {
     in.stats = has_stats ? &stats : nullptr;
     in.window_queries = has_window_queries ? &window_queries : nullptr;
     in.window = window;
+    in.rope_inv_freq = &inv_freq;
     return in;
   }
 };
@@ -77,6 +80,7 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
   label << "H " << s.H << " / H_kv " << s.Hkv << " / d " << s.d << ", T " << T << ", " << variant_name(variant)
         << ", layer " << layer;
   in.label = label.str();
+  in.inv_freq = rope_inv_freq(s.d, 10000.0, RopeScaling{});
 
   SyntheticRng rng(seed);
   const float scale = variant == Variant::peaked ? 6.0f : 1.0f;
@@ -107,10 +111,10 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
     in.window = opts.window;
   }
   const int64_t w = decode_window >= 1 ? opts.window : req.effective_window(T);
-  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts;
+  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts || opts.query_moments;
   in.has_window_queries = req.wants(RKV_STAT_WINDOW_QUERIES);
   if (in.has_stats || in.has_window_queries) {
-    const int64_t needed = opts.cumulative_attention ? T : w;
+    const int64_t needed = opts.cumulative_attention || opts.query_moments ? T : w;
     std::vector<float> last(static_cast<size_t>(s.H * needed * s.d));
     for (int64_t h = 0; h < s.H; ++h)
       std::memcpy(last.data() + h * needed * s.d, q.data() + (h * T + (T - needed)) * s.d,
@@ -118,6 +122,8 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
     const QueriesView qv{last.data(), s.H, needed, s.d};
     const KeysView kview{kv.k.data(), kv.n_kv_heads, T, kv.head_dim, kv.capacity * kv.head_dim};
     if (in.has_stats) in.stats = compute_attention_stats(qv, kview, opts);
+    if (opts.query_moments)  // as the prefill: the queries (read as rotated at 0 .. T - 1) turned back first
+      add_query_moments(QueriesView{unrotate_queries(qv, in.inv_freq).data(), s.H, T, s.d}, opts.query_skip, in.stats);
     if (in.has_window_queries) in.window_queries = window_queries(qv, w);
   }
   return in;
@@ -218,6 +224,7 @@ void check_input(const PluginInstance& inst, const ScorerRequirements& req, cons
     r.stats = in.has_stats ? &in.stats : nullptr;
     r.window_queries = in.has_window_queries ? &in.window_queries : nullptr;
     r.window = in.window;
+    r.rope_inv_freq = &in.inv_freq;
     LayerCompression res;
     try {
       res = compress_layer(inst, req, kv, r);
@@ -279,12 +286,16 @@ void check_input(const PluginInstance& inst, const ScorerRequirements& req, cons
 
 std::string describe_requirements(const ScorerRequirements& r) {
   std::ostringstream os;
-  os << "window " << r.window << ", sinks " << r.sinks << ", recent " << r.recent << ", stats {";
+  os << "window " << r.window << ", sinks " << r.sinks << ", recent " << r.recent;
+  if (r.wants(RKV_STAT_QUERY_MOMENTS)) os << ", query_skip " << r.query_skip;
+  os << ", stats {";
   const std::pair<uint64_t, const char*> names[] = {{RKV_STAT_KEYS, "keys"},
                                                     {RKV_STAT_VALUES, "values"},
                                                     {RKV_STAT_WINDOW_ATTENTION, "window_attention"},
                                                     {RKV_STAT_CUMULATIVE_ATTENTION, "cumulative_attention"},
-                                                    {RKV_STAT_WINDOW_QUERIES, "window_queries"}};
+                                                    {RKV_STAT_WINDOW_QUERIES, "window_queries"},
+                                                    {RKV_STAT_PRE_ROPE_KEYS, "pre_rope_keys"},
+                                                    {RKV_STAT_QUERY_MOMENTS, "query_moments"}};
   bool first = true;
   for (const auto& [bit, name] : names)
     if (r.wants(bit)) os << (first ? "" : ", ") << name, first = false;
@@ -293,7 +304,8 @@ std::string describe_requirements(const ScorerRequirements& r) {
 }
 
 bool same_requirements(const ScorerRequirements& a, const ScorerRequirements& b) {
-  return a.stats == b.stats && a.window == b.window && a.sinks == b.sinks && a.recent == b.recent;
+  return a.stats == b.stats && a.window == b.window && a.sinks == b.sinks && a.recent == b.recent &&
+         a.query_skip == b.query_skip;
 }
 
 rkv_attention_shape attention_shape(const Shape& s) {

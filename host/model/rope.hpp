@@ -56,6 +56,16 @@ inline void rope_rotate_half(float* x, int64_t half, const float* cos, const flo
   }
 }
 
+/// Undoes rope_rotate_half with the same cos/sin rows: the rotation by -a, x[i] <- x[i] cos a + x[i + half] sin a,
+/// x[i + half] <- x[i + half] cos a - x[i] sin a (exact up to float rounding, since cos^2 + sin^2 = 1 within 1 ulp).
+inline void rope_unrotate_half(float* x, int64_t half, const float* cos, const float* sin) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] + b * sin[i];
+    x[i + half] = b * cos[i] - a * sin[i];
+  }
+}
+
 /// Rotates one head vector x[2 * half] (half = inv_freq.size()) in place by `delta` positions (rotate_half layout
 /// above): pair i turns by the angle delta * inv_freq[i] radians (computed in double, cos/sin rounded to float as
 /// rope_tables does; delta may be negative). On an unrotated vector this is RoPE at position delta; on a vector

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "model/rope.hpp"
 
 namespace rkv {
 
@@ -14,7 +15,8 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr uint64_t kKnownStats = RKV_STAT_KEYS | RKV_STAT_VALUES | RKV_STAT_WINDOW_ATTENTION |
-                                 RKV_STAT_CUMULATIVE_ATTENTION | RKV_STAT_WINDOW_QUERIES;
+                                 RKV_STAT_CUMULATIVE_ATTENTION | RKV_STAT_WINDOW_QUERIES | RKV_STAT_PRE_ROPE_KEYS |
+                                 RKV_STAT_QUERY_MOMENTS;
 
 /// A CPU float32 row-major view; `shape` must outlive the tensor.
 DLTensor cpu_f32(const float* data, int32_t ndim, int64_t* shape) {
@@ -40,6 +42,24 @@ const float* contiguous(const std::vector<float>& storage, const LayerKV& kv, in
   return scratch.data();
 }
 
+/// Keys before RoPE of entries 0 .. T-1 as a contiguous [H_kv, T, d] copy: each key turned back by its stored
+/// position (kv.pos, or its cache index when none are tracked) with the layer's frequencies.
+std::vector<float> pre_rope_keys(const LayerKV& kv, int64_t T, const std::vector<double>& inv_freq) {
+  const int64_t d = kv.head_dim, half = d / 2;
+  std::vector<float> scratch;
+  const float* k = contiguous(kv.k, kv, T, scratch);
+  std::vector<float> out(k, k + kv.n_kv_heads * T * d);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  std::vector<float> cs, sn;
+  for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+    for (int64_t j = 0; j < T; ++j) pos[static_cast<size_t>(j)] = kv.has_positions() ? *kv.pos_at(h, j) : j;
+    rope_tables(inv_freq, pos.data(), T, cs, sn);
+    for (int64_t j = 0; j < T; ++j)
+      rope_unrotate_half(out.data() + (h * T + j) * d, half, cs.data() + j * half, sn.data() + j * half);
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t ScorerRequirements::effective_window(int64_t T) const { return std::min(window, T); }
@@ -53,6 +73,8 @@ AttentionStatsOptions ScorerRequirements::stats_options() const {
   o.window_attention = wants(RKV_STAT_WINDOW_ATTENTION);
   o.cumulative_attention = wants(RKV_STAT_CUMULATIVE_ATTENTION);
   o.window = window;
+  o.query_moments = wants(RKV_STAT_QUERY_MOMENTS);
+  o.query_skip = o.query_moments ? query_skip : 0;
   return o;
 }
 
@@ -76,13 +98,16 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
   req.recent = r.recent;
   req.decode_scoring = r.decode_scoring != 0;  // zero-filled above: 0 for a plugin built before ABI minor 2
   req.decode_stats = req.decode_scoring ? r.decode_stats : 0;
+  req.query_skip = r.query_skip;  // zero-filled: 0 for a plugin built before ABI minor 4
   if ((req.decode_stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown decode-time statistics (mask " + std::to_string(req.decode_stats) + ")");
   if ((req.stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown statistics (mask " + std::to_string(req.stats) + ")");
-  if (req.window < 0 || req.sinks < 0 || req.recent < 0)
+  if (req.window < 0 || req.sinks < 0 || req.recent < 0 || req.query_skip < 0)
     throw InputError(who + " declared negative requirements (window " + str(req.window) + ", sinks " +
-                     str(req.sinks) + ", recent " + str(req.recent) + ")");
+                     str(req.sinks) + ", recent " + str(req.recent) + ", query_skip " + str(req.query_skip) + ")");
+  if ((req.decode_stats & RKV_STAT_QUERY_MOMENTS) != 0)
+    throw InputError(who + " asks for the prompt's query moments at decode time (a prefill-only statistic)");
   const uint64_t windowed = RKV_STAT_WINDOW_ATTENTION | RKV_STAT_WINDOW_QUERIES;
   if (((req.stats | req.decode_stats) & windowed) != 0 && req.window < 1)
     throw InputError(who + " asks for window statistics with window " + str(req.window) + " (must be >= 1)");
@@ -101,8 +126,9 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
 
   int64_t kv_shape[3] = {Hkv, T, d}, ht_shape[2] = {H, T}, wq_shape[3] = {H, w, d}, out_shape[2] = {Hkv, T};
-  std::vector<float> k_scratch, v_scratch;
-  DLTensor keys{}, values{}, win{}, cum{}, wq{};
+  int64_t mean_shape[2] = {H, d}, cov_shape[3] = {H, d, d}, freq_shape[1] = {d / 2};
+  std::vector<float> k_scratch, v_scratch, k0;
+  DLTensor keys{}, values{}, win{}, cum{}, wq{}, k0t{}, qmean{}, qcov{}, freq{};
   rkv_scorer_inputs si{};
   si.struct_size = sizeof si;
   si.layer = in.layer;
@@ -142,6 +168,33 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
                        "] requested but not given");
     wq = cpu_f32(in.window_queries->data(), 3, wq_shape);
     si.window_queries = &wq;
+  }
+  if (in.rope_inv_freq) {
+    if (static_cast<int64_t>(in.rope_inv_freq->size()) * 2 != d)
+      throw InputError(who + ": " + str(static_cast<int64_t>(in.rope_inv_freq->size())) +
+                       " RoPE frequencies for head dimension " + str(d));
+    freq.data = const_cast<double*>(in.rope_inv_freq->data());
+    freq.device = DLDevice{kDLCPU, 0};
+    freq.ndim = 1;
+    freq.dtype = DLDataType{kDLFloat, 64, 1};
+    freq.shape = freq_shape;
+    si.rope_inv_freq = &freq;
+  }
+  if (req.wants(RKV_STAT_PRE_ROPE_KEYS)) {
+    if (!in.rope_inv_freq) throw InputError(who + ": keys before RoPE requested but no RoPE frequencies given");
+    k0 = pre_rope_keys(kv, T, *in.rope_inv_freq);
+    k0t = cpu_f32(k0.data(), 3, kv_shape);
+    si.pre_rope_keys = &k0t;
+  }
+  if (req.wants(RKV_STAT_QUERY_MOMENTS)) {
+    need_stats("query moments");
+    if (in.stats->query_mean.size() != static_cast<size_t>(H * d) ||
+        in.stats->query_covariance.size() != static_cast<size_t>(H * d * d))
+      throw InputError(who + ": query moments [H = " + str(H) + ", d = " + str(d) + "] missing");
+    qmean = cpu_f32(in.stats->query_mean.data(), 2, mean_shape);
+    qcov = cpu_f32(in.stats->query_covariance.data(), 3, cov_shape);
+    si.query_mean = &qmean;
+    si.query_covariance = &qcov;
   }
   si.stream = nullptr;
 

@@ -25,6 +25,7 @@ struct ScorerRequirements {
   int64_t recent = 0;   ///< trailing positions protected
   bool decode_scoring = false;  ///< score() also works on a cache while decoding (ABI minor 2; false for older plugins)
   uint64_t decode_stats = 0;    ///< RKV_STAT_* mask needed then
+  int64_t query_skip = 0;       ///< leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (ABI minor 4; 0 before)
 
   /// The requirements of a decode-time call: these with `stats` replaced by decode_stats.
   ScorerRequirements for_decode() const {
@@ -44,7 +45,8 @@ struct ScorerRequirements {
 };
 
 /// Calls requirements() of scorer `inst` for `shape`. Throws rkv::InputError naming the plugin when it fails or
-/// declares unknown statistics bits, negative counts, or a window < 1 while asking for window statistics;
+/// declares unknown statistics bits, negative counts (query_skip included), a window < 1 while asking for window
+/// statistics, or RKV_STAT_QUERY_MOMENTS among its decode-time statistics (a prompt statistic);
 /// rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
 ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const rkv_attention_shape& shape);
 
@@ -59,6 +61,10 @@ struct ScorerCallInputs {
   /// The window w of the statistics when it is not min(requirements' window, T): at decode time, the number of
   /// queries decoded since the last compression (>= 1). -1: the prefill's rule.
   int64_t window = -1;
+  /// The layer's RoPE frequencies [d/2] (Model::layer_inv_freq): passed to the plugin as rkv_scorer_inputs
+  /// .rope_inv_freq and used to turn the cached keys back for RKV_STAT_PRE_ROPE_KEYS (each by its stored position,
+  /// kv->pos, or its cache index when the layer tracks none). Null: no RoPE information (pre-RoPE keys refused).
+  const std::vector<double>* rope_inv_freq = nullptr;
 };
 
 /// The scorer's output for one layer.
@@ -74,7 +80,9 @@ struct ScoreResult {
 ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in);
 
 /// Calls score() of `inst` for one layer. Only the statistics in `req` are passed (other tensors are NULL); keys
-/// and values are passed as contiguous [H_kv, T, d] views (copied when the layer has spare capacity).
+/// and values are passed as contiguous [H_kv, T, d] views (copied when the layer has spare capacity); pre-RoPE keys
+/// are a copy turned back by R(-p) (rope_unrotate_half with the cos/sin of p inv_freq, as the forward rotated them);
+/// the query moments come from `stats` (the prefill's).
 /// Throws rkv::InputError naming the plugin id when a requested statistic is missing or of the wrong shape, when
 /// the call fails, or when a returned score is NaN or infinite (naming the KV head and position); rkv::Cancelled when
 /// it returned RKV_ERROR_CANCELLED (a scorer polling the host's is_cancelled()). The scores tensor handed to the plugin

@@ -20,11 +20,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 bool same_request(const AttentionStatsOptions& a, const AttentionStatsOptions& b) {
   return a.window_attention == b.window_attention && a.cumulative_attention == b.cumulative_attention &&
-         a.query_counts == b.query_counts && (!a.window_attention || a.window == b.window);
+         a.query_counts == b.query_counts && (!a.window_attention || a.window == b.window) &&
+         a.query_moments == b.query_moments && (!a.query_moments || a.query_skip == b.query_skip);
 }
 
 bool needs_stats(const AttentionStatsOptions& o) {
-  return o.window_attention || o.cumulative_attention || o.query_counts;
+  return o.window_attention || o.cumulative_attention || o.query_counts || o.query_moments;
 }
 
 /// Where tokens fed after a compressed prompt of `prompt_length` tokens start (CompressedPrompt::next_position):
@@ -155,6 +156,7 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   in.kv = &kv;
   in.stats = stats;
   in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
+  in.rope_inv_freq = &backend.model().layer_inv_freq(layer);
   return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
 }
 

@@ -155,6 +155,7 @@ class PeriodicSession final : public DecodeSession {
     in.stats = &stats;
     in.window_queries = req_.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
     in.window = static_cast<int64_t>(window.size());
+    in.rope_inv_freq = &backend.model().layer_inv_freq(l);
     const ScoreResult scores = run_scorer(*scorer_.instance, req_, in);
     KeepLists keep(static_cast<size_t>(Hkv));
     for (int64_t h = 0; h < Hkv; ++h) {

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "non_causal_scores.hpp"
+
 namespace {
 
 using rkv::sdk::Error;
@@ -70,7 +72,7 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
   void score(const rkv_scorer_inputs& in, float* scores, int64_t n_kv_heads, int64_t T,
              rkv::sdk::Diagnostics&) override {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: score() before requirements()");
-    const int64_t d = head_dim_, H = n_heads_, G = H / n_kv_heads, c = chunk_;
+    const int64_t d = head_dim_, H = n_heads_;
     if (T > max_tokens_)
       throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: a prompt of " + std::to_string(T) +
                                                   " tokens is longer than max_tokens = " + std::to_string(max_tokens_) +
@@ -86,57 +88,10 @@ class NonCausalAttention final : public rkv::sdk::Scorer {
     const float* V = rkv::sdk::tensor_data<const float>(in.values);
     const float* Q = rkv::sdk::tensor_data<const float>(in.window_queries);
 
-    std::vector<double> b(static_cast<size_t>(n_kv_heads * T), 0.0), logits(static_cast<size_t>(c));
-    for (int64_t h = 0; h < H; ++h) {
-      host_.throw_if_cancelled();
-      const int64_t g = h / G;
-      const float* Kg = K + g * T * d;
-      const float* Qh = Q + h * T * d;
-      for (int64_t c0 = 0; c0 < T; c0 += c) {
-        const int64_t R = std::min(c, T - c0);  // real positions of this chunk; c - R padded ones (last chunk only)
-        for (int64_t t = 0; t < R; ++t) {
-          double mx = -INFINITY;
-          for (int64_t j = 0; j < R; ++j) {
-            double dot = 0.0;
-            for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(Qh[(c0 + t) * d + i]) * Kg[(c0 + j) * d + i];
-            logits[static_cast<size_t>(j)] = dot;
-            mx = std::max(mx, dot);
-          }
-          if (R < c) mx = std::max(mx, -1e-9);  // padded keys: logit -1e-9
-          double z = static_cast<double>(c - R) * std::exp(-1e-9 - mx);
-          for (int64_t j = 0; j < R; ++j) z += std::exp(logits[static_cast<size_t>(j)] - mx);
-          for (int64_t j = 0; j < R; ++j)
-            b[static_cast<size_t>(g * T + c0 + j)] += std::exp(logits[static_cast<size_t>(j)] - mx) / z / G;
-        }
-        if (R < c) {  // padded query rows: logits 0 on real keys, -1e-9 on padded ones
-          const double z = static_cast<double>(R) + static_cast<double>(c - R) * std::exp(-1e-9);
-          for (int64_t j = 0; j < R; ++j) b[static_cast<size_t>(g * T + c0 + j)] += static_cast<double>(c - R) / z / G;
-        }
-      }
-    }
-    std::vector<double> p(static_cast<size_t>(n_kv_heads * T));
-    for (int64_t g = 0; g < n_kv_heads; ++g) {
-      for (int64_t j = 0; j < T; ++j) {
-        double ss = 0.0;
-        for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(V[(g * T + j) * d + i]) * V[(g * T + j) * d + i];
-        b[static_cast<size_t>(g * T + j)] *= std::sqrt(ss);
-      }
-      for (int64_t j = 0; j < T; ++j) {
-        double sum = 0.0;
-        for (int64_t i = std::max<int64_t>(0, j - 1); i <= std::min(T - 1, j + 1); ++i) sum += b[static_cast<size_t>(g * T + i)];
-        p[static_cast<size_t>(g * T + j)] = sum / 3.0;
-      }
-    }
-    const double N = static_cast<double>(p.size());
-    double mean = 0.0;
-    for (double x : p) mean += x;
-    mean /= N;
-    double var = 0.0;
-    for (double x : p) var += (x - mean) * (x - mean);
-    const double sd = p.size() > 1 ? std::sqrt(var / (N - 1)) : 0.0;
-    const double denom = std::max(sd, 1e-6);
-    for (size_t i = 0; i < p.size(); ++i) {
-      const float s = static_cast<float>((p[i] - mean) / denom);
+    const std::vector<double> z = rkv_non_causal::non_causal_z_scores(
+        Q, K, V, H, n_kv_heads, T, d, 0, T, chunk_, [this] { host_.throw_if_cancelled(); });
+    for (size_t i = 0; i < z.size(); ++i) {
+      const float s = static_cast<float>(z[i]);
       if (!std::isfinite(s))
         throw Error(RKV_ERROR_INVALID_ARGUMENT, "non_causal_attention: non-finite score at index " + std::to_string(i) +
                                                     " (non-finite keys, values or queries?)");

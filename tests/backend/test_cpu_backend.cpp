@@ -1,6 +1,7 @@
 // The CPU implementation of rkv::Backend and the factory (backend/backend.hpp), on a seeded synthetic model:
 //  - the statistics fused into the prefill equal those compute_attention_stats() computes independently from the
 //    queries and keys after RoPE (a second, unfused Q K^T), and are bit-identical at one thread and at two;
+//  - the query moments are the mean and covariance of the kept queries turned back before RoPE;
 //  - prefill / extend / clone / compact agree with the plain forward functions (backend/cpu/forward.hpp);
 //  - make_backend's errors: unknown kinds and dtypes, cuda without a device or without the CUDA backend, named.
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "runner/compression.hpp"
 #include "runner/decode_policy.hpp"
 #include "core/errors.hpp"
+#include "model/rope.hpp"
 #include "model/synthetic_model.hpp"
 
 namespace {
@@ -94,6 +96,52 @@ TEST(CpuBackend, FusedStatisticsEqualTheUnfusedComputation) {
         }
         EXPECT_NEAR(sc, double(T), 1e-3);
         EXPECT_NEAR(sw, 20.0, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(CpuBackend, QueryMomentsAreThoseOfTheQueriesTurnedBackBeforeRope) {
+  // RKV_STAT_QUERY_MOMENTS: the prefill's mean and covariance of the pre-RoPE queries t = skip .. T - 1, checked
+  // against the kept post-RoPE queries turned back here with rope_rotate_by(-t) (angles in double per call, another
+  // path than the prefill's cos/sin tables) and the two moments summed directly in double.
+  const int64_t T = 40, skip = 3;
+  const rkv::ModelConfig& c = model().config;
+  const int64_t H = c.n_heads, d = c.head_dim;
+  const auto be = rkv::make_backend("cpu", model());
+  rkv::PrefillRequest req;
+  req.keep_queries = T;
+  rkv::AttentionStatsOptions o;
+  o.query_moments = true;
+  o.query_skip = skip;
+  req.stats = {o};
+  const rkv::PrefillResult r = be->prefill(tokens(T), req);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const rkv::AttentionStats& st = r.stats[0][static_cast<size_t>(l)];
+    ASSERT_EQ(st.query_mean.size(), static_cast<size_t>(H * d));
+    ASSERT_EQ(st.query_covariance.size(), static_cast<size_t>(H * d * d));
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<std::vector<float>> q0;
+      for (int64_t t = skip; t < T; ++t) {
+        const float* q = r.queries[static_cast<size_t>(l)].data() + (h * T + t) * d;
+        q0.emplace_back(q, q + d);
+        rkv::rope_rotate_by(q0.back().data(), model().layer_inv_freq(l), -t);
+      }
+      const double n = static_cast<double>(T - skip);
+      for (int64_t i = 0; i < d; ++i) {
+        double mi = 0;
+        for (const auto& x : q0) mi += x[static_cast<size_t>(i)];
+        mi /= n;
+        EXPECT_NEAR(st.query_mean[static_cast<size_t>(h * d + i)], mi, 1e-5 * (1 + std::fabs(mi))) << "layer " << l;
+        for (int64_t j = 0; j < d; ++j) {
+          double mj = 0, cij = 0;
+          for (const auto& x : q0) mj += x[static_cast<size_t>(j)];
+          mj /= n;
+          for (const auto& x : q0) cij += (x[static_cast<size_t>(i)] - mi) * (x[static_cast<size_t>(j)] - mj);
+          cij /= n;
+          EXPECT_NEAR(st.query_covariance[static_cast<size_t>((h * d + i) * d + j)], cij, 1e-5 * (1 + std::fabs(cij)))
+              << "layer " << l << " head " << h << " (" << i << ", " << j << ")";
+        }
       }
     }
   }

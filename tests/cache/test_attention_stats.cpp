@@ -185,4 +185,29 @@ TEST(AttentionStats, RejectsBadShapes) {
   EXPECT_THROW(rkv::compute_attention_stats({q.data(), 2, 10, 4}, {k.data(), 2, 10, 4, 39}, cum), rkv::InputError);
 }
 
+TEST(QueryMoments, MeanAndBiasedCovarianceByHand) {
+  // H = 1, d = 2, T = 3, skip 1: the queries t = 1, 2 are (1, 2) and (3, 6); mean (2, 4); centred (-1, -2), (1, 2);
+  // S = ((1, 2)^T (1, 2) + (1, 2)^T (1, 2)) / 2 = [[1, 2], [2, 4]] (the 1/n of kvpress, not 1/(n - 1)).
+  const std::vector<float> q = {100, -50, 1, 2, 3, 6};
+  rkv::AttentionStats st;
+  rkv::add_query_moments(rkv::QueriesView{q.data(), 1, 3, 2}, 1, st);
+  EXPECT_EQ(st.query_mean, (std::vector<float>{2, 4}));
+  EXPECT_EQ(st.query_covariance, (std::vector<float>{1, 2, 2, 4}));
+  rkv::add_query_moments(rkv::QueriesView{q.data(), 1, 3, 2}, 3, st);  // no query left: both zero
+  EXPECT_EQ(st.query_mean, (std::vector<float>{0, 0}));
+  EXPECT_EQ(st.query_covariance, (std::vector<float>(4, 0.0f)));
+  EXPECT_THROW(rkv::add_query_moments(rkv::QueriesView{q.data(), 1, 3, 2}, -1, st), rkv::InputError);
+}
+
+TEST(QueryMoments, UnrotateTurnsEachQueryBackByItsPosition) {
+  // d = 2, inv_freq 0.5: the query at t = 2 was turned by 1 rad, (1, 0) -> (cos 1, sin 1); t = 0 is not turned.
+  const std::vector<float> q = {0.25f, -4.0f, 0.0f, 0.0f, std::cos(1.0f), std::sin(1.0f)};
+  const std::vector<float> q0 = rkv::unrotate_queries(rkv::QueriesView{q.data(), 1, 3, 2}, {0.5});
+  EXPECT_FLOAT_EQ(q0[0], 0.25f);
+  EXPECT_FLOAT_EQ(q0[1], -4.0f);
+  EXPECT_NEAR(q0[4], 1.0f, 1e-6);
+  EXPECT_NEAR(q0[5], 0.0f, 1e-6);
+  EXPECT_THROW(rkv::unrotate_queries(rkv::QueriesView{q.data(), 1, 3, 2}, {0.5, 0.25}), rkv::InputError);
+}
+
 }  // namespace

@@ -124,6 +124,8 @@ TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
   window.window_attention = true;
   window.window = 8;
   cumulative.cumulative_attention = cumulative.query_counts = true;
+  cumulative.query_moments = true;  // RKV_STAT_QUERY_MOMENTS rides along with the cumulative sums
+  cumulative.query_skip = 2;
   req.stats = {window, cumulative};
   const rkv::PrefillResult a = cpu->prefill(prompt, req), b = dev->prefill(prompt, req);
   const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size, L = model.config.n_layers;
@@ -142,6 +144,10 @@ TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
     EXPECT_LE(rel_diff(bw.window_attention, aw.window_attention), 1e-4) << "layer " << l;
     EXPECT_LE(rel_diff(bc.cumulative_attention, ac.cumulative_attention), 1e-4) << "layer " << l;
     EXPECT_TRUE(bc.window_attention.empty());
+    ASSERT_EQ(ac.query_mean.size(), static_cast<size_t>(model.config.n_heads * model.config.head_dim));
+    EXPECT_LE(rel_diff(bc.query_mean, ac.query_mean), 1e-4) << "layer " << l;
+    EXPECT_LE(rel_diff(bc.query_covariance, ac.query_covariance), 1e-4) << "layer " << l;
+    EXPECT_TRUE(bw.query_mean.empty());
     EXPECT_EQ(bc.query_counts, ac.query_counts) << "layer " << l;  // min(T - j, W) on a sliding layer
     ASSERT_EQ(bc.query_counts.size(), static_cast<size_t>(T));
     EXPECT_EQ(bc.query_counts[0], static_cast<float>(model.config.is_sliding(l) ? model.config.sliding_window : T));

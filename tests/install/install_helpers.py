@@ -22,6 +22,7 @@ BUILTIN_IDS = {
     "org.ripplekv.scorer.knorm", "org.ripplekv.scorer.keydiff", "org.ripplekv.scorer.lagkv", "org.ripplekv.scorer.cur",
     "org.ripplekv.scorer.tova", "org.ripplekv.scorer.observed_attention", "org.ripplekv.scorer.chunkkv",
     "org.ripplekv.scorer.random", "org.ripplekv.scorer.non_causal_attention",
+    "org.ripplekv.scorer.expected_attention", "org.ripplekv.scorer.leverage", "org.ripplekv.scorer.compactor",
     "org.ripplekv.signal.depth", "org.ripplekv.signal.layer_local", "org.ripplekv.signal.perturbation_kl",
 }
 BUILTIN_LIBS = {
@@ -29,6 +30,7 @@ BUILTIN_LIBS = {
     "rkv_scorer_h2o.so", "rkv_allocator_manual.so", "rkv_scorer_knorm.so", "rkv_scorer_keydiff.so",
     "rkv_scorer_lagkv.so", "rkv_scorer_cur.so", "rkv_scorer_tova.so", "rkv_scorer_observed_attention.so",
     "rkv_scorer_chunkkv.so", "rkv_scorer_random.so", "rkv_scorer_non_causal_attention.so",
+    "rkv_scorer_expected_attention.so", "rkv_scorer_leverage.so", "rkv_scorer_compactor.so",
     "rkv_scorer_snapkv.so", "rkv_scorer_streamingllm.so", "rkv_signal_depth.so", "rkv_signal_layer_local.so",
     "rkv_signal_perturbation_kl.so",
 }

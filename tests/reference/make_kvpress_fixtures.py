@@ -14,10 +14,15 @@ The layer (GQA, H = 9 query heads, H_kv = 3 KV heads, d = 64, T = 300), drawn fr
   - attention A[h, t, j] = softmax_j(Q[h, t] . K[g(h), j] / sqrt(d)), causal, float32 (what an eager transformers
     attention hands kvpress as `attentions`).
 ripplekv's scorers see exactly these post-RoPE keys, values and queries (the host computes its attention statistics
-from Q and K itself, as it does in a run).
+from Q and K itself, as it does in a run), and the pre-RoPE K0 and Q0 where they ask for pre-RoPE keys or the query
+moments. The module's hidden states are [Q0, K0] per position, with q_proj and k_proj picking the two parts, so presses
+that project their own pre-RoPE queries or keys (ExpectedAttention, Leverage, Compactor, NonCausalAttn) see Q0 and K0.
+Presses that draw from torch's global generator (Leverage, Compactor: the Gaussian sketch) are called right after
+torch.manual_seed(seed), the case's `torch_manual_seed`.
 
 Files written:
   layer.f32     float32 little-endian, in order: K [H_kv, T, d] (post-RoPE), V [H_kv, T, d], Q [H, T, d] (post-RoPE)
+  layer_prerope.f32  float32 little-endian: K0 [H_kv, T, d], Q0 [H, T, d] (before RoPE)
   presses.json  the shape, the versions, and per press case: the kvpress class and its arguments, `scores`
                 [H_kv][T] (press.score() on the layer, float32 printed with 9 significant digits), and per
                 compression_ratio in {0.9, 0.7, 0.5} (10/30/50% kept) the count kvpress keeps and its kept positions
@@ -64,18 +69,24 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
 
-    config = LlamaConfig(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=H_KV, head_dim=D,
+    # hidden_states[t] = [Q0[:, t] (H d values, head after head), K0[:, t] (H_kv d values)]; q_proj and k_proj pick
+    # the two parts, so presses that project their own pre-RoPE queries or keys (get_prerope_query_states /
+    # get_prerope_key_states) see exactly Q0 and K0, on any slice of positions.
+    config = LlamaConfig(hidden_size=(H + H_KV) * D, num_attention_heads=H, num_key_value_heads=H_KV, head_dim=D,
                          rope_theta=10000.0, max_position_embeddings=4096, attention_bias=False)
     config._attn_implementation = "eager"
     module = LlamaAttention(config, layer_idx=0).eval()
     with torch.no_grad():
-        module.q_proj.weight.copy_(torch.eye(H * D))  # hidden_states are the pre-RoPE queries, head after head
+        module.q_proj.weight.copy_(torch.eye(H * D, (H + H_KV) * D))
+        module.k_proj.weight.copy_(torch.cat([torch.zeros(H_KV * D, H * D), torch.eye(H_KV * D)], dim=1))
     rope = LlamaRotaryEmbedding(config)
+    module.rotary_emb = rope  # what kvpress's pipeline attaches (ExpectedAttentionPress.apply_avg_rope reads it)
 
     k0, q0, v = make_layer()
     k0_t, q0_t, v_t = (torch.from_numpy(x).unsqueeze(0) for x in (k0, q0, v))
     position_ids = torch.arange(T).unsqueeze(0)
-    hidden_states = q0_t.transpose(1, 2).reshape(1, T, H * D)  # q_proj(hidden) = Q0 viewed [1, T, H, d]
+    hidden_states = torch.cat([q0_t.transpose(1, 2).reshape(1, T, H * D), k0_t.transpose(1, 2).reshape(1, T, H_KV * D)],
+                              dim=2)
     with torch.no_grad():
         cos, sin = rope(hidden_states, position_ids)
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
@@ -91,6 +102,9 @@ def main():
     with open(os.path.join(args.out, "layer.f32"), "wb") as f:
         for x in (k_np, v.astype("<f4"), q_np):
             f.write(np.ascontiguousarray(x).tobytes())
+    with open(os.path.join(args.out, "layer_prerope.f32"), "wb") as f:
+        for x in (k0, q0):
+            f.write(np.ascontiguousarray(x.astype("<f4")).tobytes())
 
     P = kvpress
     cases = [
@@ -110,6 +124,18 @@ def main():
         ("random_seed0", P.RandomPress, {"seed": 0}, False),
         ("random_seed42", P.RandomPress, {"seed": 42}, False),
         ("streamingllm", P.StreamingLLMPress, {}, False),
+        ("expected_attention", P.ExpectedAttentionPress, {}, False),
+        ("expected_attention_nocov_f64_eps", P.ExpectedAttentionPress,
+         {"use_covariance": False, "n_future_positions": 64, "n_sink": 0, "epsilon": 0.01}, False),
+        ("expected_attention_no_vnorm", P.ExpectedAttentionPress, {"use_vnorm": False, "n_sink": 8}, False),
+    ]
+    # Presses that draw from torch's global generator: torch.manual_seed(seed) right before each call.
+    seeded_cases = [
+        ("leverage_seed0", P.LeverageScorePress, {}, 0),
+        ("leverage_k16_seed7", P.LeverageScorePress, {"sketch_dimension": 16}, 7),
+        ("compactor_seed0", P.CompactorPress, {"blending": 0.35}, 0),
+        ("compactor_chunk64_seed3", P.CompactorPress,
+         {"blending": 0.7, "chunk_size": 64, "sink_size_start": 4, "sink_size_end": 8, "sketch_dimension": 32}, 3),
     ]
     out = {
         "comment": "written by tests/reference/make_kvpress_fixtures.py; see tests/fixtures/kvpress/README.md",
@@ -131,15 +157,21 @@ def main():
             kept.append(pos)
         return kept
 
-    def run(name, press_factory, pargs, with_attn, wrapper=None):
+    def run(name, press_factory, pargs, with_attn, seed=None):
         attn = attentions if with_attn else None
         press = press_factory(**pargs)
+        if seed is not None:
+            torch.manual_seed(seed)
         with torch.no_grad():
             scores = press.score(module, hidden_states, k_t, v_t, attn, kwargs)
         case = {"name": name, "press": press_factory.__name__, "args": pargs, "attentions": with_attn,
                 "scores": [[float("%.9g" % s) for s in row] for row in scores[0].float().numpy()], "kept": []}
+        if seed is not None:
+            case["torch_manual_seed"] = seed
         for r in RATIOS:
             p = press_factory(compression_ratio=r, **pargs)
+            if seed is not None:
+                torch.manual_seed(seed)
             with torch.no_grad():
                 keys_out, _ = p.compress(module, hidden_states, k_t, v_t, attn, kwargs)
             case["kept"].append({"compression_ratio": r, "n_kept": int(keys_out.shape[2]),
@@ -148,6 +180,8 @@ def main():
 
     for name, cls, pargs, with_attn in cases:
         run(name, cls, pargs, with_attn)
+    for name, cls, pargs, seed in seeded_cases:
+        run(name, cls, pargs, False, seed)
 
     # ChunkKV wraps a scorer press (the ChunkKV paper's is SnapKV; kvpress asserts attentions is None, so the inner
     # SnapKV computes its window attention from the module's queries and the keys).

@@ -1,7 +1,9 @@
 // A deliberately misbehaving scorer for tests of the host's validation (never installed). Its `mode` param picks
 // the fault: nan / inf (one bad score at KV head 1, position 2), unwritten (leaves scores untouched), fail (returns
 // an error), negative_window (declares recent = -1), unknown_stat (asks for an undefined statistics bit),
-// ok (scores = position, asks for keys and values and checks they arrive contiguous with the right rows).
+// ok (scores = position, asks for keys and values and checks they arrive contiguous with the right rows),
+// negative_skip (declares query_skip = -1), decode_moments (asks for the query moments at decode time), pre_rope
+// (asks for the keys before RoPE only; scores = k0[h, j, 0] + 10 k0[h, j, 1] + 100 rope_inv_freq[0]).
 #include <ripplekv/sdk.hpp>
 
 #include <cmath>
@@ -15,7 +17,8 @@ class BadScorer final : public rkv::sdk::Scorer {
   static rkv::sdk::Descriptor describe() {
     return rkv::sdk::Descriptor("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER, "0.0.1", "test-only faulty scorer")
         .param(rkv::sdk::Param::Choice("mode", "ok",
-                                       {"ok", "nan", "inf", "unwritten", "fail", "negative_window", "unknown_stat"},
+                                       {"ok", "nan", "inf", "unwritten", "fail", "negative_window", "unknown_stat",
+                                        "negative_skip", "decode_moments", "pre_rope"},
                                        "which fault to produce"));
   }
   BadScorer(const rkv::sdk::Params& p, const rkv::sdk::Host&) : mode_(p.get_string("mode")) {}
@@ -26,6 +29,9 @@ class BadScorer final : public rkv::sdk::Scorer {
     r.stats = RKV_STAT_KEYS | RKV_STAT_VALUES;
     if (mode_ == "negative_window") r.recent = -1;
     if (mode_ == "unknown_stat") r.stats |= uint64_t(1) << 40;
+    if (mode_ == "negative_skip") r.query_skip = -1;
+    if (mode_ == "decode_moments") r.decode_scoring = 1, r.decode_stats = RKV_STAT_QUERY_MOMENTS;
+    if (mode_ == "pre_rope") r.stats = RKV_STAT_PRE_ROPE_KEYS;
     return r;
   }
 
@@ -33,6 +39,16 @@ class BadScorer final : public rkv::sdk::Scorer {
              rkv::sdk::Diagnostics& diag) override {
     if (mode_ == "fail") throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "deliberate failure");
     if (mode_ == "unwritten") return;
+    if (mode_ == "pre_rope") {
+      rkv::sdk::require_tensor(in.pre_rope_keys, "pre_rope_keys", kDLFloat, 32, {n_kv_heads, T, head_dim_});
+      rkv::sdk::require_tensor(in.rope_inv_freq, "rope_inv_freq", kDLFloat, 64, {head_dim_ / 2});
+      if (in.keys) throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "keys after RoPE were not asked for");
+      const float* k0 = rkv::sdk::tensor_data<const float>(in.pre_rope_keys);
+      const double f = rkv::sdk::tensor_data<const double>(in.rope_inv_freq)[0];
+      for (int64_t i = 0; i < n_kv_heads * T; ++i)
+        scores[i] = static_cast<float>(k0[i * head_dim_] + 10.0 * k0[i * head_dim_ + 1] + 100.0 * f);
+      return;
+    }
     rkv::sdk::require_tensor(in.keys, "keys", kDLFloat, 32, {n_kv_heads, T, head_dim_});
     rkv::sdk::require_tensor(in.values, "values", kDLFloat, 32, {n_kv_heads, T, head_dim_});
     // The test's cache has k[h, p, 0] = 100 h + p: check every row arrived in place.

@@ -31,6 +31,7 @@
 #include "cache/attention_stats.hpp"
 #include "cache/kv_cache.hpp"
 #include "cache/selection.hpp"
+#include "model/rope.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "plugin/scorer_call.hpp"
@@ -44,6 +45,7 @@ const std::string kDir = std::string(RKV_TEST_SOURCE_DIR) + "/tests/fixtures/kvp
 struct Layer {
   int64_t H = 0, Hkv = 0, d = 0, T = 0;
   std::vector<float> k, v, q;  // [Hkv, T, d], [Hkv, T, d], [H, T, d]
+  std::vector<float> k0, q0;   // before RoPE: [Hkv, T, d], [H, T, d] (layer_prerope.f32)
   json presses;
 };
 
@@ -66,6 +68,12 @@ const Layer& layer() {
     l.k.assign(f, f + nkv);
     l.v.assign(f + nkv, f + 2 * nkv);
     l.q.assign(f + 2 * nkv, f + 2 * nkv + nq);
+    std::ifstream pf(kDir + "layer_prerope.f32", std::ios::binary);
+    std::vector<char> pre((std::istreambuf_iterator<char>(pf)), std::istreambuf_iterator<char>());
+    if (pre.size() != (nkv + nq) * sizeof(float)) throw std::runtime_error("layer_prerope.f32 has the wrong size");
+    const float* p = reinterpret_cast<const float*>(pre.data());
+    l.k0.assign(p, p + nkv);
+    l.q0.assign(p + nkv, p + nkv + nq);
     return l;
   }();
   return L;
@@ -92,6 +100,13 @@ struct Case {
   /// scores are then kvpress's chunk scores computed here from them: sum over KV heads, mean over the chunk's
   /// positions (the remainder chunk over its own), broadcast to every position of the chunk and every head.
   int64_t chunk = 0;
+  /// Leverage: the cache holds K0 rotated by the host's own RoPE (model/rope.hpp, angles in double), so the pre-RoPE
+  /// keys the host turns back are K0 to float rounding. The fixture's post-RoPE keys were rotated by transformers
+  /// with float32 angles (up to 1.5e-5 rad off at T = 300); turned back exactly they differ from K0 by 4e-6
+  /// relative, which the leverage's (X^T X)^{-1} amplifies to 6e-4 (measured with k = 16). Compactor needs the
+  /// fixture's own post-RoPE keys for its attention part, so it gets those (its leverage part is weighted by
+  /// blending and stays within CMP_TOL).
+  bool host_rotated_keys = false;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture; }
@@ -100,6 +115,15 @@ rkv::UserParam P(const std::string& k, rkv::ParamValue v) { return rkv::UserPara
 rkv::ParamValue I(int64_t v) { return rkv::ParamValue(v); }
 rkv::ParamValue S(const char* v) { return rkv::ParamValue(std::string(v)); }
 rkv::ParamValue B(bool v) { return rkv::ParamValue(v); }
+rkv::ParamValue F(double v) { return rkv::ParamValue(v); }
+
+// Tolerances of the pre-RoPE ports (measured):
+//  - expected_attention: 1e-5 (worst 1.6e-6).
+//  - leverage, compactor: kvpress computes X, X^T X and its Cholesky in float32; the same torch code run in float64
+//    with the same sketch agrees with this port to 3e-14, but kvpress's float32 scores differ from it by up to
+//    1.5e-4 (worst here: leverage 1.4e-4, compactor 9.7e-5), so those scores are compared at 3e-4. The kept positions
+//    are identical to kvpress's at 10/30/50% on every KV head.
+constexpr double EA_TOL = 1e-5, LEV_TOL = 3e-4, CMP_TOL = 3e-4;
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -145,6 +169,26 @@ std::vector<Case> cases() {
                nullptr, true, all, 1e-5, 20});
   c.push_back({"chunkkv_knorm_chunk7", "org.ripplekv.scorer.chunkkv", {P("chunk_length", I(7)), P("inner", S("knorm"))},
                1.0f, nullptr, true, all, 1e-5, 7});
+  // expected_attention: the host's query moments (add_query_moments on the fixture's pre-RoPE queries Q0, as the
+  // prefill computes them from its own queries turned back) and the layer's RoPE frequencies (theta 10000).
+  c.push_back({"expected_attention", "org.ripplekv.scorer.expected_attention", {}, 1.0f, nullptr, true, all, EA_TOL});
+  c.push_back({"expected_attention_nocov_f64_eps", "org.ripplekv.scorer.expected_attention",
+               {P("use_covariance", B(false)), P("n_future_positions", I(64)), P("n_sink", I(0)), P("epsilon", F(0.01))},
+               1.0f, nullptr, true, all, EA_TOL});
+  c.push_back({"expected_attention_no_vnorm", "org.ripplekv.scorer.expected_attention",
+               {P("use_vnorm", B(false)), P("n_sink", I(8))}, 1.0f, nullptr, true, all, EA_TOL});
+  // leverage / compactor: the sketch is torch.randn after torch.manual_seed(seed) (the fixture seeds before each
+  // call). The pre-RoPE keys are the host's: the fixture's post-RoPE keys turned back by R(-j).
+  c.push_back({"leverage_seed0", "org.ripplekv.scorer.leverage", {P("seed", I(0))}, 1.0f, nullptr, true, all, LEV_TOL,
+               0, true});
+  c.push_back({"leverage_k16_seed7", "org.ripplekv.scorer.leverage", {P("seed", I(7)), P("sketch_dimension", I(16))},
+               1.0f, nullptr, true, all, LEV_TOL, 0, true});
+  c.push_back({"compactor_seed0", "org.ripplekv.scorer.compactor", {P("seed", I(0)), P("blending", F(0.35))}, 1.0f,
+               nullptr, true, all, CMP_TOL});
+  c.push_back({"compactor_chunk64_seed3", "org.ripplekv.scorer.compactor",
+               {P("seed", I(3)), P("blending", F(0.7)), P("chunk_size", I(64)), P("sink_size_start", I(4)),
+                P("sink_size_end", I(8)), P("sketch_dimension", I(32))},
+               1.0f, nullptr, true, all, CMP_TOL});
   return c;
 }
 
@@ -175,9 +219,17 @@ TEST_P(KvpressFixture, MatchesKvpress) {
   kv.length = T;
   kv.k = L.k;
   kv.v = L.v;
+  const std::vector<double> inv_freq = rkv::rope_inv_freq(d, 10000.0, rkv::RopeScaling{});
+  if (c.host_rotated_keys) {
+    kv.k = L.k0;
+    for (int64_t g = 0; g < Hkv; ++g)
+      for (int64_t j = 0; j < T; ++j) rkv::rope_rotate_by(kv.k.data() + (g * T + j) * d, inv_freq, j);
+  }
   const rkv::QueriesView qv{L.q.data(), H, T, d};
-  const rkv::AttentionStats stats =
+  rkv::AttentionStats stats =
       rkv::compute_attention_stats(qv, rkv::KeysView{kv.k.data(), Hkv, T, d, T * d}, req.stats_options());
+  if (req.wants(RKV_STAT_QUERY_MOMENTS))
+    rkv::add_query_moments(rkv::QueriesView{L.q0.data(), H, T, d}, req.query_skip, stats);
   std::vector<float> wq;
   if (req.wants(RKV_STAT_WINDOW_QUERIES)) wq = rkv::window_queries(qv, req.effective_window(T));
   rkv::ScorerCallInputs in;
@@ -186,6 +238,7 @@ TEST_P(KvpressFixture, MatchesKvpress) {
   in.kv = &kv;
   in.stats = &stats;
   in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
+  in.rope_inv_freq = &inv_freq;
   const rkv::ScoreResult res = rkv::run_scorer(inst, req, in);
 
   std::vector<double> expected(static_cast<size_t>(Hkv * T));  // kvpress's scores (ChunkKV: its chunk scores)

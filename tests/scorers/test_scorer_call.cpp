@@ -2,6 +2,7 @@
 // specs, and the host's validation of what a scorer returns (NaN/inf scores rejected naming the plugin id).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -202,6 +203,39 @@ TEST(RunScorer, ReportsPluginFailuresAndBadRequirements) {
   EXPECT_NE(fail.find("deliberate failure"), std::string::npos) << fail;
   EXPECT_NE(run_bad("negative_window").find("negative requirements"), std::string::npos);
   EXPECT_NE(run_bad("unknown_stat").find("unknown statistics"), std::string::npos);
+  EXPECT_NE(run_bad("negative_skip").find("query_skip -1"), std::string::npos);
+  EXPECT_NE(run_bad("decode_moments").find("at decode time (a prefill-only statistic)"), std::string::npos);
+}
+
+TEST(RunScorer, PreRopeKeysAreTheCachedKeysTurnedBackByTheirStoredPositions) {
+  // d = 2, one frequency 0.5: the key stored at position p = j + 5 is (1, 0) rotated by 0.5 p rad, i.e.
+  // (cos 0.5p, sin 0.5p) (rotate_half with d = 2: x' = (x0 cos - x1 sin, x1 cos + x0 sin)). Turned back by its own
+  // stored position it is (1, 0) again, so the pre_rope mode's score k0[0] + 10 k0[1] + 100 inv_freq[0] is 51.
+  const rkv::PluginInfo& info = registry().resolve("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  const rkv::PluginInstance inst = rkv::PluginInstance::create(
+      info, rkv::ParamSet::validate(*info.descriptor, {{"mode", std::string("pre_rope"), false, "t"}}), host);
+  const rkv::ScorerRequirements req =
+      rkv::query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 2, 2, 1, 2});
+  rkv::LayerKV kv;
+  kv.n_kv_heads = 1;
+  kv.head_dim = 2;
+  kv.capacity = kv.length = 7;
+  for (int64_t j = 0; j < 7; ++j) {
+    const double a = 0.5 * static_cast<double>(j + 5);
+    kv.k.push_back(static_cast<float>(std::cos(a)));
+    kv.k.push_back(static_cast<float>(std::sin(a)));
+    kv.pos.push_back(static_cast<int32_t>(j + 5));
+  }
+  kv.v.assign(kv.k.size(), 0.0f);
+  const std::vector<double> inv_freq = {0.5};
+  rkv::ScorerCallInputs in;
+  in.n_heads = 2;
+  in.kv = &kv;
+  EXPECT_THROW(rkv::run_scorer(inst, req, in), rkv::InputError);  // no RoPE frequencies: no pre-RoPE keys
+  in.rope_inv_freq = &inv_freq;
+  const rkv::ScoreResult r = rkv::run_scorer(inst, req, in);
+  for (float s : r.scores) EXPECT_NEAR(s, 51.0f, 1e-5);
 }
 
 TEST(RunScorer, RequestedStatisticsMustBePresent) {

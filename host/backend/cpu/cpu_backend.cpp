@@ -121,6 +121,8 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
   const int64_t nq = r.n_queries;
   r.queries.assign(nq > 0 ? static_cast<size_t>(c.n_layers) : 0, {});
   r.stats.assign(request.stats.size(), std::vector<AttentionStats>(static_cast<size_t>(c.n_layers)));
+  const bool moments = std::any_of(request.stats.begin(), request.stats.end(),
+                                   [](const AttentionStatsOptions& o) { return o.query_moments; });
 
   std::vector<float> x = embed(model_, tokens);
   std::vector<int64_t> positions(static_cast<size_t>(T));
@@ -131,27 +133,31 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
     for (const AttentionStatsOptions& o : request.stats) acc.emplace_back(H, T, T, o);
     LayerHooks hooks;
     for (auto& a : acc) hooks.stats.push_back(&a);
-    if (nq > 0) {
-      auto& out = r.queries[static_cast<size_t>(l)];
+    std::vector<float> pre_rope;  // [H, T, d]: this layer's queries turned back before RoPE (query moments)
+    if (nq > 0 || moments) {
+      std::vector<float>* out = nq > 0 ? &r.queries[static_cast<size_t>(l)] : nullptr;
       hooks.on_queries = [&](const float* q, int64_t n_heads, int64_t n, int64_t head_dim) {
         // q: [H, n, d] for all T positions of this single-chunk prefill; keep the last nq rows of each head.
-        out.resize(static_cast<size_t>(n_heads * nq * head_dim));
+        if (moments) pre_rope = unrotate_queries(QueriesView{q, n_heads, n, head_dim}, model_.layer_inv_freq(l));
+        if (!out) return;
+        out->resize(static_cast<size_t>(n_heads * nq * head_dim));
         for (int64_t h = 0; h < n_heads; ++h)
-          std::memcpy(out.data() + h * nq * head_dim, q + (h * n + (n - nq)) * head_dim,
+          std::memcpy(out->data() + h * nq * head_dim, q + (h * n + (n - nq)) * head_dim,
                       static_cast<size_t>(nq * head_dim) * sizeof(float));
       };
     }
-    const bool hooked = nq > 0 || !acc.empty();
+    const bool hooked = nq > 0 || moments || !acc.empty();
     forward_layer(model_, l, x.data(), T, positions.data(), cache->kv.layers[static_cast<size_t>(l)], ws_,
                   hooked ? &hooks : nullptr);
     for (size_t k = 0; k < acc.size(); ++k) {
       AttentionStats& st = r.stats[k][static_cast<size_t>(l)] = acc[k].finish();
+      if (request.stats[k].query_moments)
+        add_query_moments(QueriesView{pre_rope.data(), H, T, d}, request.stats[k].query_skip, st);
       // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
       if (const int64_t W = c.layer_window(l); W > 0)
         for (float& n : st.query_counts) n = std::min(n, static_cast<float>(W));
     }
   }
-  (void)d;
   if (request.logits == LogitsFor::Last) {
     r.logits = final_logits(model_, x.data(), T, {T - 1}, ws_);
   } else if (request.logits == LogitsFor::All) {

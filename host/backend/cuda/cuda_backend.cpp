@@ -208,6 +208,11 @@ class CudaBackend final : public Backend {
     r.n_queries = std::clamp<int64_t>(request.keep_queries, 0, T);
     const int64_t nq = r.n_queries;
     r.queries.assign(nq > 0 ? static_cast<size_t>(c.n_layers) : 0, {});
+    const bool any_moments = std::any_of(request.stats.begin(), request.stats.end(),
+                                         [](const AttentionStatsOptions& o) { return o.query_moments; });
+    // [request][layer]: RKV_STAT_QUERY_MOMENTS (cache/attention_stats.hpp add_query_moments), merged below.
+    std::vector<std::vector<AttentionStats>> moments(captures.size(),
+                                                     std::vector<AttentionStats>(static_cast<size_t>(c.n_layers)));
 
     float* x = embed(dmodel_, tokens, ws_);
     std::vector<int64_t> pos(static_cast<size_t>(T));
@@ -224,6 +229,16 @@ class CudaBackend final : public Backend {
         copy_to_host(*ctx_, rows.data(), ws_.q.as<char>() + static_cast<size_t>((T - nq) * H * d) * es, rows.size());
         r.queries[static_cast<size_t>(l)] = queries_by_head(rows, dmodel_.dtype(), nq, H, d);
       }
+      if (any_moments) {  // the query moments from all T rotated queries, turned back before RoPE on the host
+        std::vector<char> rows(static_cast<size_t>(T * H * d) * es);
+        copy_to_host(*ctx_, rows.data(), ws_.q.as<char>(), rows.size());
+        const std::vector<float> q = queries_by_head(rows, dmodel_.dtype(), T, H, d);
+        const std::vector<float> pre = unrotate_queries(QueriesView{q.data(), H, T, d}, model_.layer_inv_freq(l));
+        for (size_t k = 0; k < captures.size(); ++k)
+          if (request.stats[k].query_moments)
+            add_query_moments(QueriesView{pre.data(), H, T, d}, request.stats[k].query_skip,
+                              moments[k][static_cast<size_t>(l)]);
+      }
     }
     if (request.logits != LogitsFor::None) {
       std::vector<int64_t> rows;
@@ -238,6 +253,8 @@ class CudaBackend final : public Backend {
     for (size_t k = 0; k < captures.size(); ++k)
       for (int64_t l = 0; l < c.n_layers; ++l) {
         r.stats[k].push_back(captures[k].download(*ctx_, l));
+        r.stats[k].back().query_mean = std::move(moments[k][static_cast<size_t>(l)].query_mean);
+        r.stats[k].back().query_covariance = std::move(moments[k][static_cast<size_t>(l)].query_covariance);
         // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
         if (const int64_t W = c.layer_window(l); W > 0)
           for (float& n : r.stats[k].back().query_counts) n = std::min(n, static_cast<float>(W));

@@ -212,6 +212,7 @@ void attention_uniform(const DeviceModel& model, int64_t layer, DeviceLayerKV& k
     RKV_CUDA_CHECK(kernels::prefill_attention(t, ws.q.data(), Hd, n, kv.k.data(), kv.v.data(), kv.capacity, first,
                                               shape, ws.attn.data(), Hd, lse, s));
     for (StatsCapture* cap : captures) {  // every requested statistic reuses this pass's log-sum-exp
+      if (!cap->options.window_attention && !cap->options.cumulative_attention) continue;  // query moments: the host's
       const int64_t T = cap->prefix_tokens;
       if (first + n > T)
         throw InputError("attention statistics: rows up to cache index " + str(first + n) + " exceed the prompt of " +
