@@ -35,8 +35,8 @@ namespace {
 /// RMSNorm or the int8 quantization of one row: a few microseconds), so that a decode step's ~150 loops wake nobody
 /// through the kernel, and short enough that a pool left idle gives its core back almost at once.
 constexpr auto kPollTime = std::chrono::microseconds(200);
-/// Of which the first part is spent in pause instructions only; afterwards each poll also yields the core, so that
-/// another runnable thread there (OpenBLAS's workers during a prefill's sgemm, another process) is not held off.
+/// Of which the first part is spent in pause instructions only; afterwards the poller also yields its core every 32
+/// polls, so that another runnable thread there (OpenBLAS's workers during a prefill's sgemm, another process) is not held off.
 constexpr auto kPauseTime = std::chrono::microseconds(20);
 
 void cpu_relax() {
@@ -45,7 +45,7 @@ void cpu_relax() {
 #endif
 }
 
-/// Polls `ready` (cheap, thread-safe) for up to kPollTime: pause instructions first, then sched_yield between polls.
+/// Polls `ready` (cheap, thread-safe) for up to kPollTime: pause instructions first, then also sched_yield.
 /// Returns whether it became true.
 template <typename Ready>
 bool poll(const Ready& ready) {

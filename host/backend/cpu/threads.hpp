@@ -33,9 +33,10 @@ void set_num_threads(int n);
 /// The current thread count (available_cores() until set_num_threads is called).
 int num_threads();
 
-/// Runs fn(begin, end) over [0, n) split into at most 4 x num_threads() contiguous chunks of at least `min_chunk`
-/// items (the same chunks for the same n, min_chunk and thread count), on the pool's threads and the calling thread,
-/// in no fixed assignment of chunks to threads; returns when all chunks are done. fn must be safe to run
+/// Runs fn(begin, end) over [0, n) split into c = min(4 x num_threads(), ceil(n / min_chunk)) contiguous chunks of
+/// ceil(n / c) items (the last ones shorter or absent; the same chunks for the same n, min_chunk and thread count), on
+/// the pool's threads and the calling thread, in no fixed assignment of chunks to threads (the chunks are claimed in
+/// order by whichever thread is free); returns when all chunks are done. fn must be safe to run
 /// concurrently on disjoint ranges. With one thread, a single chunk, or a call made while the pool is busy (from
 /// another thread, or nested inside fn), fn(0, n) runs on the calling thread. Exceptions thrown by fn are rethrown on
 /// the calling thread (the first one).
