@@ -98,6 +98,31 @@ TEST(ForwardSynthetic, ThreadCountsAgree) {
   EXPECT_LT(rkv_test::max_rel_err(outs[2], outs[0], 90, m.config.vocab_size), 1e-5);
 }
 
+// A decode step over more than 512 entries per KV head splits each head's entries into pieces merged by
+// log-sum-exp (backend/cpu/attention.hpp); the blocked prefill attention computes the same row in one softmax. Also on
+// gemma3 with a window of 700 (the pieces start at the window's first entry) and at 1 and 2 threads.
+TEST(ForwardSynthetic, DecodeOverSeveralEntryPiecesMatchesPrefill) {
+  for (const std::string arch : {"llama", "gemma3"}) {
+    rkv::ModelConfig c = rkv::synthetic_config(arch, 6, 3, 8, 3);
+    c.context_length = 2048;
+    if (arch == "gemma3") c.sliding_window = 700;
+    const rkv::Model m = rkv::synthetic_model(c, 11);
+    const int64_t T = 1300;  // pieces of 512, 512 and 276 entries (of 700: 512 and 188 on the sliding layers)
+    const auto tokens = random_tokens(T, c.vocab_size, 12);
+    for (int threads : {1, 2}) {
+      rkv::cpu::set_num_threads(threads);
+      rkv::cpu::Workspace ws;
+      rkv::KVCache full = rkv::cpu::make_cache(m, T);
+      const auto want = rkv::cpu::prefill(m, tokens, 0, full, ws, LogitsFor::Last);
+      rkv::KVCache cache = rkv::cpu::make_cache(m, T);
+      rkv::cpu::prefill(m, std::vector<int32_t>(tokens.begin(), tokens.end() - 1), 0, cache, ws, LogitsFor::None);
+      const auto got = rkv::cpu::decode_step(m, tokens.back(), T - 1, cache, ws);
+      EXPECT_LT(rkv_test::max_rel_err(got, want, 1, c.vocab_size), 1e-4) << arch << ", " << threads << " threads";
+    }
+  }
+  rkv::cpu::set_num_threads(0);
+}
+
 TEST(ForwardSynthetic, HooksSeeProbabilitiesQueriesAndAttentionOutput) {
   rkv::ModelConfig c = rkv::synthetic_config("llama", 4, 2, 8, 2);
   const rkv::Model m = rkv::synthetic_model(c, 6);

@@ -1,6 +1,7 @@
 #include "backend/cpu/attention.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -128,6 +129,72 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   }
 }
 
+/// Entries per piece of a decode step's attention (attention_one_row): 2048 entries make 4 pieces per KV head.
+constexpr int64_t kKeyPiece = 512;
+
+/// One piece of attention_one_row: the G query heads of KV head g (q: [G, d]) over its entries [k0, k1), into
+/// o [G, d] (unnormalized: sum_j exp(s_j - m) V[j]), m [G] (the largest score s_j) and l [G] (sum_j exp(s_j - m)).
+/// S: scratch [G, k1 - k0].
+void attention_piece(const ModelConfig& c, const float* q, const LayerKV& kv, int64_t g, int64_t k0, int64_t k1,
+                     float* S, float* o, float* m, float* l) {
+  const int64_t G = c.group_size(), d = c.head_dim, N = k1 - k0;
+  gemm_nt(G, N, d, c.attention_scale(), q, d, kv.k_at(g, k0), d, 0.0f, S, N);
+  for (int64_t r = 0; r < G; ++r) {
+    m[r] = *std::max_element(S + r * N, S + (r + 1) * N);
+    l[r] = softmax_unnormalized(S + r * N, N);  // exp(s - m): the same maximum
+  }
+  gemm_nn(G, d, N, 1.0f, S, N, kv.v_at(g, k0), d, 0.0f, o, d);
+}
+
+/// attention() for one new row (a decode step) when nothing observes the probabilities: each KV head's visible
+/// entries are cut into pieces of kKeyPiece, the pieces of all heads spread over the pool, and each head's pieces
+/// merged with the log-sum-exp rule (flash-decoding, Dao et al. 2023): for pieces b with (o_b, m_b, l_b) as in
+/// attention_piece and M = max_b m_b, a = sum_b exp(m_b - M) o_b / sum_b exp(m_b - M) l_b. Splitting by entries as
+/// well as by head keeps every thread busy when the KV heads (3 in SmolLM2) do not divide among the threads. The
+/// pieces do not depend on the thread count, so neither does the result.
+void attention_one_row(const ModelConfig& c, const float* qg, const LayerKV& kv, const std::vector<int64_t>& first,
+                       float* out, Workspace& ws) {
+  const int64_t G = c.group_size(), d = c.head_dim, Hkv = kv.n_kv_heads;
+  std::vector<int64_t> piece_begin(static_cast<size_t>(Hkv + 1), 0);  // pieces of head g: [begin[g], begin[g + 1])
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const int64_t k0 = first.empty() ? 0 : first[static_cast<size_t>(g)];
+    piece_begin[static_cast<size_t>(g + 1)] =
+        piece_begin[static_cast<size_t>(g)] + (kv.head_length(g) - k0 + kKeyPiece - 1) / kKeyPiece;
+  }
+  const int64_t pieces = piece_begin.back();
+  const int64_t per_piece = G * kKeyPiece + G * d + 2 * G;  // S, o, m, l
+  float* scratch = grow(ws.scores, static_cast<size_t>(pieces * per_piece));
+  SingleThreadedBlas one_thread_each;
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t g = std::upper_bound(piece_begin.begin(), piece_begin.end(), p) - piece_begin.begin() - 1;
+      const int64_t k0 = (first.empty() ? 0 : first[static_cast<size_t>(g)]) +
+                         (p - piece_begin[static_cast<size_t>(g)]) * kKeyPiece;
+      const int64_t k1 = std::min(kv.head_length(g), k0 + kKeyPiece);
+      float* S = scratch + p * per_piece;
+      float* o = S + G * kKeyPiece;
+      attention_piece(c, qg + g * G * d, kv, g, k0, k1, S, o, o + G * d, o + G * d + G);
+    }
+  });
+  for (int64_t g = 0; g < Hkv; ++g) {
+    for (int64_t r = 0; r < G; ++r) {
+      auto piece = [&](int64_t p) { return scratch + p * per_piece + G * kKeyPiece; };  // o_p; m_p, l_p after it
+      float M = -INFINITY;
+      for (int64_t p = piece_begin[static_cast<size_t>(g)]; p < piece_begin[static_cast<size_t>(g + 1)]; ++p)
+        M = std::max(M, piece(p)[G * d + r]);
+      float* dst = out + (g * G + r) * d;
+      std::fill(dst, dst + d, 0.0f);
+      float L = 0.0f;
+      for (int64_t p = piece_begin[static_cast<size_t>(g)]; p < piece_begin[static_cast<size_t>(g + 1)]; ++p) {
+        const float w = std::exp(piece(p)[G * d + r] - M);
+        L += w * piece(p)[G * d + G + r];
+        for (int64_t e = 0; e < d; ++e) dst[e] += w * piece(p)[r * d + e];
+      }
+      for (int64_t e = 0; e < d; ++e) dst[e] /= L;
+    }
+  }
+}
+
 }  // namespace
 
 void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, const std::vector<int64_t>& first,
@@ -142,6 +209,11 @@ void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& 
   // Blocks of one KV head write the same attention-mass segment: with several query blocks they run serially.
   const bool serial_hooks = hooks && (hooks->on_attention_probs || (hooks->attention_mass && n_blocks > 1));
   if (hooks && hooks->attention_mass) hooks->attention_mass->assign(static_cast<size_t>(G * kv.entries()), 0.0f);
+  const bool observed = hooks && (hooks->on_attention_probs || hooks->attention_mass || !stats.empty());
+  if (n == 1 && !observed) {  // a decode step: split by entries too
+    attention_one_row(c, qg, kv, first, out, ws);
+    return;
+  }
   if (!serial_hooks && threads > 1 && tasks > 1) {
     const int64_t slots = std::min<int64_t>(threads, tasks);
     const size_t per_slot = static_cast<size_t>(max_scores + std::min(n, kQueryBlock) * G * d);

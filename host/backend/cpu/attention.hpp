@@ -34,7 +34,10 @@ std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const La
 /// every head (head g attends to its own head_length(g) entries, from first[g * n + i] on: window_starts; pass an
 /// empty `first` for a global layer). out: float32 [n, H*d], written. Scratch comes from ws.scores and ws.o.
 ///
-/// Without a probability hook and with several threads, the blocks (KV head x query block) are spread over the pool,
+/// One new row (a decode step) with no hook reading probabilities, statistics or attention mass: each KV head's
+/// entries are cut into pieces of 512, all heads' pieces spread over the pool, and merged per head by the log-sum-exp
+/// rule (flash-decoding), so the threads stay equally busy whatever the number of KV heads; the result does not depend
+/// on the thread count. Otherwise, without a probability hook and with several threads, the blocks (KV head x query block) are spread over the pool,
 /// each thread running its blocks' sgemm calls single-threaded (one synchronisation per layer instead of three per
 /// block; blocks are dealt round-robin so early, cheap blocks and late, expensive ones mix). With
 /// hooks->on_attention_probs, blocks run in order on the calling thread (the hook's contract), with multi-threaded

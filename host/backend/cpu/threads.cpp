@@ -2,10 +2,14 @@
 
 #include <cblas.h>
 #include <sched.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
-#include <condition_variable>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <iostream>
 #include <mutex>
@@ -26,48 +30,81 @@ int available_cores() {
 
 namespace {
 
-/// Persistent worker threads that sleep on a condition variable between jobs (no spinning, so they never steal a
-/// core from OpenBLAS's threads).
+/// How long an idle worker polls for the next job before it sleeps, and how long a caller polls for the last chunks
+/// before it starts yielding its core: longer than the serial gaps between the parallel loops of a decode step (an
+/// RMSNorm or the int8 quantization of one row: a few microseconds), so that a decode step's ~150 loops wake nobody
+/// through the kernel, and short enough that a pool left idle gives its core back almost at once.
+constexpr auto kPollTime = std::chrono::microseconds(200);
+/// Of which the first part is spent in pause instructions only; afterwards the poller also yields its core every 32
+/// polls, so that another runnable thread there (OpenBLAS's workers during a prefill's sgemm, another process) is not held off.
+constexpr auto kPauseTime = std::chrono::microseconds(20);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+/// Polls `ready` (cheap, thread-safe) for up to kPollTime: pause instructions first, then also sched_yield.
+/// Returns whether it became true.
+template <typename Ready>
+bool poll(const Ready& ready) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 31) == 31) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > kPollTime) return false;
+      if (waited > kPauseTime) std::this_thread::yield();
+    }
+    cpu_relax();
+  }
+}
+
+/// Persistent worker threads and the caller share each job's chunks through one atomic job word: the job's number
+/// (32 bits), its chunk count (16 bits) and the next unclaimed chunk (16 bits). A thread claims a chunk by
+/// compare-and-swap on the whole word, so it can only ever claim a chunk of the job it read, however late it wakes;
+/// the caller runs chunks too, and returns once the finished-chunk count reaches the chunk count. A late or
+/// descheduled worker therefore costs at most the chunk it holds, never a wait for it to wake up.
+/// Idle workers poll the word for kPollTime, then sleep on a condition variable (pools with more threads than cores
+/// sleep at once: polling would take the cores their peers need).
 class Pool {
  public:
+  static constexpr int kMaxChunks = 0xFFFF;
+
   ~Pool() { resize(0); }
 
+  /// Stops the workers and starts `workers` new ones. Call only while no job runs.
   void resize(int workers) {
     {
-      std::unique_lock<std::mutex> lk(m_);
+      std::lock_guard<std::mutex> lk(m_);
       stop_ = true;
-      ++generation_;
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
     stop_ = false;
-    // Each worker starts from the generation current now, so a job posted before it first runs is not missed.
-    const uint64_t start = generation_;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i, start] { loop(i + 1, start); });
+    poll_ = workers + 1 <= available_cores();
+    // Each worker starts from the job number current now, so a job posted before it first runs is not missed.
+    const uint32_t current = job_number(word_.load());
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, current] { loop(current); });
   }
 
-  int workers() const { return static_cast<int>(threads_.size()); }
-
-  /// Runs chunks 0..n_chunks-1 of job; chunk 0 on the caller.
+  /// Runs chunks 0..n_chunks-1 (n_chunks <= kMaxChunks) of job on the workers and the caller, in claim order.
   void run(int n_chunks, const std::function<void(int)>& job) {
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      job_ = &job;
-      n_chunks_ = n_chunks;
-      pending_ = n_chunks - 1;
-      error_ = nullptr;
-      ++generation_;
+    job_ = &job;
+    error_ = nullptr;
+    done_.store(0, std::memory_order_relaxed);
+    const uint32_t number = job_number(word_.load()) + 1;
+    word_.store(uint64_t{number} << 32 | uint64_t(n_chunks) << 16);  // publishes job_, error_, done_
+    if (sleepers_.load() > 0) {
+      { std::lock_guard<std::mutex> lk(m_); }  // a worker between its last check and its wait has reached the wait
+      cv_.notify_all();
     }
-    cv_.notify_all();
-    try {
-      job(0);
-    } catch (...) {
-      std::unique_lock<std::mutex> lk(m_);
-      if (!error_) error_ = std::current_exception();
+    run_chunks(number);
+    if (!poll([&] { return done_.load(std::memory_order_acquire) == n_chunks; })) {
+      while (done_.load(std::memory_order_acquire) != n_chunks) std::this_thread::yield();  // a worker's last chunk
     }
-    std::unique_lock<std::mutex> lk(m_);
-    done_cv_.wait(lk, [this] { return pending_ == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -75,39 +112,66 @@ class Pool {
   std::mutex busy;  ///< held by the thread currently using the pool
 
  private:
-  void loop(int index, uint64_t seen) {
+  static uint32_t job_number(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
+
+  /// Claims the next chunk of job `number` into *chunk; false when that job has no unclaimed chunk (or is over).
+  bool claim(uint32_t number, int* chunk) {
+    uint64_t w = word_.load(std::memory_order_acquire);
     for (;;) {
-      const std::function<void(int)>* job = nullptr;
-      {
-        std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        if (index >= n_chunks_ || !job_) continue;
-        job = job_;
+      const int n = static_cast<int>((w >> 16) & 0xFFFF), next = static_cast<int>(w & 0xFFFF);
+      if (job_number(w) != number || next >= n) return false;
+      if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        *chunk = next;
+        return true;
       }
-      std::exception_ptr err;
-      try {
-        (*job)(index);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      std::unique_lock<std::mutex> lk(m_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) done_cv_.notify_one();
     }
   }
 
-  std::vector<std::thread> threads_;
-  std::mutex m_;
-  std::condition_variable cv_, done_cv_;
+  /// Runs chunks of job `number` until none is left; the job stays alive while one of its chunks is unfinished.
+  void run_chunks(uint32_t number) {
+    int chunk = 0;
+    while (claim(number, &chunk)) {
+      try {
+        (*job_)(chunk);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(error_m_);
+        if (!error_) error_ = std::current_exception();
+      }
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void loop(uint32_t seen) {
+    for (;;) {
+      auto posted = [&] { return stop_.load() || job_number(word_.load()) != seen; };
+      if (!poll_ || !poll(posted)) {
+        std::unique_lock<std::mutex> lk(m_);
+        ++sleepers_;
+        cv_.wait(lk, posted);
+        --sleepers_;
+      }
+      if (stop_) return;
+      seen = job_number(word_.load());
+      run_chunks(seen);
+    }
+  }
+
+  std::atomic<uint64_t> word_{0};  ///< job number << 32 | chunk count << 16 | next unclaimed chunk
+  std::atomic<int> done_{0};       ///< chunks of the current job finished
   const std::function<void(int)>* job_ = nullptr;
-  int n_chunks_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
   std::exception_ptr error_;
+  std::mutex error_m_;
+  std::atomic<bool> stop_{false};
+  bool poll_ = false;
+  std::mutex m_;  ///< guards sleeping: workers wait on cv_ for a new job number or stop_
+  std::condition_variable cv_;
+  std::atomic<int> sleepers_{0};
+  std::vector<std::thread> threads_;
 };
+
+/// Chunks per thread of a parallel_for: more than one, so that a thread that starts late (woken late, or sharing its
+/// core with another process) leaves its share to the others instead of holding up the join.
+constexpr int64_t kChunksPerThread = 4;
 
 struct State {
   std::mutex m;
@@ -177,9 +241,10 @@ void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t
   if (n <= 0) return;
   const int threads = ensure_init();
   min_chunk = std::max<int64_t>(1, min_chunk);
-  const int64_t chunks = std::min<int64_t>(threads, (n + min_chunk - 1) / min_chunk);
+  const int64_t chunks = std::min<int64_t>({int64_t{threads} * kChunksPerThread, (n + min_chunk - 1) / min_chunk,
+                                            Pool::kMaxChunks});
   State& s = state();
-  if (chunks <= 1 || !s.pool.busy.try_lock()) {
+  if (threads <= 1 || chunks <= 1 || !s.pool.busy.try_lock()) {
     fn(0, n);
     return;
   }

@@ -1,5 +1,11 @@
-// Threads of the CPU backend: one process-wide setting used by OpenBLAS (matrix products) and by a small pool that
-// runs the element-wise parts (softmax, RoPE, norms) in parallel.
+// Threads of the CPU backend: one process-wide setting used by OpenBLAS (matrix products on f32 weights) and by a pool
+// that runs the rest in parallel: the quantized matrix-vector products of decode, attention blocks, norms, softmax.
+//
+// A decode step is ~150 short parallel loops (a few tens of microseconds each), so the pool is built for fork/join
+// latency: idle workers poll for the next job for a short while (pause, then sched_yield) before they sleep on a
+// condition variable, and each loop is split into a few chunks per thread that the workers and the caller claim
+// from a shared counter, so a worker that wakes late (or shares its core with another process) costs at most one
+// chunk, not a wait for it. (ggml's thread pool also polls before it sleeps.)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,10 +33,13 @@ void set_num_threads(int n);
 /// The current thread count (available_cores() until set_num_threads is called).
 int num_threads();
 
-/// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks of at least `min_chunk`
-/// items, on the pool's threads and the calling thread; returns when all chunks are done. fn must be safe to run
-/// concurrently on disjoint ranges. A call made while the pool is busy (from another thread, or nested inside fn)
-/// runs serially on the calling thread. Exceptions thrown by fn are rethrown on the calling thread (the first one).
+/// Runs fn(begin, end) over [0, n) split into c = min(4 x num_threads(), ceil(n / min_chunk)) contiguous chunks of
+/// ceil(n / c) items (the last ones shorter or absent; the same chunks for the same n, min_chunk and thread count), on
+/// the pool's threads and the calling thread, in no fixed assignment of chunks to threads (the chunks are claimed in
+/// order by whichever thread is free); returns when all chunks are done. fn must be safe to run
+/// concurrently on disjoint ranges. With one thread, a single chunk, or a call made while the pool is busy (from
+/// another thread, or nested inside fn), fn(0, n) runs on the calling thread. Exceptions thrown by fn are rethrown on
+/// the calling thread (the first one).
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 /// While alive, OpenBLAS runs every call on the calling thread (openblas_set_num_threads(1)), so several pool threads
