@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
@@ -27,6 +28,23 @@ std::vector<int64_t> layer_budgets(const ModelConfig& mc, int64_t T, double f) {
   return b;
 }
 
+/// Example i's window split into its T prefix tokens and its continuation; `what` names the measurement in the error
+/// for a window of at most T tokens.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> split_window(const std::vector<int32_t>& w, int64_t T, int64_t i,
+                                                                   const std::string& what) {
+  if (static_cast<int64_t>(w.size()) <= T)
+    throw InputError(what + ": example " + std::to_string(i) + " has " + std::to_string(w.size()) +
+                     " tokens, not more than the " + std::to_string(T) + " prefix tokens");
+  return {std::vector<int32_t>(w.begin(), w.begin() + T), std::vector<int32_t>(w.begin() + T, w.end())};
+}
+
+/// Mean over the continuation rows of KL(reference row || row), nats per token; both float32 [n, V].
+double mean_kl(const std::vector<float>& reference, const std::vector<float>& logits, size_t n, int64_t V) {
+  double kl = 0;
+  for (size_t r = 0; r < n; ++r) kl += kl_from_logits(reference.data() + r * V, logits.data() + r * V, V);
+  return kl / static_cast<double>(n);
+}
+
 }  // namespace
 
 std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
@@ -43,11 +61,7 @@ std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
                                                                              std::vector<double>(static_cast<size_t>(L)))));
   for (int64_t i = 0; i < N; ++i) {
     throw_if_cancelled();
-    const auto& w = windows[static_cast<size_t>(i)];
-    if (static_cast<int64_t>(w.size()) <= T)
-      throw InputError("compression damage: example " + std::to_string(i) + " has " + std::to_string(w.size()) +
-                       " tokens, not more than the " + std::to_string(T) + " prefix tokens");
-    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const auto [prefix, cont] = split_window(windows[static_cast<size_t>(i)], T, i, "compression damage");
     const PrefilledPrompt prompt = prefill_prompt(backend, prefix, needs);
     const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
     ScoreMemo memo;
@@ -56,11 +70,8 @@ std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
         for (int64_t l = 0; l < L; ++l) {
           CompressedPrompt comp =
               compress_prompt(backend, prompt, *scorers[s], {l}, {budgets[fi][static_cast<size_t>(l)]}, memo);
-          const std::vector<float> logits = continuation_logits(backend, cont, T, *comp.cache);
-          double kl = 0;
-          for (size_t r = 0; r < cont.size(); ++r)
-            kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
-          d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+          d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] =
+              mean_kl(ref.logits, continuation_logits(backend, cont, T, *comp.cache), cont.size(), V);
         }
     if (on_example) on_example(i);
   }
@@ -75,20 +86,14 @@ std::vector<std::vector<double>> sharing_damage(Backend& backend, const std::vec
                                      std::vector<double>(static_cast<size_t>(L), std::numeric_limits<double>::quiet_NaN()));
   for (int64_t i = 0; i < N; ++i) {
     throw_if_cancelled();
-    const auto& w = windows[static_cast<size_t>(i)];
-    if (static_cast<int64_t>(w.size()) <= T)
-      throw InputError("sharing damage: example " + std::to_string(i) + " has " + std::to_string(w.size()) +
-                       " tokens, not more than the " + std::to_string(T) + " prefix tokens");
-    const std::vector<int32_t> prefix(w.begin(), w.begin() + T), cont(w.begin() + T, w.end());
+    const auto [prefix, cont] = split_window(windows[static_cast<size_t>(i)], T, i, "sharing damage");
     const PrefilledPrompt prompt = prefill_prompt(backend, prefix, {});
     const LmFidelityReference ref = lm_fidelity_reference(backend, prompt, cont);
     for (int64_t l = 1; l < L; ++l) {
       const std::unique_ptr<BackendCache> cache = backend.clone(*prompt.cache);
       backend.share_layer(*cache, l, l - 1);
-      const std::vector<float> logits = continuation_logits(backend, cont, T, *cache);
-      double kl = 0;
-      for (size_t r = 0; r < cont.size(); ++r) kl += kl_from_logits(ref.logits.data() + r * V, logits.data() + r * V, V);
-      d[static_cast<size_t>(i)][static_cast<size_t>(l)] = kl / static_cast<double>(cont.size());
+      d[static_cast<size_t>(i)][static_cast<size_t>(l)] =
+          mean_kl(ref.logits, continuation_logits(backend, cont, T, *cache), cont.size(), V);
     }
     if (on_example) on_example(i);
   }

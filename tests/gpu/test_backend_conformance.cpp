@@ -71,6 +71,21 @@ void expect_packed_layers_match(const rkv::LayerKV& got, const rkv::LayerKV& wan
   }
 }
 
+/// Layer 0's per-head selection of a T-position prompt: KV head h keeps 40 - 10 h entries, positions 2 i + h * shift.
+rkv::Selection ragged_selection(int64_t n_kv_heads, int64_t T, int64_t shift) {
+  rkv::Selection sel;
+  sel.layer = 0;
+  sel.n_kv_heads = n_kv_heads;
+  sel.prefix_tokens = T;
+  sel.kept = 40;
+  for (int64_t h = 0; h < n_kv_heads; ++h) {
+    sel.head_kept.push_back(40 - 10 * h);
+    for (int64_t i = 0; i < 40 - 10 * h; ++i) sel.positions.push_back(2 * i + h * shift);
+  }
+  sel.budget = std::accumulate(sel.head_kept.begin(), sel.head_kept.end(), int64_t{0});
+  return sel;
+}
+
 /// A decode policy of `policy` with rolling's sinks = 2 over `budgets` (and per-head budgets when given).
 rkv::DecodePolicy policy_of(const std::string& policy, std::vector<int64_t> budgets,
                             std::vector<std::vector<int64_t>> heads = {}) {
@@ -648,16 +663,8 @@ TEST_P(BackendConformance, CodecPacksTheSameBytesAndDecodesAsTheCpu) {
   for (const rkv::CodecSpec& codec : {int4, kivi, q4}) {
     SCOPED_TRACE(codec.label());
     const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
-    rkv::Selection sel;  // layer 0: heads keep 40, 30, 20 of the first positions (per-head lengths)
-    sel.layer = 0;
-    sel.n_kv_heads = model.config.n_kv_heads;
-    sel.prefix_tokens = T;
-    sel.kept = 40;
-    for (int64_t h = 0; h < sel.n_kv_heads; ++h) {
-      sel.head_kept.push_back(40 - 10 * h);
-      for (int64_t i = 0; i < 40 - 10 * h; ++i) sel.positions.push_back(2 * i);
-    }
-    sel.budget = std::accumulate(sel.head_kept.begin(), sel.head_kept.end(), int64_t{0});
+    // layer 0: heads keep 40, 30, 20 of the first positions (per-head lengths)
+    const rkv::Selection sel = ragged_selection(model.config.n_kv_heads, T, 0);
     cpu->compact_layer(*a.cache, 0, sel);
     dev->compact_layer(*b.cache, 0, sel);
     const size_t f32_bytes = a.cache->bytes_in_use();
@@ -696,16 +703,7 @@ TEST_P(BackendConformance, SharedLayersReadTheirSourceAsTheCpuDoes) {
   // shared layer holds nothing and its bytes are freed, and a clone decodes like its original. The CPU's shared layer
   // itself is checked by hand in test_cpu_backend (CpuBackend.ForwardSharedLayer...). On gemma3 both layers slide.
   const int64_t T = static_cast<int64_t>(prompt.size()), V = model.config.vocab_size;
-  rkv::Selection sel;
-  sel.layer = 0;
-  sel.n_kv_heads = model.config.n_kv_heads;
-  sel.prefix_tokens = T;
-  sel.kept = 40;
-  for (int64_t h = 0; h < sel.n_kv_heads; ++h) {
-    sel.head_kept.push_back(40 - 10 * h);
-    for (int64_t i = 0; i < 40 - 10 * h; ++i) sel.positions.push_back(2 * i + h);
-  }
-  sel.budget = std::accumulate(sel.head_kept.begin(), sel.head_kept.end(), int64_t{0});
+  const rkv::Selection sel = ragged_selection(model.config.n_kv_heads, T, 1);
   rkv::CodecSpec int4;
   int4.format = rkv::CodecFormat::integer;
   // A whole float32 layer: T entries per KV head of key + value (4 d bytes each) + an int32 position.
