@@ -80,6 +80,10 @@ SharePlan plan_sharing(const ShareSpec& share, const ModelConfig& config, const 
     throw InputError("[compression.share] " + share.label() + " shares every compressible layer; at least one layer "
                      "of budget.layers must keep its cache");
   plan.budget_total = std::min(budget_total, room);
+  if (plan.budget_total < budget_total)
+    plan.warning = "[compression.share] " + share.label() + ": the " + std::to_string(plan.layers.size()) +
+                   " layers that keep a cache hold at most " + std::to_string(room) + " of the budget's " +
+                   std::to_string(budget_total) + " entries, so the cell holds less than its budget";
   return plan;
 }
 

@@ -40,6 +40,9 @@ struct SharePlan {
   std::vector<int64_t> sources;  ///< [L] the layer each model layer reads (itself when it keeps its cache)
   std::vector<int64_t> layers;   ///< the layers of A that keep their own cache, ascending (the allocator's layers)
   int64_t budget_total = 0;      ///< B' = min(B, sum of their spans)
+  /// When B' < B: one sentence saying the layers that keep a cache cannot hold the whole budget (so the cell holds
+  /// less than its budget.fraction / bytes_fraction); empty otherwise.
+  std::string warning;
 };
 
 /// The sharing plan of a cell with [compression.share] `share` over the compressible layers `layers_A` (ascending),

@@ -134,6 +134,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.bytes_full = comp.bytes_full;
   g.bytes_kept = comp.bytes_kept;
   g.warnings = alloc.warnings;
+  if (!shared.warning.empty()) g.warnings.push_back(shared.warning);
   g.warnings.insert(g.warnings.end(), comp.warnings.begin(), comp.warnings.end());
   if (!frozen.empty()) g.warnings.push_back(frozen);
   g.decode_tokens_per_second = r.tokens_per_second;

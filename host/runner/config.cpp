@@ -423,6 +423,16 @@ ShareSpec parse_share_section(const Ctx& c, const toml::table& root) {
                          std::to_string(source) + "])");
       spec.map.emplace_back(layer, source);
     }
+    // What needs no model is checked here, so `validate` reports it (check_share_support repeats it with the layer
+    // count once the model is read).
+    std::set<int64_t> shared;
+    for (const auto& [layer, source] : spec.map)
+      if (!shared.insert(layer).second)
+        throw InputError(where(c, *m, "compression.share.map") + " names layer " + std::to_string(layer) + " twice");
+    for (const auto& [layer, source] : spec.map)
+      if (shared.count(source))
+        throw InputError(where(c, *m, "compression.share.map") + ": layer " + std::to_string(layer) + " reads layer " +
+                         std::to_string(source) + ", which is itself shared; name the layer that keeps its cache");
   }
   if ((spec.groups > 1) + !spec.map.empty() + (spec.count > 0) > 1)
     throw InputError(where_table(c, *sp, "compression.share") +
@@ -653,15 +663,27 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   const SweptNames names = swept_names(cell, varying);
   std::ostringstream methods, settings;
   methods << plugin_label(*cc.allocator, names);
-  // The damage signal is the oracle (runner/damage_signal.hpp): its cells are the ceiling, and their label says so.
-  if (cc.uses_profile)
-    methods << "(" << plugin_label(*cc.signal, names) << (is_damage_signal(cc.signal->info) ? ": oracle" : "") << ")";
+  // The damage signal is the oracle (runner/damage_signal.hpp): its cells are the ceiling, and their label says so;
+  // with of = "sharing" it is the sharing damage. The signal is shown where the profile is used: beside the
+  // allocator (or the codec's per-layer bits), and in the share chooser's setting.
+  std::string signal;
+  if (cc.uses_profile && cc.signal) {
+    const auto of = cc.signal->params.values().find("of");
+    const bool sharing = of != cc.signal->params.values().end() && of->second == ParamValue(std::string("sharing"));
+    signal = plugin_label(*cc.signal, names) +
+             (is_damage_signal(cc.signal->info) ? (sharing ? ": sharing damage" : ": oracle") : "");
+  }
+  const bool allocator_profile = (cc.allocator->info->descriptor->flags & RKV_FLAG_NEEDS_PROFILE) != 0;
+  if (cc.uses_profile && (allocator_profile || cc.codec.layer_bits == "profile")) methods << "(" << signal << ")";
   if (cc.allocator->heads) methods << "/" << plugin_label(*cc.allocator->heads, names);
   methods << " + " << plugin_label(*cc.scorer, names);
   if (!cc.route.empty()) methods << " + route[" << route_label(cc.route) << "]";
   if (cc.decode.policy != "none") settings << ", decode " << cc.decode.describe();
   if (!cc.codec.none()) settings << ", kv " << cc.codec.label();
-  if (!cc.share.none()) settings << ", share " << cc.share.label();
+  if (cc.share.count > 0)
+    settings << ", share " << cc.share.count << " layers by " << signal;
+  else if (!cc.share.none())
+    settings << ", share " << cc.share.label();
   for (const auto& o : names.others) settings << ", " << o;
   return {methods.str(), settings.str()};
 }

@@ -79,7 +79,11 @@ std::string profile_section(const fs::path& profile_path, ReportPlots& plots) {
   std::ostringstream md;
   const bool oracle = p.at("signal").get<std::string>() == kDamageSignalId;
   md << "## Sensitivity profile (" << p.at("signal").get<std::string>() << (oracle ? ": the oracle" : "") << ")\n\n";
-  if (oracle)
+  if (oracle && p.at("params").value("of", std::string("compression")) == "sharing")
+    md << "This profile is the sharing damage: s_l is the mean KL with only layer l's cache dropped and its attention "
+       << "reading layer l - 1's, measured on the calibration split (layer 0, which cannot share, takes the largest "
+       << "value). A [compression.share] count = k chooser shares the k layers of lowest s_l.\n\n";
+  else if (oracle)
     md << "This profile is the oracle: s_l is the compression damage D_l (mean KL with only layer l compressed by the "
        << "cell's scorer to f = " << p.at("params").value("fraction", 0.0)
        << ") measured on the calibration split. Cells that allocate by it (labelled \"damage: oracle\") are the "

@@ -669,6 +669,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           r.kv_bytes = comp.bytes_kept;
           r.compress_seconds = comp.seconds;
           r.warnings = alloc.warnings;
+          if (!shared.warning.empty()) r.warnings.push_back(shared.warning);
           r.warnings.insert(r.warnings.end(), comp.warnings.begin(), comp.warnings.end());
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +

@@ -41,7 +41,11 @@ class Compactor final : public rkv::sdk::Scorer {
         .param(Param::Int("sink_size_start", 8, "leading positions protected").min(0).max(1 << 20))
         .param(Param::Int("sink_size_end", 4, "trailing positions protected").min(0).max(1 << 20))
         .param(Param::Int("chunk_size", 256, "chunk length c in positions of the non-causal attention").min(1).max(1 << 16))
-        .param(Param::Int("sketch_dimension", 48, "k, columns of the Gaussian sketch Phi [d, k]").min(1).max(4096))
+        .param(Param::Int("sketch_dimension", 48,
+                          "k, columns of the Gaussian sketch Phi [d, k]; at most 256 (the Cholesky of the [k, k] Gram "
+                          "matrix costs O(k^3) per KV head and layer)")
+                   .min(1)
+                   .max(256))
         .param(Param::Float("blending", 0.35,
                             "weight of the leverage z-scores (kvpress's default: its compression_ratio = 1 - fraction)")
                    .min(0.0)

@@ -32,7 +32,11 @@ class Leverage final : public rkv::sdk::Scorer {
   static rkv::sdk::Descriptor describe() {
     return rkv::sdk::Descriptor("org.ripplekv.scorer.leverage", RKV_KIND_SCORER, "1.0.0",
                                 "LeverageScore: sketched leverage of the centred pre-RoPE keys, z-normalized")
-        .param(Param::Int("sketch_dimension", 48, "k, columns of the Gaussian sketch Phi [d, k]").min(1).max(4096))
+        .param(Param::Int("sketch_dimension", 48,
+                          "k, columns of the Gaussian sketch Phi [d, k]; at most 256 (the Cholesky of the [k, k] Gram "
+                          "matrix costs O(k^3) per KV head and layer)")
+                   .min(1)
+                   .max(256))
         .param(Param::Int("seed", 0, "sketch seed: Phi is torch.randn after torch.manual_seed(seed) (low 32 bits)")
                    .min(0)
                    .max(4294967295.0))

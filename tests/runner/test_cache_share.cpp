@@ -43,8 +43,11 @@ TEST(SharePlan, TheBudgetGoesToTheLayersThatKeepACacheCappedAtTheirSpans) {
   rkv::SharePlan p = rkv::plan_sharing(s, m.config, {0, 1, 2, 3}, 150, 100, {});
   EXPECT_EQ(p.layers, (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(p.budget_total, 150);
+  EXPECT_TRUE(p.warning.empty());
   // B = 200 (f = 0.5, CLA@2's own bytes): every entry of layers 0 and 2. B = 300 is capped at 200.
-  EXPECT_EQ(rkv::plan_sharing(s, m.config, {0, 1, 2, 3}, 300, 100, {}).budget_total, 200);
+  const rkv::SharePlan capped = rkv::plan_sharing(s, m.config, {0, 1, 2, 3}, 300, 100, {});
+  EXPECT_EQ(capped.budget_total, 200);
+  EXPECT_NE(capped.warning.find("hold at most 200 of the budget's 300 entries"), std::string::npos) << capped.warning;
   // A = {1, 3}: both shared -> an error naming the section.
   EXPECT_THROW(rkv::plan_sharing(s, m.config, {1, 3}, 100, 100, {}), rkv::InputError);
   // No sharing: A and B unchanged.

@@ -112,13 +112,26 @@ TEST_F(Config, ShareSectionIsACellSettingWithErrorsNamingTheKey) {
   const rkv::RunPlan m = load(base("[compression.share]\nmap = [[3, 2], [5, 2]]\n"));
   ASSERT_EQ(m.cells[1].config.share.map.size(), 2u);
   EXPECT_EQ(m.cells[1].config.share.label(), "map 3<-2 5<-2");
-  EXPECT_TRUE(load(base("[compression.share]\ncount = 3\n")).cells[1].config.uses_profile);
+  const rkv::RunPlan chooser = load(base("[compression.share]\ncount = 3\n"));
+  EXPECT_TRUE(chooser.cells[1].config.uses_profile);
+  EXPECT_NE(chooser.cells[1].label.find("ripplekv(perturbation_kl) + snapkv"), std::string::npos) << chooser.cells[1].label;
+  EXPECT_NE(chooser.cells[1].label.find("share 3 layers by perturbation_kl"), std::string::npos) << chooser.cells[1].label;
+  // Under uniform the profile only chooses the shared layers: the label shows the signal there, not beside uniform.
+  std::string uniform = base("[compression.share]\ncount = 3\n[signal.damage]\nof = \"sharing\"\n");
+  auto swap = [&](const std::string& from, const std::string& to) { uniform.replace(uniform.find(from), from.size(), to); };
+  swap("plugin = \"ripplekv\"", "plugin = \"uniform\"");
+  swap("plugin = \"perturbation_kl\"", "plugin = \"damage\"");
+  const std::string label = load(uniform).cells[1].label;
+  EXPECT_EQ(label.find("uniform("), std::string::npos) << label;
+  EXPECT_NE(label.find("share 3 layers by damage: sharing damage"), std::string::npos) << label;
   // groups = 1 is no sharing: the same effective key as a cell without the section.
   EXPECT_EQ(load(base("[compression.share]\ngroups = 1\n")).cells[1].effective_key, load(base()).cells[1].effective_key);
   EXPECT_NE(error(base("[compression.share]\ngroups = 0\n")).find("compression.share.groups"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\nmap = [[2, 2]]\n")).find("compression.share.map"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\nmap = [[2, -1]]\n")).find("0 <= source < layer"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\nmap = [3, 2]\n")).find("compression.share.map"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\nmap = [[3, 2], [3, 1]]\n")).find("twice"), std::string::npos);
+  EXPECT_NE(error(base("[compression.share]\nmap = [[3, 2], [4, 3]]\n")).find("itself shared"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\ngroups = 2\ncount = 1\n")).find("one of"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\ngroup = 2\n")).find("groups"), std::string::npos);
   EXPECT_NE(error(base("[compression.share]\ngroups = 2\n[compression.decode]\npolicy = \"rolling\"\n"))
