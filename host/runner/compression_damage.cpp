@@ -49,7 +49,8 @@ double mean_kl(const std::vector<float>& reference, const std::vector<float>& lo
 
 std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
     Backend& backend, const std::vector<const ScorerUse*>& scorers, const std::vector<std::vector<int32_t>>& windows,
-    int64_t T, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example) {
+    int64_t T, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example,
+    const CodecSpec& codec) {
   const ModelConfig& mc = backend.model().config;
   const int64_t L = mc.n_layers, V = mc.vocab_size, N = static_cast<int64_t>(windows.size());
   std::vector<std::vector<int64_t>> budgets;
@@ -70,6 +71,7 @@ std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
         for (int64_t l = 0; l < L; ++l) {
           CompressedPrompt comp =
               compress_prompt(backend, prompt, *scorers[s], {l}, {budgets[fi][static_cast<size_t>(l)]}, memo);
+          if (!codec.none()) backend.encode_layer(*comp.cache, l, codec);
           d[s][fi][static_cast<size_t>(i)][static_cast<size_t>(l)] =
               mean_kl(ref.logits, continuation_logits(backend, cont, T, *comp.cache), cont.size(), V);
         }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cache/codec.hpp"
 #include "runner/compression.hpp"
 
 namespace rkv {
@@ -20,13 +21,16 @@ namespace rkv {
 /// d[s][f][i][l] (nats/token) for every scorer s of `scorers` (each picks the kept positions; its instance must outlive
 /// the call), fraction f of `fractions` (each in (0, 1]), example i of `windows` (each prefix_tokens + at least one
 /// continuation token ids) and layer l of the backend's model. One prefill per example serves every scorer
-/// (prefill_needs of all of them). `on_example(i)` (may be empty) is called after example i.
+/// (prefill_needs of all of them). `on_example(i)` (may be empty) is called after example i. With a `codec` (not
+/// none), layer l's kept entries are also stored with it (Backend::encode_layer) before the continuation runs: the
+/// damage of eviction and quantization together in that layer alone.
 /// Throws rkv::InputError when a window is too short, a fraction is outside (0, 1], or a fraction keeps no position
 /// of a layer's span (naming both). Runs on `backend`; must not run concurrently with other work on it. Polls
 /// throw_if_cancelled() between examples.
 std::vector<std::vector<std::vector<std::vector<double>>>> compression_damage(
     Backend& backend, const std::vector<const ScorerUse*>& scorers, const std::vector<std::vector<int32_t>>& windows,
-    int64_t prefix_tokens, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example = {});
+    int64_t prefix_tokens, const std::vector<double>& fractions, const std::function<void(int64_t)>& on_example = {},
+    const CodecSpec& codec = {});
 
 /// Sharing damage d^share_{i,l} (nats/token) [N][L]: the compression damage's set-up with layer l's cache dropped and
 /// its attention reading layer l - 1's instead (Backend::share_layer(l, l - 1); every other layer intact), i.e. the

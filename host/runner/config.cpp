@@ -440,6 +440,73 @@ ShareSpec parse_share_section(const Ctx& c, const toml::table& root) {
   return spec;
 }
 
+/// [compression.joint] of `root` (runner/joint_spec.hpp): plan ("none" | "damage"), fractions, bits, share, group,
+/// symmetric. Every value is range-checked here: 1 to 16 distinct fractions in (0, 1], 1 to 4 distinct bits of
+/// {32, 8, 4, 2}, group in [1, 4096] with group x bits whole bytes (the head dim is checked when the model is read).
+JointSpec parse_joint_section(const Ctx& c, const toml::table& root) {
+  JointSpec spec;
+  const toml::table* cp = sub_table(c, root, "compression", "compression");
+  const toml::table* jp = cp ? sub_table(c, *cp, "joint", "compression.joint") : nullptr;
+  if (!jp) return spec;
+  check_keys(c, *jp, "compression.joint", {"plan", "fractions", "bits", "share", "group", "symmetric"});
+  spec.plan = get_string(c, *jp, "plan", "compression.joint.plan", "damage");
+  if (spec.plan != "none" && spec.plan != "damage")
+    throw InputError(where(c, *jp->get("plan"), "compression.joint.plan") + " must be \"damage\" or \"none\" (got \"" +
+                     spec.plan + "\")");
+  if (const toml::node* f = jp->get("fractions")) {
+    const std::string bad = " must be an array of 1 to 16 distinct fractions in (0, 1]";
+    const toml::array* a = f->as_array();
+    if (!a || a->empty() || a->size() > 16) throw InputError(where(c, *f, "compression.joint.fractions") + bad);
+    spec.fractions.clear();
+    for (const toml::node& e : *a) {
+      const double v = e.is_integer() ? static_cast<double>(e.as_integer()->get()) : e.is_floating_point() ? e.as_floating_point()->get() : -1.0;
+      if (!(v > 0.0 && v <= 1.0) || std::find(spec.fractions.begin(), spec.fractions.end(), v) != spec.fractions.end())
+        throw InputError(where(c, e, "compression.joint.fractions") + bad);
+      spec.fractions.push_back(v);
+    }
+  }
+  if (const toml::node* b = jp->get("bits")) {
+    const std::string bad = " must be an array of 1 to 4 distinct widths of 32 (float32), 8, 4 and 2";
+    const toml::array* a = b->as_array();
+    if (!a || a->empty() || a->size() > 4) throw InputError(where(c, *b, "compression.joint.bits") + bad);
+    spec.bits.clear();
+    for (const toml::node& e : *a) {
+      const int64_t v = e.is_integer() ? e.as_integer()->get() : -1;
+      if ((v != 32 && v != 8 && v != 4 && v != 2) ||
+          std::find(spec.bits.begin(), spec.bits.end(), static_cast<int>(v)) != spec.bits.end())
+        throw InputError(where(c, e, "compression.joint.bits") + bad);
+      spec.bits.push_back(static_cast<int>(v));
+    }
+  }
+  spec.share = get_bool(c, *jp, "share", "compression.joint.share", false);
+  spec.group = get_int(c, *jp, "group", "compression.joint.group", 32, 1, 4096);
+  spec.symmetric = get_bool(c, *jp, "symmetric", "compression.joint.symmetric", false);
+  for (int b : spec.bits)
+    if (b != 32 && spec.group * b % 8 != 0)
+      throw InputError(where_table(c, *jp, "compression.joint") + ": group " + std::to_string(spec.group) + " x " +
+                       std::to_string(b) + " bits is not a whole number of bytes");
+  return spec;
+}
+
+/// A joint cell (runner/joint_spec.hpp) decides b_l, bits and sharing itself under budget.bytes_fraction: it needs
+/// that budget, no decode policy, no [compression.share] and no route; the allocator and [compression.codec] do not
+/// apply (so a sweep crossing them with compression.joint.plan computes the joint cell once), nor does the signal.
+void check_joint_cell(const Ctx& c, CellConfig& cell) {
+  const std::string what = c.origin + ": [compression.joint] plan = \"" + cell.joint.plan + "\"";
+  if (!cell.budget_bytes_fraction)
+    throw InputError(what + " splits a byte budget: set [budget] bytes_fraction = x (not fraction or tokens)");
+  if (cell.decode.policy != "none")
+    throw InputError(what + " with compression.decode.policy = \"" + cell.decode.policy +
+                     "\": the plan packs and shares layers, which decode policies cannot evict from; use policy \"none\"");
+  if (!cell.share.none())
+    throw InputError(what + " with [compression.share] " + cell.share.label() +
+                     ": the joint plan chooses the shared layers itself (set compression.joint.share = true)");
+  if (!cell.route.empty())
+    throw InputError(what + " with a scorer.route: the plan's damages are measured with the one [scorer]");
+  cell.codec = CodecSpec{};  // the plan picks each layer's bits
+  cell.uses_profile = false;  // its damages are its own profiles (runner/joint_allocation.hpp), not the [signal]'s
+}
+
 CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistry& reg, bool require_signal = true) {
   CellConfig cell;
   cell.signal = parse_plugin_section(c, root, "signal", RKV_KIND_SIGNAL, reg);
@@ -499,6 +566,8 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
     throw InputError(c.origin + ": [compression.codec] " + cell.codec.label() + " with compression.decode.policy = \"" +
                      cell.decode.policy + "\": a decode policy evicts from a packed cache, which is not supported; "
                      "use policy \"none\" with a codec");
+  cell.joint = parse_joint_section(c, root);
+  if (!cell.joint.none()) check_joint_cell(c, cell);
   if (!cell.route.empty() && cell.decode.policy == "periodic")
     throw InputError(c.origin + ": 'scorer.route' with compression.decode.policy = \"periodic\": the periodic policy "
                      "re-scores every layer with the one [scorer] while decoding; use a route with another policy");
@@ -541,20 +610,23 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode, "
-         "compression.codec, compression.share (did you mean '" + closest_match(parts[0], sections) + "'?)");
+         "compression.codec, compression.share, compression.joint (did you mean '" + closest_match(parts[0], sections) + "'?)");
   if (parts[0] == "compression") {
     const std::vector<std::string> decode_keys = {"policy", "sinks", "recent", "interval", "target"};
     const std::vector<std::string> codec_keys = {"format", "bits", "group", "symmetric", "residual", "layer_bits",
                                                  "bits_ratio"};
     const std::vector<std::string> share_keys = {"groups", "map", "count"};
+    const std::vector<std::string> joint_keys = {"plan", "fractions", "bits", "share", "group", "symmetric"};
     const std::vector<std::string>* keys = parts.size() == 3 && parts[1] == "decode"  ? &decode_keys
                                            : parts.size() == 3 && parts[1] == "codec" ? &codec_keys
                                            : parts.size() == 3 && parts[1] == "share" ? &share_keys
+                                           : parts.size() == 3 && parts[1] == "joint" ? &joint_keys
                                                                                       : nullptr;
     if (!keys || std::find(keys->begin(), keys->end(), parts[2]) == keys->end())
-      fail("of [compression] only the decode policy, the codec and sharing are swept: compression.decode.policy, "
-           ".sinks, .recent, .interval, .target; compression.codec.format, .bits, .group, .symmetric, .residual, "
-           ".layer_bits, .bits_ratio; compression.share.groups, .map, .count");
+      fail("of [compression] only the decode policy, the codec, sharing and the joint plan are swept: "
+           "compression.decode.policy, .sinks, .recent, .interval, .target; compression.codec.format, .bits, .group, "
+           ".symmetric, .residual, .layer_bits, .bits_ratio; compression.share.groups, .map, .count; "
+           "compression.joint.plan, .fractions, .bits, .share, .group, .symmetric");
     return key;
   }
   if (parts[0] == "budget") {
@@ -641,6 +713,7 @@ SweptNames swept_names(const Cell& cell, const std::set<std::string>& varying) {
     if (key.rfind("compression.decode.", 0) == 0) continue;  // DecodeSpec::describe names the params a policy reads
     if (key.rfind("compression.codec.", 0) == 0) continue;   // CodecSpec::label names the params a format reads
     if (key.rfind("compression.share.", 0) == 0) continue;   // ShareSpec::label names the sharing
+    if (key.rfind("compression.joint.", 0) == 0) continue;   // JointSpec::label names the plan's grid
     names.others.push_back(key + "=" + label_value(value));
   }
   return names;
@@ -662,6 +735,12 @@ std::pair<std::string, std::string> cell_group(const Cell& cell, const std::set<
   const CellConfig& cc = cell.config;
   const SweptNames names = swept_names(cell, varying);
   std::ostringstream methods, settings;
+  if (!cc.joint.none()) {  // the plan replaces the allocator, the codec and sharing
+    methods << "joint(" << cc.joint.plan << ") + " << plugin_label(*cc.scorer, names);
+    settings << ", " << cc.joint.label();
+    for (const auto& o : names.others) settings << ", " << o;
+    return {methods.str(), settings.str()};
+  }
   methods << plugin_label(*cc.allocator, names);
   // The damage signal is the oracle (runner/damage_signal.hpp): its cells are the ceiling, and their label says so;
   // with of = "sharing" it is the sharing damage. The signal is shown where the profile is used: beside the
@@ -741,8 +820,8 @@ std::string effective_key(const CellConfig& cell) {
   plugin(cell.uses_profile ? cell.signal : std::nullopt);
   plugin(cell.scorer);
   if (!cell.route.empty()) os << "route=" << route_key(cell.route) << "|";
-  plugin(cell.allocator);
-  if (cell.allocator && cell.allocator->heads) {
+  plugin(cell.joint.none() ? cell.allocator : std::nullopt);  // a joint cell's plan replaces the allocator
+  if (cell.joint.none() && cell.allocator && cell.allocator->heads) {
     os << "heads=";
     plugin(std::optional<PluginChoice>(*cell.allocator->heads));
   }
@@ -752,11 +831,12 @@ std::string effective_key(const CellConfig& cell) {
   os << "|decode=" << cell.decode.describe();
   if (!cell.codec.none()) os << "|codec=" << cell.codec.label();  // absent for none: older effective keys unchanged
   if (!cell.share.none()) os << "|share=" << cell.share.label();  // likewise
+  if (!cell.joint.none()) os << "|joint=" << cell.joint.plan << ":" << cell.joint.label();  // likewise
   return os.str();
 }
 
 /// The keys of [compression], in run configs and compression configs alike.
-const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share"};
+const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share", "joint"};
 /// The top-level keys of the run schema (DESIGN.md "Config").
 const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
                                                "budget",       "compression", "tasks", "sweep",  "output"};

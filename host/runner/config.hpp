@@ -39,6 +39,13 @@
 //                 k (the k layers of lowest [signal] profile value share with the nearest earlier unshared layer) --
 //                 shared layers hold no cache; the budget is spread over the others (runner/cache_share.hpp); a cell
 //                 setting, sweepable as "compression.share.groups" etc.; not with a decode policy
+//   [compression.joint] plan = "damage"|"none" (default "damage" when the table is present), fractions = [1.0, 0.5,
+//                 0.25, 0.125] (1-16 distinct, in (0, 1]), bits = [32, 8, 4, 2] (1-4 distinct; 32 = float32), share =
+//                 false, group = 32, symmetric = false (the integer codec of bits < 32): the joint allocator picks per
+//                 layer one (fraction, bits) of the grid or sharing under budget.bytes_fraction, by each option's
+//                 damage measured on the calibration split (cache/joint_plan.hpp, runner/joint_allocation.hpp);
+//                 replaces the allocator and [compression.codec]; needs bytes_fraction; not with a decode policy,
+//                 [compression.share] or a route -- a cell setting, sweepable as "compression.joint.plan" etc.
 //   [compression] rerotate = false (true: kept keys re-rotated to positions 0 .. b - 1 of each KV head after compaction,
 //                 later tokens continue at the cache length; false: original positions, later tokens at T)
 //   [tasks]       run = ["lm_fidelity", "needle", "ruler", "multi_question", "longbench"]
@@ -74,6 +81,7 @@
 #include "plugin/registry.hpp"
 #include "runner/decode_spec.hpp"
 #include "runner/ruler_subtasks.hpp"
+#include "runner/joint_spec.hpp"
 #include "runner/share_spec.hpp"
 
 namespace rkv {
@@ -157,6 +165,9 @@ struct CellConfig {
   DecodeSpec decode;      ///< [compression.decode]: the decode policy (the full-cache cell keeps every entry)
   CodecSpec codec;        ///< [compression.codec]: how every layer's kept entries are stored (none: float32)
   ShareSpec share;        ///< [compression.share]: which layers read another layer's cache (none: every layer its own)
+  /// [compression.joint]: b_l, bits and sharing chosen together under budget.bytes_fraction (runner/joint_spec.hpp);
+  /// when set, `allocator` and `codec` do not apply (codec is none) and `share` is none
+  JointSpec joint;
   bool full_cache = false;
 };
 

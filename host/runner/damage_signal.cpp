@@ -41,7 +41,47 @@ const rkv_param_spec kOf = {sizeof(rkv_param_spec),
                             0.0,
                             0.0,
                             kOfChoices};
-const rkv_param_spec* const kParams[] = {&kFraction, &kOf, nullptr};
+const rkv_param_spec kBits = {sizeof(rkv_param_spec),
+                              "bits",
+                              RKV_PARAM_INT,
+                              "of = compression: 32 keeps layer l's kept entries in float32; 8, 4 or 2 also stores them "
+                              "with the integer codec at that width (the joint allocator's options)",
+                              0,
+                              32,
+                              0.0,
+                              nullptr,
+                              1,
+                              1,
+                              2.0,
+                              32.0,
+                              nullptr};
+const rkv_param_spec kGroup = {sizeof(rkv_param_spec),
+                               "group",
+                               RKV_PARAM_INT,
+                               "bits < 32: channels per scale of the integer codec",
+                               0,
+                               32,
+                               0.0,
+                               nullptr,
+                               1,
+                               1,
+                               1.0,
+                               4096.0,
+                               nullptr};
+const rkv_param_spec kSymmetric = {sizeof(rkv_param_spec),
+                                   "symmetric",
+                                   RKV_PARAM_BOOL,
+                                   "bits < 32: symmetric integer codes (else asymmetric, with a zero point)",
+                                   0,
+                                   0,
+                                   0.0,
+                                   nullptr,
+                                   0,
+                                   0,
+                                   0.0,
+                                   0.0,
+                                   nullptr};
+const rkv_param_spec* const kParams[] = {&kFraction, &kOf, &kBits, &kGroup, &kSymmetric, nullptr};
 const rkv_plugin_descriptor kDescriptor = {
     sizeof(rkv_plugin_descriptor), kDamageSignalId, RKV_KIND_SIGNAL, "1.0.0",
     "oracle: compression damage D_l (mean KL, only layer l compressed with the cell's scorer) or sharing damage (only "
@@ -49,6 +89,23 @@ const rkv_plugin_descriptor kDescriptor = {
     kParams, 0};
 
 }  // namespace
+
+CodecSpec damage_codec(const ParamSet& params, int64_t head_dim) {
+  const int64_t bits = std::get<int64_t>(params.values().at("bits"));
+  if (bits == 32) return CodecSpec{};
+  if (bits != 8 && bits != 4 && bits != 2)
+    throw InputError("signal damage: bits must be 32, 8, 4 or 2 (got " + std::to_string(bits) + ")");
+  if (std::get<std::string>(params.values().at("of")) != "compression")
+    throw InputError("signal damage: bits = " + std::to_string(bits) +
+                     " needs of = \"compression\" (a shared layer keeps no entries to encode)");
+  CodecSpec c;
+  c.format = CodecFormat::integer;
+  c.bits = static_cast<int>(bits);
+  c.group = std::get<int64_t>(params.values().at("group"));
+  c.symmetric = std::get<bool>(params.values().at("symmetric"));
+  check_codec(c, head_dim, "signal damage (bits, group)");
+  return c;
+}
 
 const PluginInfo& damage_signal_info() {
   static const PluginInfo info{&kDescriptor, nullptr};
@@ -76,7 +133,10 @@ std::vector<std::vector<double>> damage_per_example(Backend& backend, const Plug
   std::vector<std::vector<int32_t>> windows;
   for (const auto& w : examples) windows.push_back(w.tokens);
   if (std::get<std::string>(params.values().at("of")) == "compression")
-    return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}).front().front();
+    return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}, {},
+                              damage_codec(params, mc.head_dim))
+        .front()
+        .front();
   // Sharing damage: layer 0 cannot share; as a profile it counts as the most sensitive layer (its largest d_l).
   std::vector<std::vector<double>> d = sharing_damage(backend, windows, prefix_tokens);
   for (auto& row : d) {

@@ -5,11 +5,13 @@
 // It is host code, not a plugin: it compresses with the configured scorer and measures KL through the backend, which
 // the signal ABI (a profiler service over perturbations) cannot do. It still looks like a signal everywhere a config,
 // a sweep, a label or the profile cache expects one: damage_signal_info() is a host-owned descriptor (library =
-// null) with id "org.ripplekv.signal.damage" (short id "damage") and two params, `fraction` ([signal.damage]
+// null) with id "org.ripplekv.signal.damage" (short id "damage") and five params, `fraction` ([signal.damage]
 // fraction = 0.2; a float in (0, 1]) and `of` ("compression", the default, or "sharing": s_l = the sharing damage of
 // layer l, only layer l reading layer l - 1's cache, runner/compression_damage.hpp sharing_damage; layer 0, which
-// cannot share, gets the largest of them -- the profile [compression.share] count = k chooses by), so ParamSet
-// validates them like any plugin's params.
+// cannot share, gets the largest of them -- the profile [compression.share] count = k chooses by), and with of =
+// "compression" `bits` (32: float32, the default; 8, 4, 2: the kept entries of layer l are also stored with the
+// integer codec of `group` channels per scale, `symmetric`), so D_l(f, bits) is one option of the joint allocator
+// (cache/joint_plan.hpp); ParamSet validates them like any plugin's params.
 //
 // Calibration example i is its window of P prefix tokens followed by n_w tokens: the prefix is compressed, the n_w
 // tokens are the teacher-forced continuation. per_example[i][l] = d_{f,i,l}; s_l = mean_i d_{f,i,l}.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cache/codec.hpp"
 #include "plugin/registry.hpp"
 #include "runner/config.hpp"
 #include "runner/text_windows.hpp"
@@ -37,6 +40,11 @@ bool is_damage_signal(const PluginInfo* info);
 /// gives damage_signal_info(), anything else reg.resolve(id_or_short, kind) (errors as that).
 const PluginInfo& resolve_plugin_or_builtin(const PluginRegistry& reg, const std::string& id_or_short,
                                             rkv_plugin_kind kind);
+
+/// The codec a damage signal's params ask layer l's kept entries to be stored with: none for bits = 32, else the
+/// integer codec at `bits` with `group` and `symmetric` (cache/codec.hpp). rkv::InputError for bits outside
+/// {32, 8, 4, 2}, bits < 32 with of = "sharing", or a group that does not suit `head_dim` (check_codec).
+CodecSpec damage_codec(const ParamSet& params, int64_t head_dim);
 
 /// d_{f,i,l} [N][L] of the damage signal with validated `params` (its fraction f) on `examples` (each P + n_w ids,
 /// n_w >= 1), compressing with `scorer` (its registry must be alive) on `backend`. Throws rkv::InputError as

@@ -28,6 +28,7 @@
 #include "runner/cache_codec.hpp"
 #include "runner/cache_share.hpp"
 #include "runner/compression.hpp"
+#include "runner/joint_allocation.hpp"
 #include "runner/plan_backend.hpp"
 #include "runner/profile.hpp"
 #include "runner/sliding_window.hpp"
@@ -365,6 +366,59 @@ void add_multi_question_examples(const RunPlan& plan, const Tokenizer& tok, Back
   }
 }
 
+/// The key of a joint cell's damage table: its scorer and its grid (the calibration split is the run's).
+std::string joint_table_key(const CellConfig& cc) { return choice_key(*cc.scorer) + "|" + cc.joint.label(); }
+
+/// A cell's compressed cache of one prompt (not a joint cell): sharing plan, allocators, compression, sharing,
+/// codec. Sets r's budget_total, share_sources, layer_bits and the allocators' and sharing's warnings.
+CompressedPrompt compress_cell(Backend& backend, const PrefilledPrompt& prompt, const CellConfig& cc,
+                               const LayerScorers& layer_scorers, ScoreMemo& memo, InstancePool& instances,
+                               const std::map<std::string, SensitivityProfile>& profiles, const ModelConfig& mc,
+                               const std::vector<int64_t>& layers_A, bool rerotate, ExampleOutcomeRecord& r) {
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  std::vector<double> profile_kept, profile_all;
+  if (cc.uses_profile) profile_all = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer)).s;
+  // Shared layers hold no cache: the cell's budget over A goes to the layers that keep theirs.
+  const SharePlan shared = plan_sharing(
+      cc.share, mc, layers_A,
+      cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T)), T,
+      profile_all);
+  if (cc.uses_profile)
+    for (int64_t l : shared.layers) profile_kept.push_back(profile_all[static_cast<size_t>(l)]);
+  const CellBudgets alloc =
+      allocate_cell(backend, prompt, layer_scorers, memo, instances.get(*cc.allocator),
+                    cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr, shared.layers, profile_kept,
+                    shared.budget_total);
+  CompressedPrompt comp = compress_prompt(backend, prompt, layer_scorers, shared.layers, alloc.layers, memo,
+                                          alloc.heads.empty() ? nullptr : &alloc.heads, rerotate);
+  share_compressed(backend, comp, shared.sources);
+  if (!cc.share.none()) r.share_sources = shared.sources;
+  const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
+  encode_compressed(backend, comp, cc.codec, bits);
+  r.layer_bits.assign(bits.begin(), bits.end());
+  r.budget_total = shared.budget_total;
+  r.warnings = alloc.warnings;
+  if (!shared.warning.empty()) r.warnings.push_back(shared.warning);
+  return comp;
+}
+
+/// A joint cell's compressed cache of one prompt (runner/joint_allocation.hpp). Sets r's budget_total (the entries
+/// kept), layer_bits (every layer; 32 = float32), share_sources when a layer shares, and the plan per layer.
+CompressedPrompt compress_joint_cell(Backend& backend, const PrefilledPrompt& prompt, const CellConfig& cc,
+                                     const LayerScorers& layer_scorers, ScoreMemo& memo, const JointDamageTable& table,
+                                     const ModelConfig& mc, const std::vector<int64_t>& layers_A, bool rerotate,
+                                     ExampleOutcomeRecord& r) {
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  const JointLayerPlan jp = plan_joint(cc.joint, table, mc, layers_A, T, *cc.budget_bytes_fraction);
+  CompressedPrompt comp = compress_joint(backend, prompt, layer_scorers, memo, cc.joint, jp, rerotate);
+  r.budget_total = std::accumulate(jp.budgets.begin(), jp.budgets.end(), int64_t{0});
+  r.layer_bits.assign(jp.bits.begin(), jp.bits.end());
+  for (size_t l = 0; l < jp.sources.size(); ++l)
+    if (jp.sources[l] != static_cast<int64_t>(l)) r.share_sources = jp.sources;
+  r.joint_plan = jp.chosen;
+  return comp;
+}
+
 }  // namespace
 
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
@@ -505,6 +559,32 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     profiles.emplace(key, std::move(p));
   }
 
+  // The joint cells' damage tables: D_l(o) of every option of their grid (runner/joint_allocation.hpp), each a profile
+  // of the damage signal (cached like one), measured once per (scorer, grid).
+  std::map<std::string, JointDamageTable> joint_tables;
+  for (size_t c : pending) {
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache || cc.joint.none()) continue;
+    const std::string key = joint_table_key(cc);
+    if (joint_tables.count(key)) continue;
+    JointDamageTable table;
+    table.options = joint_options(cc.joint.fractions, cc.joint.bits, cc.joint.share);
+    for (const JointOption& o : table.options) {
+      check_cancel(opt);
+      if (joint_option_is_lossless(o)) {
+        table.damage.emplace_back(static_cast<size_t>(mc.n_layers), 0.0);
+        continue;
+      }
+      progress.note("run: joint plan: damage of " + o.label() + " per layer (base scorer " + cc.scorer->id + ")");
+      ProfileRequest req = make_profile_request(plan, cc, model, tok, "damage");
+      req.signal.params = joint_option_damage_params(cc.joint, o);
+      req.backend = backend.get();
+      req.cancel = opt.cancel;
+      table.damage.push_back(compute_profile(req).s);
+    }
+    joint_tables.emplace(key, std::move(table));
+  }
+
   // Evaluation examples, each prefilled once.
   std::vector<Example> examples;
   std::vector<LongBenchRecord> lb_records;
@@ -591,6 +671,16 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     }
   }
   check_budgets_feasible(plan, pending, examples, mc, layers_A);
+  for (size_t c : pending) {  // a joint plan that fits no option into its bytes fails here, before any file
+    const CellConfig& cc = plan.cells[c].config;
+    if (cc.full_cache || cc.joint.none()) continue;
+    for (const auto& ex : examples) try {
+        plan_joint(cc.joint, joint_tables.at(joint_table_key(cc)), mc, layers_A,
+                   static_cast<int64_t>(ex.prompt.tokens.size()), *cc.budget_bytes_fraction);
+      } catch (const InputError& e) {
+        throw InputError(plan.config_path + ": cell '" + plan.cells[c].label + "': " + e.what());
+      }
+  }
   // Every check has passed: from here on the folder is this run's (a refused run above left it as it was).
   write_run_identity(plan, out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
   for (size_t i = 0; i < profile_order.size(); ++i) write_profile_file(out, profiles.at(profile_order[i]), i == 0);
@@ -641,35 +731,15 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
         } else {
           const ScorerUse& scorer = scorers.at(choice_key(*cc.scorer));
           const LayerScorers layer_scorers = layer_scorers_of(cc, scorers);
-          std::vector<double> profile_kept, profile_all;
-          if (cc.uses_profile)
-            profile_all = profiles.at(choice_key(*cc.signal) + "|" + choice_key(*cc.scorer)).s;
-          // Shared layers hold no cache: the cell's budget over A goes to the layers that keep theirs.
-          const SharePlan shared = plan_sharing(
-              cc.share, mc, layers_A,
-              cell_budget_total(token_fraction(cc, mc.head_dim, T), cc.budget_tokens, mc.layer_spans(layers_A, T)), T,
-              profile_all);
-          const int64_t B = shared.budget_total;
-          if (cc.uses_profile)
-            for (int64_t l : shared.layers) profile_kept.push_back(profile_all[static_cast<size_t>(l)]);
-          const CellBudgets alloc = allocate_cell(*backend, ex.prompt, layer_scorers, ex.memo,
-                                                  instances.get(*cc.allocator),
-                                                  cc.allocator->heads ? &instances.get(*cc.allocator->heads) : nullptr,
-                                                  shared.layers, profile_kept, B);
-          CompressedPrompt comp = compress_prompt(*backend, ex.prompt, layer_scorers, shared.layers, alloc.layers,
-                                                  ex.memo, alloc.heads.empty() ? nullptr : &alloc.heads, plan.rerotate);
-          share_compressed(*backend, comp, shared.sources);
-          if (!cc.share.none()) r.share_sources = shared.sources;
-          const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
-          encode_compressed(*backend, comp, cc.codec, bits);
-          r.layer_bits.assign(bits.begin(), bits.end());
-          r.budget_total = B;
+          CompressedPrompt comp = cc.joint.none()
+              ? compress_cell(*backend, ex.prompt, cc, layer_scorers, ex.memo, instances, profiles, mc, layers_A,
+                              plan.rerotate, r)
+              : compress_joint_cell(*backend, ex.prompt, cc, layer_scorers, ex.memo,
+                                    joint_tables.at(joint_table_key(cc)), mc, layers_A, plan.rerotate, r);
           r.budgets = comp.budgets;
           r.head_budgets = comp.head_budgets;
           r.kv_bytes = comp.bytes_kept;
           r.compress_seconds = comp.seconds;
-          r.warnings = alloc.warnings;
-          if (!shared.warning.empty()) r.warnings.push_back(shared.warning);
           r.warnings.insert(r.warnings.end(), comp.warnings.begin(), comp.warnings.end());
           if (cc.budget_tokens && *cc.budget_tokens >= T)
             r.warnings.push_back("prompt of " + std::to_string(T) + " tokens is not longer than the budget of " +

@@ -34,6 +34,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
   if (!layer_bits.empty()) j["layer_bits"] = layer_bits;
   if (!share_sources.empty()) j["share_sources"] = share_sources;
+  if (!joint_plan.empty()) j["joint_plan"] = joint_plan;
   j["kv_bytes"] = kv_bytes;
   j["kv_bytes_full"] = kv_bytes_full;
   j["kv_bytes_end"] = kv_bytes_end;
@@ -100,6 +101,13 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
   }
   if (j.contains("layer_bits")) r.layer_bits = integer_list(j.at("layer_bits"), "layer_bits");
   if (j.contains("share_sources")) r.share_sources = integer_list(j.at("share_sources"), "share_sources");
+  if (j.contains("joint_plan")) {
+    if (!j.at("joint_plan").is_array()) throw InputError("'joint_plan' is not a list");
+    for (const auto& e : j.at("joint_plan")) {
+      if (!e.is_string()) throw InputError("'joint_plan' holds a value that is not a string");
+      r.joint_plan.push_back(e.get<std::string>());
+    }
+  }
   r.kv_bytes = size_field(j, "kv_bytes");
   r.kv_bytes_full = size_field(j, "kv_bytes_full");
   // Cells written before the field existed have none: their caches ended as they were compressed.

@@ -46,10 +46,13 @@ struct ExampleOutcomeRecord {
   int64_t budget_total = 0;                   ///< B
   std::vector<int64_t> budgets;               ///< per model layer (T for a layer kept whole)
   std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer b[l, h] with a per-head allocator; else empty
-  std::vector<int64_t> layer_bits;  ///< per model layer: the codec's bits with layer_bits = "profile"; else empty
+  /// per model layer: the codec's bits with layer_bits = "profile", or a joint cell's bits (32 = float32); else empty
+  std::vector<int64_t> layer_bits;
   /// per model layer: the layer whose cache it reads ([compression.share]; itself when it keeps its own); empty when
   /// the cell shares no layer
   std::vector<int64_t> share_sources;
+  /// per model layer: the option a joint cell's plan gave it ("f=0.5 int4", "shared", "whole" outside A); else empty
+  std::vector<std::string> joint_plan;
   size_t kv_bytes = 0, kv_bytes_full = 0;   ///< cache bytes held after compression (keys, values, positions)
   size_t kv_bytes_end = 0;  ///< bytes of the entries held at the end of the task (BackendCache::bytes_in_use)
   double compress_seconds = 0;

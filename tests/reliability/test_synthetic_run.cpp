@@ -443,6 +443,70 @@ TEST_F(SyntheticRun, SharingGroupsOfOneIsNoSharingAndClaAtTwoHoldsHalfTheBytes) 
   EXPECT_NE(budgets.dump().find("share_sources"), std::string::npos);
 }
 
+// [compression.joint] through a run on the 2-layer model (H_kv = 2, d = 8, T = 32; one float32 entry of one head:
+// e = 2 x 8 x 4 + 4 = 68 bytes; int4 asymmetric with groups of 8: 2 x (4 + 4) + 4 = 20 bytes):
+//  - a grid of one option (f = 0.5, float32) at bytes_fraction 0.5 is eviction alone at that x bit for bit: budget
+//    floor(0.5 x 2 layers x 2 heads x 32 x 68) = 4352 bytes = 16 entries per head and layer, nothing left over;
+//  - a wider grid at x = 0.2: the plan's bytes, worked out from the recorded plan and the entry sizes above, equal
+//    the packed cache's kv_bytes, stay within the budget floor(0.2 x 8704) = 1740 and come within one entry (of every
+//    layer still below its span) of it; whole int4 layers would take 2560, so some layer keeps fewer entries.
+TEST_F(SyntheticRun, JointPlanOfOneOptionIsEvictionAloneAndAWiderGridSpendsTheBytesBudget) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  base.replace(base.find("fraction = 0.5"), 14, "bytes_fraction = 0.5");
+  o.out_dir = (dir / "one").string();
+  ASSERT_EQ(rkv::run_ablation(plan(base + "[compression.joint]\nfractions = [0.5]\nbits = [32]\n"
+                                          "[sweep]\n\"compression.joint.plan\" = [\"none\", \"damage\"]\n"), o)
+                .cells_computed, 3);
+  std::map<std::string, nlohmann::json> cells;
+  for (const auto& e : fs::directory_iterator(dir / "one" / "cells")) {
+    const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+    cells[j.at("label").get<std::string>()] = j;
+  }
+  const std::string plain = "uniform + streamingllm @ kv bytes=0.5", joint = "joint(damage) + streamingllm @ kv bytes=0.5, joint f 0.5 x bits 32";
+  ASSERT_EQ(cells.count(plain), 1u);
+  ASSERT_EQ(cells.count(joint), 1u) << [&] { std::string l; for (auto& kv : cells) l += kv.first + "\n"; return l; }();
+  for (size_t i = 0; i < cells.at(plain).at("examples").size(); ++i) {
+    const nlohmann::json &a = cells.at(plain).at("examples")[i], &b = cells.at(joint).at("examples")[i];
+    EXPECT_EQ(a.at("values"), b.at("values"));
+    EXPECT_EQ(b.at("budgets"), nlohmann::json({16, 16}));
+    EXPECT_EQ(a.at("kv_bytes"), b.at("kv_bytes"));
+    EXPECT_EQ(b.at("kv_bytes").get<int64_t>(), 4352);
+    EXPECT_EQ(b.at("joint_plan"), nlohmann::json({"f=0.5 f32", "f=0.5 f32"}));
+  }
+
+  o.out_dir = (dir / "wide").string();
+  std::string wide = base;
+  wide.replace(wide.find("bytes_fraction = 0.5"), 20, "bytes_fraction = 0.2");
+  ASSERT_EQ(rkv::run_ablation(plan(wide + "[compression.joint]\nfractions = [1.0, 0.5, 0.25]\nbits = [32, 4]\n"
+                                          "share = true\ngroup = 8\n"), o)
+                .cells_computed, 2);
+  bool checked = false;
+  for (const auto& e : fs::directory_iterator(dir / "wide" / "cells")) {
+    const nlohmann::json j = nlohmann::json::parse(rkv::read_file(e.path().string()));
+    if (j.at("label").get<std::string>().rfind("joint(damage)", 0) != 0) continue;
+    for (const nlohmann::json& ex : j.at("examples")) {
+      int64_t bytes = 0, largest_entry = 0;
+      for (size_t l = 0; l < 2; ++l) {
+        const int64_t b = ex.at("budgets")[l].get<int64_t>(), bits = ex.at("layer_bits")[l].get<int64_t>();
+        const int64_t entry = 2 * (bits == 32 ? 68 : 20);
+        bytes += b * entry;
+        if (b > 0 && b < 32) largest_entry = std::max(largest_entry, entry);
+      }
+      EXPECT_EQ(ex.at("kv_bytes").get<int64_t>(), bytes) << ex.dump();
+      EXPECT_LE(bytes, 1740) << ex.dump();
+      EXPECT_GT(largest_entry, 0) << ex.dump();
+      EXPECT_LT(1740 - bytes, largest_entry) << ex.dump();
+      EXPECT_EQ(ex.at("joint_plan").size(), 2u);
+      checked = true;
+    }
+  }
+  EXPECT_TRUE(checked);
+  const nlohmann::json budgets = nlohmann::json::parse(rkv::read_file((dir / "wide" / "budgets.json").string()));
+  EXPECT_NE(budgets.dump().find("joint_plan"), std::string::npos);
+}
+
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();

@@ -142,6 +142,45 @@ TEST_F(Config, ShareSectionIsACellSettingWithErrorsNamingTheKey) {
   EXPECT_EQ(s.cells[3].config.share.groups, 3);
 }
 
+TEST_F(Config, JointSectionNeedsABytesBudgetAndReplacesTheAllocatorAndCodec) {
+  auto bytes = [&](const std::string& extra, const std::string& sweep = "") {
+    std::string t = base(extra, sweep);
+    t.replace(t.find("fraction = 0.2"), 14, "bytes_fraction = 0.2");
+    return t;
+  };
+  const rkv::RunPlan p = load(bytes("[compression.joint]\nshare = true\n[compression.codec]\nformat = \"int\"\n"));
+  const rkv::CellConfig& cc = p.cells[1].config;
+  EXPECT_EQ(cc.joint.plan, "damage");  // the default when the table is present
+  EXPECT_EQ(cc.joint.fractions, (std::vector<double>{1.0, 0.5, 0.25, 0.125}));
+  EXPECT_EQ(cc.joint.bits, (std::vector<int>{32, 8, 4, 2}));
+  EXPECT_TRUE(cc.codec.none());      // the plan picks the bits
+  EXPECT_FALSE(cc.uses_profile);     // and measures its own damages: the [signal] is not profiled for it
+  EXPECT_EQ(p.cells[1].label, "joint(damage) + snapkv @ kv bytes=0.2, joint f 1/0.5/0.25/0.125 x bits 32/8/4/2 + share");
+  // plan = "none" is an ordinary cell; a sweep over the plan crossed with the codec computes the joint cell once.
+  const rkv::RunPlan s = load(bytes("[compression.joint]\n", "[sweep]\n\"compression.joint.plan\" = [\"none\", \"damage\"]\n"
+                                    "\"compression.codec.format\" = [\"none\", \"int\"]\n"));
+  ASSERT_EQ(s.cells.size(), 5u);
+  std::set<std::string> keys;
+  for (size_t i = 1; i < s.cells.size(); ++i) keys.insert(s.cells[i].effective_key);
+  EXPECT_EQ(keys.size(), 3u);  // none/none, none/int, damage
+  EXPECT_NE(error(base("[compression.joint]\n")).find("bytes_fraction"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nplan = \"oracle\"\n")).find("compression.joint.plan"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nfractions = [0.5, 0.0]\n")).find("compression.joint.fractions"),
+            std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nfractions = [0.5, 0.5]\n")).find("distinct"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nfractions = []\n")).find("compression.joint.fractions"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nbits = [16]\n")).find("compression.joint.bits"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nbits = [4, 4]\n")).find("compression.joint.bits"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\ngroup = 0\n")).find("compression.joint.group"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\ngroup = 3\nbits = [2]\n")).find("whole number of bytes"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\nfraction = [1.0]\n")).find("fractions"), std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\n[compression.share]\ngroups = 2\n")).find("compression.joint.share"),
+            std::string::npos);
+  EXPECT_NE(error(bytes("[compression.joint]\n[compression.decode]\npolicy = \"rolling\"\n")).find("decode.policy"),
+            std::string::npos);
+  EXPECT_NE(error(base("", "[sweep]\n\"compression.joint.bogus\" = [1]\n")).find("compression.joint.plan"), std::string::npos);
+}
+
 TEST_F(Config, ASweptRoutesBadParamNamesTheFileWithoutALineZero) {
   const std::string e = error(base("", "[sweep]\n\"scorer.route\" = [[], [{ layers = \"0-3\", plugin = \"knorm\", "
                                        "knorm = { bogus = 1 } }]]\n"));
@@ -529,7 +568,7 @@ TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
   EXPECT_EQ(p.cells[3].config.decode.policy, "h2o");
   EXPECT_EQ(p.cells[3].values["compression.decode.policy"], "h2o");
   const std::string e = error(base("", "[sweep]\n\"compression.query_aware\" = [true]\n"));
-  EXPECT_NE(e.find("only the decode policy, the codec and sharing are swept"), std::string::npos) << e;
+  EXPECT_NE(e.find("only the decode policy, the codec, sharing and the joint plan are swept"), std::string::npos) << e;
 }
 
 }  // namespace
