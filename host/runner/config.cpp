@@ -1177,11 +1177,18 @@ RunPlan build_plan(toml::table root, const std::string& text, const Ctx& c) {
     cell.effective_key = effective_key(cell.config);
     // A float32 cache (codec format "none") ignores every other codec key: of a sweep over them it keeps one cell,
     // the one at their first values, instead of repeating the float32 cell under each.
+    // Likewise a joint cell ignores every codec key (its plan picks the bits), and a cell without a joint plan every
+    // compression.joint key but the plan.
     bool ignored_codec_variant = false;
-    for (size_t a = 0; a < axes.size(); ++a)
-      ignored_codec_variant = ignored_codec_variant || (cell.config.codec.none() && index[a] != 0 &&
-                                                        axes[a].first.rfind("compression.codec.", 0) == 0 &&
-                                                        axes[a].first != "compression.codec.format");
+    for (size_t a = 0; a < axes.size(); ++a) {
+      if (index[a] == 0) continue;
+      const std::string& key = axes[a].first;
+      const bool codec_key = key.rfind("compression.codec.", 0) == 0, joint_key = key.rfind("compression.joint.", 0) == 0;
+      const bool joint = !cell.config.joint.none();
+      ignored_codec_variant = ignored_codec_variant ||
+                              (codec_key && (joint || (cell.config.codec.none() && key != "compression.codec.format"))) ||
+                              (joint_key && !joint && key != "compression.joint.plan");
+    }
     if (!ignored_codec_variant && seen_ids.insert(cell.id).second) plan.cells.push_back(cell);
     size_t a = 0;
     for (; a < axes.size(); ++a) {

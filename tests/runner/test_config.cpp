@@ -156,10 +156,10 @@ TEST_F(Config, JointSectionNeedsABytesBudgetAndReplacesTheAllocatorAndCodec) {
   EXPECT_TRUE(cc.codec.none());      // the plan picks the bits
   EXPECT_FALSE(cc.uses_profile);     // and measures its own damages: the [signal] is not profiled for it
   EXPECT_EQ(p.cells[1].label, "joint(damage) + snapkv @ kv bytes=0.2, joint f 1/0.5/0.25/0.125 x bits 32/8/4/2 + share");
-  // plan = "none" is an ordinary cell; a sweep over the plan crossed with the codec computes the joint cell once.
+  // plan = "none" is an ordinary cell; a sweep over the plan crossed with the codec keeps one joint cell.
   const rkv::RunPlan s = load(bytes("[compression.joint]\n", "[sweep]\n\"compression.joint.plan\" = [\"none\", \"damage\"]\n"
                                     "\"compression.codec.format\" = [\"none\", \"int\"]\n"));
-  ASSERT_EQ(s.cells.size(), 5u);
+  ASSERT_EQ(s.cells.size(), 4u);
   std::set<std::string> keys;
   for (size_t i = 1; i < s.cells.size(); ++i) keys.insert(s.cells[i].effective_key);
   EXPECT_EQ(keys.size(), 3u);  // none/none, none/int, damage
