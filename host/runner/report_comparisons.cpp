@@ -8,8 +8,11 @@ namespace rkv {
 
 namespace {
 
+/// A joint cell (its "joint" field) replaces the allocator with its plan: never uniform, whatever [allocator] says.
+bool is_joint(const nlohmann::json& m) { return !m.value("joint", nlohmann::json()).is_null(); }
+
 bool is_uniform(const nlohmann::json& m) {
-  return !m.at("full_cache").get<bool>() && short_id(m.at("allocator")) == "uniform" &&
+  return !m.at("full_cache").get<bool>() && !is_joint(m) && short_id(m.at("allocator")) == "uniform" &&
          (!m.contains("heads") || m.at("heads").is_null());
 }
 
@@ -23,7 +26,7 @@ const CellData* uniform_partner(const std::vector<CellData>& cells, const nlohma
         u.meta.at("budget_tokens") == m.at("budget_tokens") && decode_of(u.meta) == decode_of(m) &&
         u.meta.value("budget_bytes_fraction", nlohmann::json()) == m.value("budget_bytes_fraction", nlohmann::json()) &&
         u.meta.value("codec", nlohmann::json()) == m.value("codec", nlohmann::json()) &&
-        u.meta.value("share", nlohmann::json()) == m.value("share", nlohmann::json()))
+        u.meta.value("share", nlohmann::json()) == m.value("share", nlohmann::json()) && !is_joint(m))
       partner = &u;
   return partner;
 }

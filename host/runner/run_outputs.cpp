@@ -178,6 +178,7 @@ void assemble_outputs(const std::vector<std::string>& inputs, const std::string&
         r["budget_bytes_fraction"] = m.value("budget_bytes_fraction", nlohmann::json());  // null: not a byte budget
         r["codec"] = m.value("codec", nlohmann::json());  // null in cells written before codecs
         r["share"] = m.value("share", nlohmann::json());  // [compression.share] label; null: no sharing
+        r["joint"] = m.value("joint", nlohmann::json());  // [compression.joint] plan and grid; null: not a joint cell
         r["budget_total"] = t.B / ne;
         r["task"] = task;
         r["metric"] = metric;

@@ -357,6 +357,8 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   j["rerotate"] = !cc.full_cache && plan.rerotate;
   j["codec"] = cc.codec.to_json();  // how the kept entries are stored ({"format": "none"}: float32)
   if (!cc.full_cache && !cc.share.none()) j["share"] = cc.share.label();  // [compression.share] (cache_share.hpp)
+  // [compression.joint] (joint_spec.hpp): the plan and its grid; the allocator and codec recorded above do not apply
+  if (!cc.full_cache && !cc.joint.none()) j["joint"] = cc.joint.plan + ": " + cc.joint.label();
   j["model_path"] = plan.model_path;
   j["backend"] = id.backend;
   j["compute_dtype"] = id.compute_dtype;

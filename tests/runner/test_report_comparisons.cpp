@@ -84,4 +84,25 @@ TEST(EqualBytesComparison, ASharedCellPairsWithEvictionAloneNeverServesAsIt) {
   EXPECT_EQ(rkv::cells_without_equal_bytes_baseline(cells), std::vector<std::string>{"cla2-0.5"});
 }
 
+TEST(EqualBytesComparison, AJointCellPairsWithEvictionAloneAndIsNeverAUniformPartner) {
+  // The joint cell's [allocator] says uniform and its cache has no codec recorded, yet it is neither eviction alone
+  // nor the uniform partner of the ripplekv cell: its plan replaces the allocator.
+  std::vector<rkv::CellData> cells = {
+      cell("evict-0.1", "uniform", "snapkv", 0.1, "none", {0.5, 0.7, 0.9}),
+      cell("joint-0.1", "uniform", "snapkv", 0.1, "none", {0.1, 0.2, 0.3}),    // - eviction alone: mean -0.5
+      cell("ripple-0.1", "ripplekv", "snapkv", 0.1, "none", {0.4, 0.7, 0.9}),  // - eviction alone: mean -1/30
+  };
+  cells[1].meta["joint"] = "damage: joint f 1/0.5 x bits 32/4";
+  const auto eq = rkv::compare_at_equal_bytes(cells, {{"lm_fidelity", {"kl"}}}, 200);
+  ASSERT_EQ(eq.size(), 2u);
+  EXPECT_EQ(eq[0].label, "joint-0.1");
+  EXPECT_NEAR(eq[0].stats.mean_difference, -0.5, 1e-12);
+  const auto vs_uniform = rkv::compare_with_uniform(cells, {{"lm_fidelity", {"kl"}}}, 200);
+  ASSERT_EQ(vs_uniform.size(), 1u);  // ripplekv against eviction alone (not the joint cell); the joint cell has none
+  EXPECT_EQ(vs_uniform[0].label, "ripple-0.1");
+  EXPECT_NEAR(vs_uniform[0].stats.mean_difference, -1.0 / 30, 1e-12);
+  cells.erase(cells.begin());
+  EXPECT_EQ(rkv::cells_without_equal_bytes_baseline(cells), (std::vector<std::string>{"joint-0.1", "ripple-0.1"}));
+}
+
 }  // namespace
