@@ -194,6 +194,42 @@ std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::
   return rows;
 }
 
+/// Per joint cell of `task` (its examples record joint_plan), each layer's share of its span kept (b_l over the full
+/// cache's b_l on the same example; means over the examples), bits and sharing as its first example's plan says.
+std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> joint_rows(const std::vector<CellData>& cells,
+                                                                                 const std::string& task) {
+  std::map<int64_t, std::vector<int64_t>> spans;
+  for (const auto& c : cells)
+    if (c.meta.at("full_cache").get<bool>())
+      for (const auto& e : c.examples)
+        if (e.task == task) spans[e.example] = e.budgets;
+  std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> rows;
+  for (const auto& c : cells) {
+    std::vector<ReportPlots::JointBar> bars;
+    size_t n = 0;
+    for (const auto& e : c.examples) {
+      const auto span = spans.find(e.example);
+      if (e.task != task || e.joint_plan.empty() || span == spans.end() || span->second.size() != e.budgets.size() ||
+          e.layer_bits.size() != e.budgets.size())
+        continue;
+      if (bars.empty()) {
+        bars.resize(e.budgets.size());
+        for (size_t l = 0; l < bars.size(); ++l) {
+          bars[l].bits = static_cast<int>(e.layer_bits[l]);
+          bars[l].shared = !e.share_sources.empty() && e.share_sources[l] != static_cast<int64_t>(l);
+        }
+      }
+      for (size_t l = 0; l < bars.size() && l < e.budgets.size(); ++l)
+        bars[l].kept += span->second[l] > 0 ? static_cast<double>(e.budgets[l]) / static_cast<double>(span->second[l]) : 0;
+      ++n;
+    }
+    if (!n) continue;
+    for (auto& b : bars) b.kept /= static_cast<double>(n);
+    rows.emplace_back(c.meta.at("label").get<std::string>(), bars);
+  }
+  return rows;
+}
+
 /// Paired differences of `task`, by metric, then group: the points of the difference plots.
 std::map<std::string, PlotSeries> difference_series(const std::vector<UniformComparison>& comparisons,
                                                     const std::string& task) {
@@ -249,6 +285,10 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
     }
     const auto rows = budget_rows(cells, task);
     if (!rows.empty()) md << "![budgets](plots/" << plots.budget_heatmap(task, rows) << ")\n\n";
+    if (const auto plans = joint_rows(cells, task); !plans.empty())
+      md << "Joint plans (`[compression.joint]`): where each cell's bytes went, per layer (`budgets.json` has "
+            "`joint_plan`, `budgets`, `layer_bits`).\n\n![joint plans](plots/"
+         << plots.joint_plans(task, plans) << ")\n\n";
   }
   plots.draw(notes);
   for (const auto& n : notes) md << "> note: " << n << "\n";

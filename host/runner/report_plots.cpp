@@ -165,6 +165,47 @@ std::string ReportPlots::budget_heatmap(const std::string& task,
   return stem + ".png";
 }
 
+std::string ReportPlots::joint_plans(const std::string& task,
+                                     const std::vector<std::pair<std::string, std::vector<JointBar>>>& rows) {
+  const std::string stem = "joint_plan_" + task;
+  const std::vector<std::pair<int, std::string>> colours = {
+      {32, "1f77b4"}, {8, "2ca02c"}, {4, "ff7f0e"}, {2, "d62728"}};
+  std::ostringstream body;
+  const int panels = static_cast<int>(rows.size());
+  body << "set multiplot layout " << panels << ",1\nset style fill solid 0.9 border lc rgb '#555555'\n"
+       << "set boxwidth 0.8\nset yrange [0:1.05]\nset ylabel 'share of positions kept'\nset ytics 0.25\n"
+       << "set key outside right top vertical Left reverse samplen 2\n";
+  for (int r = 0; r < panels; ++r) {
+    const auto& [label, bars] = rows[static_cast<size_t>(r)];
+    std::ostringstream kept, shared;
+    for (size_t l = 0; l < bars.size(); ++l) {
+      if (bars[l].shared) {
+        shared << l << " 1\n";
+        continue;
+      }
+      long colour = 0x777777;
+      for (const auto& [bits, hex] : colours)
+        if (bits == bars[l].bits) colour = std::stol(hex, nullptr, 16);
+      kept << l << " " << bars[l].kept << " " << colour << "\n";
+    }
+    const std::string file = stem + "_" + std::to_string(r);
+    write_file_atomically((dir_ / (file + "_kept.dat")).string(), kept.str().empty() ? "0 0 0\n" : kept.str());
+    write_file_atomically((dir_ / (file + "_shared.dat")).string(), shared.str().empty() ? "0 NaN\n" : shared.str());
+    body << "set title '" << gq(label) << "'\nset xrange [-0.6:" << static_cast<double>(bars.size()) - 0.4 << "]\n"
+         << "set xtics " << (bars.size() <= 40 ? 1 : 5) << "\n"
+         << (r + 1 == panels ? "set xlabel 'layer'\n" : "unset xlabel\n") << "plot '" << gq(file)
+         << "_kept.dat' using 1:2:3 with boxes lc rgb variable notitle, '" << gq(file)
+         << "_shared.dat' using 1:2 with boxes fs pattern 4 lc rgb '#999999' title 'shared (no cache)'";
+    for (const auto& [bits, hex] : colours)
+      body << ", NaN with boxes lc rgb '#" << hex << "' title '"
+           << (bits == 32 ? std::string("float32") : "int" + std::to_string(bits)) << "'";
+    body << "\n";
+  }
+  body << "unset multiplot";
+  figure(stem, 1200, 60 + 230 * panels, body.str());
+  return stem + ".png";
+}
+
 std::string ReportPlots::normalized_overlay(const std::string& name, const std::string& title,
                                             const PlotSeries& references, const PlotSeries& signals) {
   auto normalised = [](std::vector<PlotPoint> points) {

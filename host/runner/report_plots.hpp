@@ -59,6 +59,18 @@ class ReportPlots {
   /// centred on 1 (blue: fewer positions than uniform, red: more; values beyond are clipped). Returns the PNG's name.
   std::string budget_heatmap(const std::string& task, const std::vector<std::pair<std::string, std::vector<double>>>& rows);
 
+  /// A layer's part of a joint plan (runner/joint_allocation.hpp): the share of its span kept, its bits (32 =
+  /// float32), or shared (no cache).
+  struct JointBar {
+    double kept = 0;
+    int bits = 32;
+    bool shared = false;
+  };
+  /// The joint plans of `rows` (label -> per layer), one panel per cell stacked: per layer a bar of the share of its
+  /// positions kept, coloured by bits (float32 blue, 8 green, 4 orange, 2 red), shared layers as full-height grey
+  /// hatched bars, so a reader sees where the bytes went. Returns the PNG's name.
+  std::string joint_plans(const std::string& task, const std::vector<std::pair<std::string, std::vector<JointBar>>>& rows);
+
   /// Per-layer curves min-max normalised to [0, 1] and overlaid: `references` as solid grey-to-black lines (e.g. the
   /// damage D_l at each budget), `signals` as coloured dashed lines, so a reader sees whether a signal's shape follows
   /// the reference. Points' x is the layer, y the raw value (normalised here). Returns the PNG's name.
