@@ -153,12 +153,16 @@ std::string ReportPlots::budget_heatmap(const std::string& task,
   }
   write_file_atomically((dir_ / (stem + ".dat")).string(), dat.str());
   const int height = 160 + 26 * static_cast<int>(rows.size());
-  figure(stem, 1200, height,
+  // The left margin holds the longest row label whole (about 7 px a character at 11 pt); the figure widens with it.
+  size_t longest = 0;
+  for (const auto& row : rows) longest = std::max(longest, row.first.size());
+  const int margin = static_cast<int>(std::max<size_t>(52, longest + 2));
+  figure(stem, 900 + 7 * margin, height,
          "set title '" + gq(task) + ": budget per layer relative to uniform, b_l / (B span_l / sum span) (span_l = T "
          "without sliding windows, so B / L)'\n"
          "set xlabel 'layer'\nset ytics (" + ytics.str() + ")\nset xrange [-0.5:" + std::to_string(layers) +
              "-0.5]\nset yrange [" + std::to_string(rows.size()) + "-0.5:-0.5]\nset grid noxtics noytics\n"
-         "set lmargin 52\nset rmargin 16\nset logscale cb 2\nset cbrange [0.5:2]\n"
+         "set lmargin " + std::to_string(margin) + "\nset rmargin 16\nset logscale cb 2\nset cbrange [0.5:2]\n"
          "set cbtics ('<= 0.5' 0.5, '0.71' 0.7071, '1 (uniform)' 1, '1.41' 1.4142, '>= 2' 2)\n"
          "set palette defined (0 '#2166ac', 0.25 '#92c5de', 0.5 '#f7f7f7', 0.75 '#f4a582', 1 '#b2182b')\nset key off\n"
          "plot '" + gq(stem) + ".dat' matrix using 1:2:($3 > 2 ? 2 : ($3 < 0.5 ? 0.5 : $3)) with image");
