@@ -54,6 +54,9 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   if (cc.share.count > 0)
     throw InputError(config_path + ": compression.share.count is a `ripplekv run` setting (its chooser needs the run's "
                      "sensitivity profile); use groups or map with generate --compress");
+  if (!cc.joint.none())
+    throw InputError(config_path + ": [compression.joint] is a `ripplekv run` setting (its plan needs the damage of "
+                     "every option measured on the run's calibration split); remove it for generate --compress");
   if (cc.codec.layer_bits == "profile")
     throw InputError(config_path + ": compression.codec.layer_bits = \"profile\" is a `ripplekv run` setting (it "
                      "needs the run's sensitivity profile); use layer_bits = \"uniform\" with generate --compress");

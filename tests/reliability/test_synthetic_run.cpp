@@ -589,6 +589,12 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   std::ofstream(dir / "pneg.json") << R"({"s": [-1, -3]})";  // negative values are legal
   std::tie(rc, err) = gen((dir / "pneg.json").string());
   EXPECT_EQ(rc, 0) << err;
+  // A joint plan needs a run's calibration split: generate --compress refuses it instead of ignoring it.
+  std::ofstream(dir / "compress.toml") << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"uniform\"\n"
+                                          "[budget]\nbytes_fraction = 0.5\n[compression.joint]\n";
+  std::tie(rc, err) = gen((dir / "pneg.json").string());
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("[compression.joint] is a `ripplekv run` setting"), std::string::npos) << err;
 }
 
 // Issue 19, fault 1: gnuplot was started through a shell command line (cd '<dir>' && gnuplot ...), so an output folder named
