@@ -157,18 +157,24 @@ std::string task_table(const std::vector<CellData>& cells, const std::string& ta
   return md.str() + "\n";
 }
 
-/// Per compressed cell of `task`, b_l relative to what uniform gives the layer out of the same total, b_l / (B span_l /
-/// sum span) with B = sum_l b_l over the L model layers and span_l the full cache's b_l on that example (B / L when
-/// every span is T), means over its examples, for the budget heatmap.
-std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::vector<CellData>& cells,
-                                                                     const std::string& task) {
-  // The full cache's budgets of each example are the layers' spans (min(T, window); T without sliding windows): the
-  // uniform split keeps the same fraction of each, B span_l / sum span.
+/// The layers' spans on each example of `task` (by example index): the full cache's budgets there (min(T, window);
+/// T without sliding windows).
+std::map<int64_t, std::vector<int64_t>> spans_by_example(const std::vector<CellData>& cells, const std::string& task) {
   std::map<int64_t, std::vector<int64_t>> spans;
   for (const auto& c : cells)
     if (c.meta.at("full_cache").get<bool>())
       for (const auto& e : c.examples)
         if (e.task == task) spans[e.example] = e.budgets;
+  return spans;
+}
+
+/// Per compressed cell of `task`, b_l relative to what uniform gives the layer out of the same total, b_l / (B span_l /
+/// sum span) with B = sum_l b_l over the L model layers and span_l the full cache's b_l on that example (B / L when
+/// every span is T), means over its examples, for the budget heatmap.
+std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::vector<CellData>& cells,
+                                                                     const std::string& task) {
+  // The uniform split keeps the same fraction of each span, B span_l / sum span.
+  const std::map<int64_t, std::vector<int64_t>> spans = spans_by_example(cells, task);
   std::vector<std::pair<std::string, std::vector<double>>> rows;
   for (const auto& c : cells) {
     if (c.meta.at("full_cache").get<bool>()) continue;
@@ -198,11 +204,7 @@ std::vector<std::pair<std::string, std::vector<double>>> budget_rows(const std::
 /// cache's b_l on the same example; means over the examples), bits and sharing as its first example's plan says.
 std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> joint_rows(const std::vector<CellData>& cells,
                                                                                  const std::string& task) {
-  std::map<int64_t, std::vector<int64_t>> spans;
-  for (const auto& c : cells)
-    if (c.meta.at("full_cache").get<bool>())
-      for (const auto& e : c.examples)
-        if (e.task == task) spans[e.example] = e.budgets;
+  const std::map<int64_t, std::vector<int64_t>> spans = spans_by_example(cells, task);
   std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> rows;
   for (const auto& c : cells) {
     std::vector<ReportPlots::JointBar> bars;
