@@ -326,6 +326,14 @@ std::optional<PluginChoice> parse_plugin_section(const Ctx& c, const toml::table
     if (is_damage_signal(owner) && !(std::get<double>(set.values().at("fraction")) > 0.0))
       throw InputError(where(c, *v.as_table()->get("fraction"), full + ".fraction") +
                        " must be in (0, 1]: a fraction of 0 keeps no position");
+    if (is_damage_signal(owner)) {  // bits, and bits with of = "sharing", checked here so `validate` reports them
+      try {
+        damage_codec(set, std::get<int64_t>(set.values().at("group")));  // the head dim is checked when profiling
+      } catch (const InputError& e) {
+        const toml::node* bits = v.as_table()->get("bits");
+        throw InputError(bits ? where(c, *bits, full + ".bits") + ": " + e.what() : c.origin + ": " + e.what());
+      }
+    }
     if (owner == choice.info) choice.params = set;
     if (heads && owner == heads->info) heads->params = set;
   }

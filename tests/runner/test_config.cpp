@@ -179,6 +179,16 @@ TEST_F(Config, JointSectionNeedsABytesBudgetAndReplacesTheAllocatorAndCodec) {
   EXPECT_NE(error(bytes("[compression.joint]\n[compression.decode]\npolicy = \"rolling\"\n")).find("decode.policy"),
             std::string::npos);
   EXPECT_NE(error(base("", "[sweep]\n\"compression.joint.bogus\" = [1]\n")).find("compression.joint.plan"), std::string::npos);
+  // The damage signal's bits (the joint plan's options) are checked when the config is read.
+  auto damage = [&](const std::string& params) {
+    std::string t = base("[signal.damage]\n" + params);
+    t.replace(t.find("plugin = \"perturbation_kl\""), 25, "plugin = \"damage\"");
+    return t;
+  };
+  EXPECT_NE(error(damage("bits = 3\n")).find("bits must be 32, 8, 4 or 2 (got 3)"), std::string::npos);
+  EXPECT_NE(error(damage("bits = 4\nof = \"sharing\"\n")).find("needs of = \"compression\""), std::string::npos);
+  EXPECT_NE(error(damage("bits = 4\ngroup = 3\n")).find("whole number of bytes"), std::string::npos);
+  EXPECT_EQ(std::get<int64_t>(load(damage("bits = 2\n")).cells[1].config.signal->params.values().at("bits")), 2);
 }
 
 TEST_F(Config, ASweptRoutesBadParamNamesTheFileWithoutALineZero) {
