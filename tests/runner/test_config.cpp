@@ -182,7 +182,7 @@ TEST_F(Config, JointSectionNeedsABytesBudgetAndReplacesTheAllocatorAndCodec) {
   // The damage signal's bits (the joint plan's options) are checked when the config is read.
   auto damage = [&](const std::string& params) {
     std::string t = base("[signal.damage]\n" + params);
-    t.replace(t.find("plugin = \"perturbation_kl\""), 25, "plugin = \"damage\"");
+    t.replace(t.find("plugin = \"perturbation_kl\""), 26, "plugin = \"damage\"");
     return t;
   };
   EXPECT_NE(error(damage("bits = 3\n")).find("bits must be 32, 8, 4 or 2 (got 3)"), std::string::npos);
