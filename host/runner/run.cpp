@@ -661,8 +661,11 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
           share_compressed(*backend, comp, shared.sources);
           if (!cc.share.none()) r.share_sources = shared.sources;
           const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
-          encode_compressed(*backend, comp, cc.codec, bits);
+          const std::vector<std::vector<uint8_t>> classes =
+              token_classes_of(*backend, ex.prompt, comp, layer_scorers, ex.memo, cc.codec);
+          encode_compressed(*backend, comp, cc.codec, bits, classes);
           r.layer_bits.assign(bits.begin(), bits.end());
+          r.token_class_entries = token_class_entries(classes, cc.codec);
           r.budget_total = B;
           r.budgets = comp.budgets;
           r.head_budgets = comp.head_budgets;

@@ -47,6 +47,9 @@ struct ExampleOutcomeRecord {
   std::vector<int64_t> budgets;               ///< per model layer (T for a layer kept whole)
   std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer b[l, h] with a per-head allocator; else empty
   std::vector<int64_t> layer_bits;  ///< per model layer: the codec's bits with layer_bits = "profile"; else empty
+  /// per model layer with per-token bits (compression.codec.token_bits): entries of each token class over the KV
+  /// heads, top class first, then those at the base bits or in the float tail (a shared layer: []); else empty
+  std::vector<std::vector<int64_t>> token_class_entries;
   /// per model layer: the layer whose cache it reads ([compression.share]; itself when it keeps its own); empty when
   /// the cell shares no layer
   std::vector<int64_t> share_sources;
