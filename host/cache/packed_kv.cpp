@@ -191,11 +191,11 @@ void unpack_layer(const PackedLayer& packed, const LayerKV& tail, int64_t extra,
   out.k.resize(static_cast<size_t>(rows * d));
   out.v.resize(out.k.size());
   out.pos.resize(positions ? static_cast<size_t>(rows) : 0);
+  const auto parts = packed.packed() ? packed.parts() : decltype(packed.parts()){};  // classes, then the base codec
   for (int64_t h = 0; h < H; ++h) {
     const int64_t np = packed.entries(h), nt = tail.head_length(h);
     int64_t at = 0;
-    for (const auto& [spec, part] : packed.parts()) {
-      if (!packed.packed()) break;
+    for (const auto& [spec, part] : parts) {
       const PackedHead& ph = (*part)[static_cast<size_t>(h)];
       const int64_t q = codec_key_quantum(*spec);
       const size_t kb = codec_key_unit_bytes(*spec, d), vb = codec_value_row_bytes(*spec, d);
