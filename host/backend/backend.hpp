@@ -201,7 +201,7 @@ class Backend {
   virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
 
   /// The stored position of every entry of layer `layer`, KV head after KV head (head_length(layer, h) each,
-  /// ascending within a head): int32 [sum_h head_length]; empty when the cache tracks no positions. A host copy (a
+  /// ascending within a head, except after encode_layer_classes(): ascending within each precision class): int32 [sum_h head_length]; empty when the cache tracks no positions. A host copy (a
   /// small device-to-host copy on cuda). What sliding-window bookkeeping reads (runner/sliding_window.hpp).
   /// rkv::InputError for a bad layer.
   virtual std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) = 0;
@@ -243,6 +243,18 @@ class Backend {
   /// codec "none" is a no-op. rkv::InputError for a bad layer, a codec check_codec() refuses for the head dim, or a
   /// layer already encoded.
   virtual void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) = 0;
+
+  /// encode_layer() with per-token precision (cache/token_bits.hpp; README "KV precision: per-token bits"): the
+  /// layer's entries whose class in `entry_class` is c >= 1 are packed by token_class_codecs(codec)[c - 1] into a
+  /// class of their own (fixed from then on), the others as encode_layer() packs them with `codec` (its residual
+  /// window, and every entry decode appends later). entry_class: one class per entry, KV head after KV head
+  /// (head_length(layer, h) each, in cache order); empty: every entry at `codec` (= encode_layer()). download_layer()
+  /// and layer_positions() then give, per KV head, the classes' entries (top class first), the base codec's, then the
+  /// tail's: no longer ascending positions (attention does not depend on the order). rkv::InputError as
+  /// encode_layer(), for an entry_class of another length or a class above codec.token_bits.size(), and for a class
+  /// other than 0 on a sliding-window layer (its window search needs the entries in position order).
+  virtual void encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,
+                                    const std::vector<uint8_t>& entry_class) = 0;
 
   /// Depth-wise cache sharing at inference (Cross-Layer Attention, Brandon et al. 2024, "CLA"; KVSharer, Yang et al.
   /// 2024; README "Depth-wise sharing"): frees every entry of layer `layer` (bytes() no longer counts them;

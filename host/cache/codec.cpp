@@ -50,6 +50,27 @@ float load_fp16(const uint8_t* in) {
   return fp16_to_fp32(h);
 }
 
+/// CodecSpec::token_bits and token_shares: format int, one share per class, strictly decreasing bits in {16, 8, 4}
+/// above the base bits, shares in (0, 1] summing to at most 1 (config.cpp reads them with the same rules).
+void check_token_classes(const CodecSpec& spec, const std::string& where) {
+  if (spec.format != CodecFormat::integer)
+    throw InputError(where + ": token_bits need format \"int\" (got \"" + codec_format_name(spec.format) + "\")");
+  if (spec.token_shares.size() != spec.token_bits.size())
+    throw InputError(where + ": " + std::to_string(spec.token_bits.size()) + " token_bits but " +
+                     std::to_string(spec.token_shares.size()) + " token_shares");
+  double sum = 0;
+  for (size_t c = 0; c < spec.token_bits.size(); ++c) {
+    const int b = spec.token_bits[c];
+    if ((b != 16 && b != 8 && b != 4) || b <= spec.bits || (c > 0 && b >= spec.token_bits[c - 1]))
+      throw InputError(where + ": token_bits must be strictly decreasing values of 16, 8, 4 above bits = " +
+                       std::to_string(spec.bits) + " (got " + std::to_string(b) + ")");
+    if (!(spec.token_shares[c] > 0.0 && spec.token_shares[c] <= 1.0))
+      throw InputError(where + ": token_shares must lie in (0, 1]");
+    sum += spec.token_shares[c];
+  }
+  if (sum > 1.0 + 1e-12) throw InputError(where + ": token_shares sum to more than 1");
+}
+
 }  // namespace
 
 std::string codec_format_name(CodecFormat format) {
@@ -59,14 +80,17 @@ std::string codec_format_name(CodecFormat format) {
     case CodecFormat::kivi: return "kivi";
     case CodecFormat::q8_0: return "q8_0";
     case CodecFormat::q4_0: return "q4_0";
+    case CodecFormat::f16: return "f16";
   }
   return "none";
 }
 
 CodecFormat parse_codec_format(const std::string& name, const std::string& where) {
-  for (CodecFormat f : {CodecFormat::none, CodecFormat::integer, CodecFormat::kivi, CodecFormat::q8_0, CodecFormat::q4_0})
+  for (CodecFormat f : {CodecFormat::none, CodecFormat::integer, CodecFormat::kivi, CodecFormat::q8_0, CodecFormat::q4_0,
+                        CodecFormat::f16})
     if (codec_format_name(f) == name) return f;
-  throw InputError(where + ": unknown codec format \"" + name + "\" (expected \"none\", \"int\", \"kivi\", \"q8_0\" or \"q4_0\")");
+  throw InputError(where + ": unknown codec format \"" + name +
+                   "\" (expected \"none\", \"int\", \"kivi\", \"q8_0\", \"q4_0\" or \"f16\")");
 }
 
 std::string CodecSpec::label() const {
@@ -79,12 +103,18 @@ std::string CodecSpec::label() const {
     case CodecFormat::kivi: s = "kivi" + std::to_string(bits) + "-g" + std::to_string(group); break;
     case CodecFormat::q8_0: s = "q8_0"; break;
     case CodecFormat::q4_0: s = "q4_0"; break;
+    case CodecFormat::f16: s = "f16"; break;
   }
   if (residual > 0) s += "-r" + std::to_string(residual);
   if (layer_bits == "profile") {
     std::ostringstream r;
     r << bits_ratio;
     s += "-profile" + r.str();
+  }
+  for (size_t c = 0; c < token_bits.size() && c < token_shares.size(); ++c) {
+    std::ostringstream r;
+    r << "+" << token_bits[c] << "x" << token_shares[c];
+    s += r.str();
   }
   return s;
 }
@@ -102,6 +132,10 @@ nlohmann::json CodecSpec::to_json() const {
     j["layer_bits"] = layer_bits;
     if (layer_bits == "profile") j["bits_ratio"] = bits_ratio;
   }
+  if (mixed()) {
+    j["token_bits"] = token_bits;
+    j["token_shares"] = token_shares;
+  }
   return j;
 }
 
@@ -109,6 +143,8 @@ void check_codec(const CodecSpec& spec, int64_t head_dim, const std::string& whe
   if (spec.residual < 0 || spec.residual > (int64_t{1} << 24))
     throw InputError(where + ": residual " + std::to_string(spec.residual) + " is outside [0, 16777216]");
   if (spec.format == CodecFormat::none) return;
+  if (spec.mixed()) check_token_classes(spec, where);
+  if (spec.format == CodecFormat::f16) return;
   if (spec.format == CodecFormat::q8_0 || spec.format == CodecFormat::q4_0) {
     if (head_dim % kBlock != 0)
       throw InputError(where + ": " + codec_format_name(spec.format) + " packs blocks of 32 channels, but the head dim " +
@@ -209,6 +245,7 @@ size_t codec_value_row_bytes(const CodecSpec& spec, int64_t head_dim) {
              integer_group_bytes(spec.group, spec.bits, spec.format == CodecFormat::integer && spec.symmetric);
     case CodecFormat::q8_0: return static_cast<size_t>(head_dim / kBlock) * 34;
     case CodecFormat::q4_0: return static_cast<size_t>(head_dim / kBlock) * 18;
+    case CodecFormat::f16: return static_cast<size_t>(head_dim) * 2;
   }
   return 0;
 }
@@ -232,6 +269,9 @@ void encode_value_row(const CodecSpec& spec, const float* values, int64_t head_d
     }
     case CodecFormat::q8_0: quantize_row_q8_0(values, out, head_dim); return;
     case CodecFormat::q4_0: quantize_row_q4_0(values, out, head_dim); return;
+    case CodecFormat::f16:
+      for (int64_t i = 0; i < head_dim; ++i) store_fp16(out + 2 * i, fp32_to_fp16(values[i]));
+      return;
   }
 }
 
@@ -248,6 +288,9 @@ void decode_value_row(const CodecSpec& spec, const uint8_t* in, int64_t head_dim
     }
     case CodecFormat::q8_0: dequantize_row(static_cast<uint32_t>(GgmlType::Q8_0), in, values, head_dim); return;
     case CodecFormat::q4_0: dequantize_row(static_cast<uint32_t>(GgmlType::Q4_0), in, values, head_dim); return;
+    case CodecFormat::f16:
+      for (int64_t i = 0; i < head_dim; ++i) values[i] = load_fp16(in + 2 * i);
+      return;
   }
 }
 

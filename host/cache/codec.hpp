@@ -22,6 +22,8 @@
 //  q4_0     llama.cpp's block of 32: {fp16 d; u8 q[16]} = 18 bytes, d = x_amax / -8 (x_amax: the element of largest
 //           magnitude, signed), q = min(15, trunc(x / d + 8.5)), x' = (q - 8) d, low nibbles hold elements 0..15,
 //           high nibbles 16..31 (ggml-quants.c quantize_row_q4_0_ref).
+//  f16      IEEE binary16 per element, round to nearest even, no scales: 2 d bytes per row; |x - x'| <= half an
+//           fp16 ulp of x (the 16-bit class of per-token precision, cache/token_bits.hpp; also a format of its own).
 // Bits are packed little-endian: element j of a group occupies bits [j b, (j + 1) b) of the group's payload; the
 // symmetric codes are stored offset by 2^(b-1).
 //
@@ -31,10 +33,11 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace rkv {
 
-enum class CodecFormat { none, integer, kivi, q8_0, q4_0 };
+enum class CodecFormat { none, integer, kivi, q8_0, q4_0, f16 };
 
 /// A codec as a cell configures it ([compression.codec]).
 struct CodecSpec {
@@ -47,23 +50,35 @@ struct CodecSpec {
   /// cell's sensitivity profile, at the bytes of uniform `bits`)
   std::string layer_bits = "uniform";
   double bits_ratio = 4.0;  ///< layer_bits = "profile": the most sensitive layer's target bits over the least's
+  /// int only: per-token precision classes (cache/token_bits.hpp; README "KV precision: per-token bits"). Per KV
+  /// head, the entries a layer packs, ranked as its eviction ranked them, give their first token_shares[0] to
+  /// token_bits[0] bits, the next token_shares[1] to token_bits[1], ...; the rest (and every entry decode packs
+  /// later) stay at `bits`. Strictly decreasing bits in {16, 8, 4} above `bits` (16: f16), shares in (0, 1] summing
+  /// to at most 1; empty: one precision.
+  std::vector<int> token_bits;
+  std::vector<double> token_shares;  ///< one per token_bits entry
 
   bool none() const { return format == CodecFormat::none; }
-  /// A short name for labels and records: "f32", "int4-asym-g32", "kivi2-g32-r128", "q8_0", "q4_0" (with "-rN" for
-  /// a residual window).
+  /// True when the codec stores some entries at other precisions (token_bits not empty).
+  bool mixed() const { return !token_bits.empty(); }
+  /// A short name for labels and records: "f32", "int4-asym-g32", "kivi2-g32-r128", "q8_0", "q4_0", "f16" (with
+  /// "-rN" for a residual window, and "+16x0.05+8x0.15" for token classes: bits x share, top class first).
   std::string label() const;
-  /// {"format": ..., "bits": ..., "group": ..., "symmetric": ..., "residual": ...} (only the keys the format uses).
+  /// {"format": ..., "bits": ..., "group": ..., "symmetric": ..., "residual": ...} (only the keys the format uses;
+  /// "token_bits" and "token_shares" when mixed).
   nlohmann::json to_json() const;
 };
 
-/// The format named `name` ("none", "int", "kivi", "q8_0", "q4_0"). Throws rkv::InputError naming `where` otherwise.
+/// The format named `name` ("none", "int", "kivi", "q8_0", "q4_0", "f16"). Throws rkv::InputError naming `where`
+/// otherwise.
 CodecFormat parse_codec_format(const std::string& name, const std::string& where);
-/// The TOML name of a format ("none", "int", "kivi", "q8_0", "q4_0").
+/// The TOML name of a format ("none", "int", "kivi", "q8_0", "q4_0", "f16").
 std::string codec_format_name(CodecFormat format);
 
 /// Checks that `spec` can pack rows of `head_dim` channels: bits in {2, 4, 8}; group in [1, 4096], dividing
 /// head_dim (integer, and kivi's value groups) with group x bits a whole number of bytes; head_dim a multiple of 32
-/// (q8_0, q4_0); residual in [0, 2^24]. Throws rkv::InputError naming `where` (a config key or a layer).
+/// (q8_0, q4_0); residual in [0, 2^24]; token classes as CodecSpec::token_bits says (format int only). Throws
+/// rkv::InputError naming `where` (a config key or a layer).
 void check_codec(const CodecSpec& spec, int64_t head_dim, const std::string& where);
 
 /// Entries packed together in a key unit: `group` for kivi (its keys are grouped along tokens), 1 otherwise.

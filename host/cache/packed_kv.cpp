@@ -49,15 +49,31 @@ std::vector<int64_t> layout_of(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
+int64_t PackedLayer::entries(int64_t h) const {
+  if (!packed()) return 0;
+  int64_t n = heads[static_cast<size_t>(h)].entries;
+  for (const PackedClass& c : classes) n += c.heads[static_cast<size_t>(h)].entries;
+  return n;
+}
+
+std::vector<std::pair<const CodecSpec*, const std::vector<PackedHead>*>> PackedLayer::parts() const {
+  std::vector<std::pair<const CodecSpec*, const std::vector<PackedHead>*>> out;
+  for (const PackedClass& c : classes) out.emplace_back(&c.codec, &c.heads);
+  out.emplace_back(&codec, &heads);
+  return out;
+}
+
 size_t PackedLayer::bytes() const {
   size_t b = 0;
-  for (const auto& h : heads) b += capacity_bytes(h);
+  for (const auto& [spec, part] : parts())
+    for (const auto& h : *part) b += capacity_bytes(h);
   return b;
 }
 
 size_t PackedLayer::bytes_in_use() const {
   size_t b = 0;
-  for (const auto& h : heads) b += used_bytes(h);
+  for (const auto& [spec, part] : parts())
+    for (const auto& h : *part) b += used_bytes(h);
   return b;
 }
 
@@ -97,9 +113,62 @@ void pack_oldest(PackedLayer& packed, LayerKV& tail) {
   tail = std::move(rest);
 }
 
+namespace {
+
+/// The entries of `tail` whose class is `c`, every head in order, as an exact layer (positions with them).
+LayerKV gather_class(const LayerKV& tail, const std::vector<uint8_t>& entry_class, uint8_t c) {
+  const int64_t H = tail.n_kv_heads, d = tail.head_dim;
+  std::vector<int64_t> counts(static_cast<size_t>(H), 0);
+  size_t at = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < tail.head_length(h); ++i) counts[static_cast<size_t>(h)] += entry_class[at++] == c;
+  LayerKV out = build_exact_layer(H, d, *std::max_element(counts.begin(), counts.end()), layout_of(counts),
+                                  tail.has_positions());
+  at = 0;
+  for (int64_t h = 0; h < H; ++h) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < tail.head_length(h); ++i) {
+      if (entry_class[at++] != c) continue;
+      std::memcpy(out.k_at(h, j), tail.k_at(h, i), static_cast<size_t>(d) * sizeof(float));
+      std::memcpy(out.v_at(h, j), tail.v_at(h, i), static_cast<size_t>(d) * sizeof(float));
+      if (tail.has_positions()) *out.pos_at(h, j) = *tail.pos_at(h, i);
+      ++j;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void pack_classes(PackedLayer& packed, LayerKV& tail, const std::vector<CodecSpec>& codecs,
+                  const std::vector<uint8_t>& entry_class) {
+  check_geometry(packed, tail, "pack_classes");
+  if (entry_class.empty()) {
+    pack_oldest(packed, tail);
+    return;
+  }
+  if (static_cast<int64_t>(entry_class.size()) != tail.entries())
+    throw InputError("pack_classes: " + std::to_string(entry_class.size()) + " entry classes for a layer of " +
+                     std::to_string(tail.entries()) + " entries");
+  for (uint8_t c : entry_class)
+    if (c > codecs.size())
+      throw InputError("pack_classes: class " + std::to_string(c) + " but " + std::to_string(codecs.size()) + " codecs");
+  for (size_t c = 0; c < codecs.size(); ++c) {
+    LayerKV members = gather_class(tail, entry_class, static_cast<uint8_t>(c + 1));
+    CodecSpec spec = codecs[c];
+    spec.residual = 0;  // a class packs all its entries
+    PackedLayer part = build_packed_layer(spec, tail.n_kv_heads, tail.head_dim);
+    pack_oldest(part, members);
+    if (part.positions) packed.positions = true;
+    packed.classes.push_back(PackedClass{spec, std::move(part.heads)});
+  }
+  tail = gather_class(tail, entry_class, 0);
+  pack_oldest(packed, tail);
+}
+
 void unpack_layer(const PackedLayer& packed, const LayerKV& tail, int64_t extra, LayerKV& out) {
   check_geometry(packed, tail, "unpack_layer");
-  const int64_t H = tail.n_kv_heads, d = tail.head_dim, q = codec_key_quantum(packed.codec);
+  const int64_t H = tail.n_kv_heads, d = tail.head_dim;
   std::vector<int64_t> counts(static_cast<size_t>(H));
   for (int64_t h = 0; h < H; ++h) counts[static_cast<size_t>(h)] = packed.entries(h) + tail.head_length(h);
   const bool positions = packed.positions || tail.has_positions();
@@ -122,14 +191,21 @@ void unpack_layer(const PackedLayer& packed, const LayerKV& tail, int64_t extra,
   out.k.resize(static_cast<size_t>(rows * d));
   out.v.resize(out.k.size());
   out.pos.resize(positions ? static_cast<size_t>(rows) : 0);
-  const size_t kb = codec_key_unit_bytes(packed.codec, d), vb = codec_value_row_bytes(packed.codec, d);
+  const auto parts = packed.packed() ? packed.parts() : decltype(packed.parts()){};  // classes, then the base codec
   for (int64_t h = 0; h < H; ++h) {
     const int64_t np = packed.entries(h), nt = tail.head_length(h);
-    if (np > 0) {
-      const PackedHead& ph = packed.heads[static_cast<size_t>(h)];
-      for (int64_t u = 0; u < np / q; ++u) decode_key_unit(packed.codec, ph.k.data() + static_cast<size_t>(u) * kb, d, out.k_at(h, u * q));
-      for (int64_t i = 0; i < np; ++i) decode_value_row(packed.codec, ph.v.data() + static_cast<size_t>(i) * vb, d, out.v_at(h, i));
-      if (positions) std::memcpy(out.pos_at(h, 0), ph.pos.data(), static_cast<size_t>(np) * sizeof(int32_t));
+    int64_t at = 0;
+    for (const auto& [spec, part] : parts) {
+      const PackedHead& ph = (*part)[static_cast<size_t>(h)];
+      const int64_t q = codec_key_quantum(*spec);
+      const size_t kb = codec_key_unit_bytes(*spec, d), vb = codec_value_row_bytes(*spec, d);
+      for (int64_t u = 0; u < ph.entries / q; ++u)
+        decode_key_unit(*spec, ph.k.data() + static_cast<size_t>(u) * kb, d, out.k_at(h, at + u * q));
+      for (int64_t i = 0; i < ph.entries; ++i)
+        decode_value_row(*spec, ph.v.data() + static_cast<size_t>(i) * vb, d, out.v_at(h, at + i));
+      if (positions && ph.entries > 0)
+        std::memcpy(out.pos_at(h, at), ph.pos.data(), static_cast<size_t>(ph.entries) * sizeof(int32_t));
+      at += ph.entries;
     }
     if (nt == 0) continue;
     std::memcpy(out.k_at(h, np), tail.k_at(h, 0), static_cast<size_t>(nt * d) * sizeof(float));

@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "cache/layer_bits.hpp"
+#include "cache/selection.hpp"
+#include "cache/token_bits.hpp"
 
 #include "core/errors.hpp"
 #include "runner/sliding_window.hpp"
@@ -22,7 +24,7 @@ std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim, i
   if (!cell.budget_bytes_fraction) return cell.budget_fraction;
   const double x = *cell.budget_bytes_fraction, T = static_cast<double>(std::max<int64_t>(prefix_tokens, 1));
   if (cell.codec.none()) return x;
-  const double e_f32 = codec_entry_bytes(CodecSpec{}, head_dim), e = codec_entry_bytes(cell.codec, head_dim);
+  const double e_f32 = codec_entry_bytes(CodecSpec{}, head_dim), e = mixed_entry_bytes(cell.codec, head_dim);
   const double R = static_cast<double>(cell.codec.residual + codec_key_quantum(cell.codec) - 1);
   const double bytes = x * T * e_f32;  // per KV head and layer
   const double b = bytes <= R * e_f32 ? x * T : R + (bytes - R * e_f32) / e;
@@ -39,18 +41,75 @@ std::vector<int> layer_bits_of(const CompressedPrompt& comp, const CodecSpec& co
   return allocate_layer_bits(profile, entries, codec, config.head_dim, codec.bits_ratio);
 }
 
+std::vector<std::vector<uint8_t>> token_classes_of(Backend& backend, const PrefilledPrompt& prompt,
+                                                   const CompressedPrompt& comp, const LayerScorers& scorers,
+                                                   ScoreMemo& memo, const CodecSpec& codec) {
+  if (codec.none() || !codec.mixed()) return {};
+  const BackendCache& cache = *comp.cache;
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), H = backend.model().config.n_kv_heads;
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(cache.n_layers()));
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    if (cache.shared_source(l) != l) continue;
+    const bool recorded = static_cast<int64_t>(comp.prompt_positions.size()) > l &&
+                          !comp.prompt_positions[static_cast<size_t>(l)].empty();
+    std::vector<int32_t> positions = recorded ? comp.prompt_positions[static_cast<size_t>(l)]
+                                              : backend.layer_positions(cache, l);
+    if (positions.empty()) {  // no positions tracked: only an uncompacted layer's cache index is its position
+      for (int64_t h = 0; h < H; ++h) {
+        if (cache.head_length(l, h) != T)
+          throw InputError("per-token bits: layer " + std::to_string(l) + " tracks no positions of its kept entries");
+        for (int64_t i = 0; i < T; ++i) positions.push_back(static_cast<int32_t>(i));
+      }
+    }
+    const ScorerUse& scorer = scorers.at(l);
+    const std::vector<float>& scores = memo.scores(backend, prompt, scorer, l).scores;
+    const std::vector<int64_t> protect = protected_positions(T, scorer.requirements.protected_spec());
+    std::vector<uint8_t>& row = out[static_cast<size_t>(l)];
+    size_t at = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t n = cache.head_length(l, h), m = std::max<int64_t>(0, n - codec.residual);
+      const std::vector<uint8_t> cls = rank_token_classes(scores.data() + h * T, T, positions.data() + at, m, protect,
+                                                          codec.token_shares);
+      row.insert(row.end(), cls.begin(), cls.end());
+      row.insert(row.end(), static_cast<size_t>(n - m), uint8_t{0});
+      at += static_cast<size_t>(n);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> token_class_entries(const std::vector<std::vector<uint8_t>>& entry_classes,
+                                                      const CodecSpec& codec) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& row : entry_classes) {
+    std::vector<int64_t> counts(codec.token_bits.size() + 1, 0);
+    for (uint8_t c : row) ++counts[c == 0 ? counts.size() - 1 : c - 1u];
+    out.push_back(row.empty() ? std::vector<int64_t>{} : counts);
+  }
+  return out;
+}
+
 void encode_compressed(Backend& backend, CompressedPrompt& comp, const CodecSpec& codec,
-                       const std::vector<int>& layer_bits) {
+                       const std::vector<int>& layer_bits, const std::vector<std::vector<uint8_t>>& entry_classes) {
   if (codec.none()) return;
   if (!layer_bits.empty() && static_cast<int64_t>(layer_bits.size()) != comp.cache->n_layers())
     throw InputError("encode_compressed: bits for " + std::to_string(layer_bits.size()) + " layers, the cache has " +
                      std::to_string(comp.cache->n_layers()));
+  if (codec.mixed() && entry_classes.empty())
+    throw InputError("encode_compressed: the codec " + codec.label() + " needs each entry's token class (token_classes_of)");
+  if (!entry_classes.empty() && static_cast<int64_t>(entry_classes.size()) != comp.cache->n_layers())
+    throw InputError("encode_compressed: token classes for " + std::to_string(entry_classes.size()) +
+                     " layers, the cache has " + std::to_string(comp.cache->n_layers()));
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t l = 0; l < comp.cache->n_layers(); ++l) {
     if (comp.cache->shared_source(l) != l) continue;  // a shared layer holds no entries to encode
     CodecSpec c = codec;
     if (!layer_bits.empty()) c.bits = layer_bits[static_cast<size_t>(l)];
-    backend.encode_layer(*comp.cache, l, c);
+    if (entry_classes.empty()) {
+      backend.encode_layer(*comp.cache, l, c);
+    } else {
+      backend.encode_layer_classes(*comp.cache, l, c, entry_classes[static_cast<size_t>(l)]);
+    }
   }
   comp.bytes_kept = comp.cache->bytes();
   comp.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,6 +7,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -23,7 +24,7 @@ void check_codec_support(const ModelConfig& config, const CodecSpec& codec, cons
 
 /// The token fraction a cell keeps of a prompt of T = `prefix_tokens` positions: budget.fraction as it is, or for
 /// budget.bytes_fraction x the fraction whose kept entries cost at most x of the full float32 cache's bytes with the
-/// cell's codec. Per KV head and layer the budget is x T e_f32 bytes; up to R = residual + quantum - 1 entries may
+/// cell's codec (for a mixed codec, e_codec is the mix's mean entry bytes, cache/token_bits.hpp mixed_entry_bytes). Per KV head and layer the budget is x T e_f32 bytes; up to R = residual + quantum - 1 entries may
 /// stay float32 (the codec's residual window and at most one partial key unit), the rest cost e_codec each:
 ///   b = x T                                  when x T e_f32 <= R e_f32 (everything fits in the float32 part)
 ///   b = R + (x T e_f32 - R e_f32) / e_codec  otherwise,              f = min(1, b / T)
@@ -39,9 +40,28 @@ std::optional<double> token_fraction(const CellConfig& cell, int64_t head_dim, i
 std::vector<int> layer_bits_of(const CompressedPrompt& comp, const CodecSpec& codec, const std::vector<double>& profile,
                                const ModelConfig& config);
 
-/// Encodes every layer of `comp.cache` that holds its own entries (not a shared one) with `codec` -- at `layer_bits[l]` bits when given (one per model layer) --
-/// and sets comp.bytes_kept to the packed cache's bytes; adds the encode time to comp.seconds. A no-op for "none".
+/// The token precision class of every entry of every layer of `comp.cache` for a mixed codec (codec.token_bits;
+/// cache/token_bits.hpp): per layer, per KV head in cache order, the entries the codec packs (all but the newest
+/// `residual`) ranked by the layer's scorer (`scorers.at(l)`: its scores in `memo` for `prompt`, its protected
+/// positions first), the others class 0; the entries' prompt positions are comp.prompt_positions[l] when recorded
+/// (rerotate), else the cache's. [L] rows, empty for a shared layer; {} when the codec is not mixed. rkv::InputError
+/// for a cache that tracks no positions in a compacted layer.
+std::vector<std::vector<uint8_t>> token_classes_of(Backend& backend, const PrefilledPrompt& prompt,
+                                                   const CompressedPrompt& comp, const LayerScorers& scorers,
+                                                   ScoreMemo& memo, const CodecSpec& codec);
+
+/// Encodes every layer of `comp.cache` that holds its own entries (not a shared one) with `codec` -- at `layer_bits[l]`
+/// bits when given (one per model layer), with the token classes `entry_classes[l]` when given (token_classes_of;
+/// Backend::encode_layer_classes) -- and sets comp.bytes_kept to the packed cache's bytes; adds the encode time to
+/// comp.seconds. A no-op for "none".
 void encode_compressed(Backend& backend, CompressedPrompt& comp, const CodecSpec& codec,
-                       const std::vector<int>& layer_bits = {});
+                       const std::vector<int>& layer_bits = {},
+                       const std::vector<std::vector<uint8_t>>& entry_classes = {});
+
+/// Entries per token class of every layer of `cache` from `entry_classes` (token_classes_of): [L][C + 1], per layer
+/// the entries of each class over the KV heads, top class first, then class 0 (the base codec and the float tail);
+/// empty when entry_classes is.
+std::vector<std::vector<int64_t>> token_class_entries(const std::vector<std::vector<uint8_t>>& entry_classes,
+                                                      const CodecSpec& codec);
 
 }  // namespace rkv

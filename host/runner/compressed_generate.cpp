@@ -114,7 +114,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   CompressedPrompt comp = compress_prompt(backend, prompt, layer_scorers, shared.layers, alloc.layers, memo,
                                           alloc.heads.empty() ? nullptr : &alloc.heads, cfg.rerotate);
   share_compressed(backend, comp, shared.sources);
-  encode_compressed(backend, comp, cc.codec);
+  encode_compressed(backend, comp, cc.codec, {}, token_classes_of(backend, prompt, comp, layer_scorers, memo, cc.codec));
 
   // Greedy decode on the compacted cache, under the config's decode policy, from T or (rerotate) the cache length.
   const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);

@@ -366,6 +366,44 @@ DecodeSpec parse_decode_section(const Ctx& c, const toml::table& root) {
   return spec;
 }
 
+/// token_bits and token_shares of [compression.codec] `kp` into `spec` (cache/token_bits.hpp): equal lengths, bits
+/// strictly decreasing in {16, 8, 4} above `bits`, shares in [0, 1] summing to at most 1, format "int" and
+/// layer_bits = "uniform". A class with share 0 is dropped (so [0] is the uniform cell); ignored for format "none"
+/// (one section serves a sweep over formats). Errors name the key.
+void parse_token_classes(const Ctx& c, const toml::table& kp, CodecSpec& spec) {
+  const std::vector<int64_t> bits = get_number_list<int64_t>(c, kp, "token_bits", "compression.codec.token_bits", {});
+  const std::vector<double> shares = get_number_list<double>(c, kp, "token_shares", "compression.codec.token_shares", {});
+  if (spec.format == CodecFormat::none || (bits.empty() && shares.empty())) return;
+  const std::string kb = where(c, *kp.get(bits.empty() ? "token_shares" : "token_bits"),
+                               bits.empty() ? "compression.codec.token_shares" : "compression.codec.token_bits");
+  if (bits.size() != shares.size())
+    throw InputError(kb + ": " + std::to_string(bits.size()) + " token_bits but " + std::to_string(shares.size()) +
+                     " token_shares (one share per class)");
+  if (spec.format != CodecFormat::integer)
+    throw InputError(kb + ": per-token bits need format \"int\" (got \"" + codec_format_name(spec.format) + "\")");
+  if (spec.layer_bits != "uniform")
+    throw InputError(kb + ": per-token bits take layer_bits = \"uniform\" (per-layer and per-token bits do not combine)");
+  double sum = 0;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const int64_t b = bits[i];
+    if ((b != 16 && b != 8 && b != 4 && b != 2) || b <= spec.bits || (i > 0 && b >= bits[i - 1]))
+      throw InputError(kb + " must be strictly decreasing values of 16, 8, 4, 2 above compression.codec.bits = " +
+                       std::to_string(spec.bits) + " (got " + std::to_string(b) + " at index " + std::to_string(i) + ")");
+    const double p = shares[i];
+    if (!(p >= 0.0 && p <= 1.0))
+      throw InputError(where(c, *kp.get("token_shares"), "compression.codec.token_shares") + " must lie in [0, 1] (got " +
+                       std::to_string(p) + " at index " + std::to_string(i) + ")");
+    sum += p;
+    if (p > 0.0) {
+      spec.token_bits.push_back(static_cast<int>(b));
+      spec.token_shares.push_back(p);
+    }
+  }
+  if (sum > 1.0 + 1e-12)
+    throw InputError(where(c, *kp.get("token_shares"), "compression.codec.token_shares") + " sum to " +
+                     std::to_string(sum) + ", more than 1");
+}
+
 /// [compression.codec] of `root` (cache/codec.hpp): format ("none" | "int" | "kivi" | "q8_0" | "q4_0"), bits, group,
 /// symmetric, residual; each format reads the keys it uses (so one section serves a sweep over formats). Integers
 /// are range-checked here; what depends on the head dim (group dividing it, blocks of 32) when the model is read.
@@ -374,7 +412,8 @@ CodecSpec parse_codec_section(const Ctx& c, const toml::table& root) {
   const toml::table* cp = sub_table(c, root, "compression", "compression");
   const toml::table* kp = cp ? sub_table(c, *cp, "codec", "compression.codec") : nullptr;
   if (!kp) return spec;
-  check_keys(c, *kp, "compression.codec", {"format", "bits", "group", "symmetric", "residual", "layer_bits", "bits_ratio"});
+  check_keys(c, *kp, "compression.codec",
+             {"format", "bits", "group", "symmetric", "residual", "layer_bits", "bits_ratio", "token_bits", "token_shares"});
   const std::string format = get_string(c, *kp, "format", "compression.codec.format", "none");
   if (format != "none") spec.format = parse_codec_format(format, where(c, *kp->get("format"), "compression.codec.format"));
   spec.bits = static_cast<int>(get_int(c, *kp, "bits", "compression.codec.bits", 4, 2, 8));
@@ -404,6 +443,7 @@ CodecSpec parse_codec_section(const Ctx& c, const toml::table& root) {
   if (spec.format != CodecFormat::none && spec.group * spec.bits % 8 != 0)
     throw InputError(where_table(c, *kp, "compression.codec") + ": group " + std::to_string(spec.group) + " x " +
                      std::to_string(spec.bits) + " bits is not a whole number of bytes");
+  parse_token_classes(c, *kp, spec);
   return spec;
 }
 
@@ -622,7 +662,7 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
   if (parts[0] == "compression") {
     const std::vector<std::string> decode_keys = {"policy", "sinks", "recent", "interval", "target"};
     const std::vector<std::string> codec_keys = {"format", "bits", "group", "symmetric", "residual", "layer_bits",
-                                                 "bits_ratio"};
+                                                 "bits_ratio", "token_bits", "token_shares"};
     const std::vector<std::string> share_keys = {"groups", "map", "count"};
     const std::vector<std::string> joint_keys = {"plan", "fractions", "bits", "share", "group", "symmetric"};
     const std::vector<std::string>* keys = parts.size() == 3 && parts[1] == "decode"  ? &decode_keys
@@ -633,8 +673,8 @@ std::string check_sweep_key(const Ctx& c, const toml::node& where_node, const st
     if (!keys || std::find(keys->begin(), keys->end(), parts[2]) == keys->end())
       fail("of [compression] only the decode policy, the codec, sharing and the joint plan are swept: "
            "compression.decode.policy, .sinks, .recent, .interval, .target; compression.codec.format, .bits, .group, "
-           ".symmetric, .residual, .layer_bits, .bits_ratio; compression.share.groups, .map, .count; "
-           "compression.joint.plan, .fractions, .bits, .share, .group, .symmetric");
+           ".symmetric, .residual, .layer_bits, .bits_ratio, .token_bits, .token_shares; compression.share.groups, "
+           ".map, .count; compression.joint.plan, .fractions, .bits, .share, .group, .symmetric");
     return key;
   }
   if (parts[0] == "budget") {

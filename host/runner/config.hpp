@@ -28,11 +28,15 @@
 //   [compression.decode] policy = "none"|"rolling"|"h2o"|"periodic"; sinks = 4 (rolling), recent (h2o; default half
 //                 the budget), interval = 16 and target (periodic; default the budget) -- a cell setting: sweepable
 //                 as "compression.decode.policy" etc. (runner/decode_policy.hpp)
-//   [compression.codec] format = "none"|"int"|"kivi"|"q8_0"|"q4_0", bits = 2|4|8 (int, kivi; default 4), group = 32
-//                 (int: channels per scale; kivi: entries per key group and channels per value group), symmetric =
-//                 false (int), residual = newest entries per KV head kept in float32 (default 0; kivi 128),
+//   [compression.codec] format = "none"|"int"|"kivi"|"q8_0"|"q4_0"|"f16", bits = 2|4|8 (int, kivi; default 4),
+//                 group = 32 (int: channels per scale; kivi: entries per key group and channels per value group),
+//                 symmetric = false (int), residual = newest entries per KV head kept in float32 (default 0; kivi 128),
 //                 layer_bits = "uniform"|"profile" (int, kivi: bits per layer from the [signal] profile at the bytes
-//                 of uniform `bits`; cache/layer_bits.hpp), bits_ratio = 4.0 (profile: most / least sensitive) -- a cell
+//                 of uniform `bits`; cache/layer_bits.hpp), bits_ratio = 4.0 (profile: most / least sensitive),
+//                 token_bits = [16, 8] and token_shares = [0.05, 0.15] (int, layer_bits "uniform": per KV head the
+//                 packed entries ranked as the eviction ranked them, the top 5% at 16 bits (f16), the next 15% at 8,
+//                 the rest at `bits`; bits strictly decreasing in {16, 8, 4, 2} above `bits`, shares in [0, 1] summing
+//                 to at most 1, a share of 0 drops its class; cache/token_bits.hpp) -- a cell
 //                 setting, sweepable as "compression.codec.format" etc.; the kept entries of every layer are stored
 //                 packed after compression (cache/codec.hpp); not with a decode policy
 //   [compression.share] groups = g (CLA@g: layer l reads layer floor(l/g) g) | map = [[layer, source], ...] | count =

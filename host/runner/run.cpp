@@ -394,8 +394,11 @@ CompressedPrompt compress_cell(Backend& backend, const PrefilledPrompt& prompt, 
   share_compressed(backend, comp, shared.sources);
   if (!cc.share.none()) r.share_sources = shared.sources;
   const std::vector<int> bits = layer_bits_of(comp, cc.codec, profile_all, mc);
-  encode_compressed(backend, comp, cc.codec, bits);
+  const std::vector<std::vector<uint8_t>> classes =
+      token_classes_of(backend, prompt, comp, layer_scorers, memo, cc.codec);
+  encode_compressed(backend, comp, cc.codec, bits, classes);
   r.layer_bits.assign(bits.begin(), bits.end());
+  r.token_class_entries = token_class_entries(classes, cc.codec);
   r.budget_total = shared.budget_total;
   r.warnings = alloc.warnings;
   if (!shared.warning.empty()) r.warnings.push_back(shared.warning);

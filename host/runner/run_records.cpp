@@ -33,6 +33,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["budgets"] = budgets;
   if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
   if (!layer_bits.empty()) j["layer_bits"] = layer_bits;
+  if (!token_class_entries.empty()) j["token_class_entries"] = token_class_entries;
   if (!share_sources.empty()) j["share_sources"] = share_sources;
   if (!joint_plan.empty()) j["joint_plan"] = joint_plan;
   j["kv_bytes"] = kv_bytes;
@@ -100,6 +101,11 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
     for (const auto& row : j.at("head_budgets")) r.head_budgets.push_back(integer_list(row, "head_budgets"));
   }
   if (j.contains("layer_bits")) r.layer_bits = integer_list(j.at("layer_bits"), "layer_bits");
+  if (j.contains("token_class_entries")) {
+    if (!j.at("token_class_entries").is_array()) throw InputError("'token_class_entries' is not a list");
+    for (const auto& row : j.at("token_class_entries"))
+      r.token_class_entries.push_back(integer_list(row, "token_class_entries"));
+  }
   if (j.contains("share_sources")) r.share_sources = integer_list(j.at("share_sources"), "share_sources");
   if (j.contains("joint_plan")) {
     if (!j.at("joint_plan").is_array()) throw InputError("'joint_plan' is not a list");

@@ -124,6 +124,94 @@ TEST(CodecBackend, BytesArePackedDataScalesAndPositions) {
   EXPECT_EQ(r->bytes(), 4u * (32u * 40u + 8u * 260u));
 }
 
+/// decode(encode(entry)) in place for entry i of KV head h of `layer` with `codec`'s key unit of one entry.
+void quantize_entry(rkv::LayerKV& layer, int64_t h, int64_t i, const rkv::CodecSpec& codec) {
+  const int64_t d = layer.head_dim;
+  std::vector<uint8_t> b(rkv::codec_key_unit_bytes(codec, d) + rkv::codec_value_row_bytes(codec, d));
+  rkv::encode_key_unit(codec, layer.k_at(h, i), d, b.data());
+  rkv::decode_key_unit(codec, b.data(), d, layer.k_at(h, i));
+  rkv::encode_value_row(codec, layer.v_at(h, i), d, b.data());
+  rkv::decode_value_row(codec, b.data(), d, layer.v_at(h, i));
+}
+
+TEST(CodecBackend, TokenClassesDecodeAsTheirDequantizedFloatCache) {
+  // int2 (asymmetric, groups of 16) with classes at 16 bits (f16) and 8 bits, residual 4, T = 30: entry i < 26 of
+  // every head at 16 bits when i % 7 == 0 (0, 7, 14, 21), at 8 bits when i % 7 == 3 (3, 10, 17, 24), else 2 bits.
+  // The reference is a float32 cache holding each entry decode(encode(entry)) by its class's codec, in the original
+  // order: decode on the packed cache (whose unpacked order is classes first) gives its logits, and the entries
+  // decode appends are packed at 2 bits as they leave the residual window.
+  rkv::CodecSpec codec = spec(rkv::CodecFormat::integer, 2, 16, false, 4);
+  codec.token_bits = {16, 8};
+  codec.token_shares = {0.15, 0.15};
+  const int64_t T = 30, R = 4, L = model().config.n_layers, H = model().config.n_kv_heads;
+  const auto backend = rkv::make_backend("cpu", model(), {});
+  const rkv::PrefillResult pre = backend->prefill(tokens(T), {});
+  const auto packed = backend->clone(*pre.cache);
+  const auto reference = backend->clone(*pre.cache);
+  std::vector<uint8_t> classes;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < T; ++i)
+      classes.push_back(static_cast<uint8_t>(i >= T - R ? 0 : i % 7 == 0 ? 1 : i % 7 == 3 ? 2 : 0));
+  rkv::CodecSpec f16 = codec, int8 = codec;
+  f16.format = rkv::CodecFormat::f16;
+  int8.bits = 8;
+  for (int64_t l = 0; l < L; ++l) {
+    backend->encode_layer_classes(*packed, l, codec, classes);
+    rkv::LayerKV& ref = rkv::cpu::cpu_cache(*reference).kv.layers[static_cast<size_t>(l)];
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T - R; ++i) {
+        const uint8_t c = classes[static_cast<size_t>(h * T + i)];
+        quantize_entry(ref, h, i, c == 1 ? f16 : c == 2 ? int8 : codec);
+      }
+  }
+  // Bytes by hand, per layer and KV head: 4 x f16 (64 + 64 + 4 = 132) + 4 x int8 (2 x (4 + 16) x 2 + 4 = 84) + 18 x
+  // int2 (2 x (4 + 4) x 2 + 4 = 36) + 4 float32 (260) = 528 + 336 + 648 + 1040 = 2552; x 2 heads x 2 layers.
+  EXPECT_EQ(packed->bytes(), 4u * 2552u);
+  EXPECT_EQ(packed->head_length(1, 1), T);
+  for (int64_t s = 0; s < 6; ++s) {
+    const std::vector<int32_t> next = tokens(1, T + s);
+    const std::vector<float> a = backend->extend(*packed, next, T + s, rkv::LogitsFor::Last);
+    const std::vector<float> b = backend->extend(*reference, next, T + s, rkv::LogitsFor::Last);
+    EXPECT_LT(max_abs_diff(a, b), 1e-5) << "decode step " << s;
+    const int64_t leaving = T + s + 1 - R - 1;  // the entry that just left the residual window: packed at 2 bits
+    for (rkv::LayerKV& ref : rkv::cpu::cpu_cache(*reference).kv.layers)
+      for (int64_t h = 0; h < H; ++h) quantize_entry(ref, h, leaving, codec);
+  }
+  // positions: per head the 16-bit entries, the 8-bit ones, then the 2-bit ones in order, then the tail
+  const std::vector<int32_t> pos = backend->layer_positions(*packed, 0);
+  ASSERT_EQ(pos.size(), static_cast<size_t>(H * (T + 6)));
+  EXPECT_EQ(std::vector<int32_t>(pos.begin(), pos.begin() + 9), (std::vector<int32_t>{0, 7, 14, 21, 3, 10, 17, 24, 1}));
+  // a class vector of the wrong length is refused, and the layer stays encodable
+  const auto other = backend->clone(*pre.cache);
+  EXPECT_THROW(backend->encode_layer_classes(*other, 0, codec, std::vector<uint8_t>(3, 0)), rkv::InputError);
+  EXPECT_NO_THROW(backend->encode_layer_classes(*other, 0, codec, classes));
+}
+
+TEST(CodecBackend, NoTokenClassesIsTheUniformCodecBitForBit) {
+  // encode_layer_classes with all entries at the base bits, or an empty class vector, stores what encode_layer stores:
+  // the same bytes and the same logits, bit for bit.
+  const rkv::CodecSpec uniform = spec(rkv::CodecFormat::integer, 4, 32, false, 2);
+  rkv::CodecSpec mixed = uniform;
+  mixed.token_bits = {8};
+  mixed.token_shares = {0.25};
+  const auto backend = rkv::make_backend("cpu", model(), {});
+  const rkv::PrefillResult pre = backend->prefill(tokens(24), {});
+  const auto a = backend->clone(*pre.cache), b = backend->clone(*pre.cache), c = backend->clone(*pre.cache);
+  for (int64_t l = 0; l < model().config.n_layers; ++l) {
+    backend->encode_layer(*a, l, uniform);
+    backend->encode_layer_classes(*b, l, uniform, {});
+    backend->encode_layer_classes(*c, l, mixed, std::vector<uint8_t>(2 * 24, 0));
+  }
+  EXPECT_EQ(b->bytes(), a->bytes());
+  EXPECT_EQ(c->bytes(), a->bytes());
+  for (int64_t s = 0; s < 3; ++s) {
+    const std::vector<int32_t> next = tokens(1, 24 + s);
+    const std::vector<float> la = backend->extend(*a, next, 24 + s, rkv::LogitsFor::Last);
+    EXPECT_EQ(backend->extend(*b, next, 24 + s, rkv::LogitsFor::Last), la);
+    EXPECT_EQ(backend->extend(*c, next, 24 + s, rkv::LogitsFor::Last), la);
+  }
+}
+
 TEST(CodecBackend, APackedLayerRefusesWhatNeedsFloatEntries) {
   const auto backend = rkv::make_backend("cpu", model(), {});
   const rkv::PrefillResult pre = backend->prefill(tokens(20), {});

@@ -660,7 +660,12 @@ TEST_P(BackendConformance, CodecPacksTheSameBytesAndDecodesAsTheCpu) {
   kivi.group = 16;
   kivi.residual = 8;
   q4.format = rkv::CodecFormat::q4_0;
-  for (const rkv::CodecSpec& codec : {int4, kivi, q4}) {
+  rkv::CodecSpec mixed;  // per-token bits: int2 with classes at 16 (f16) and 8 bits
+  mixed.format = rkv::CodecFormat::integer;
+  mixed.bits = 2;
+  mixed.token_bits = {16, 8};
+  mixed.token_shares = {0.2, 0.2};
+  for (const rkv::CodecSpec& codec : {int4, kivi, q4, mixed}) {
     SCOPED_TRACE(codec.label());
     const rkv::PrefillResult a = cpu->prefill(prompt, {}), b = dev->prefill(prompt, {});
     // layer 0: heads keep 40, 30, 20 of the first positions (per-head lengths)
@@ -669,11 +674,25 @@ TEST_P(BackendConformance, CodecPacksTheSameBytesAndDecodesAsTheCpu) {
     dev->compact_layer(*b.cache, 0, sel);
     const size_t f32_bytes = a.cache->bytes_in_use();
     for (int64_t l = 0; l < model.config.n_layers; ++l) {
-      cpu->encode_layer(*a.cache, l, codec);
-      dev->encode_layer(*b.cache, l, codec);
+      if (!codec.mixed()) {
+        cpu->encode_layer(*a.cache, l, codec);
+        dev->encode_layer(*b.cache, l, codec);
+        continue;
+      }
+      std::vector<uint8_t> classes;  // entry i of a head: i % 5 == 0 at 16 bits, i % 5 == 2 at 8 bits, else 2 bits
+      for (int64_t h = 0; h < model.config.n_kv_heads; ++h)
+        for (int64_t i = 0; i < a.cache->head_length(l, h); ++i)
+          classes.push_back(static_cast<uint8_t>(i % 5 == 0 ? 1 : i % 5 == 2 ? 2 : 0));
+      if (model.config.is_sliding(l)) {  // classes reorder the entries; a window needs them in position order
+        EXPECT_THROW(cpu->encode_layer_classes(*a.cache, l, codec, classes), rkv::InputError);
+        EXPECT_THROW(dev->encode_layer_classes(*b.cache, l, codec, classes), rkv::InputError);
+        classes.assign(classes.size(), 0);  // all at the base bits: allowed
+      }
+      cpu->encode_layer_classes(*a.cache, l, codec, classes);
+      dev->encode_layer_classes(*b.cache, l, codec, classes);
     }
     EXPECT_EQ(b.cache->bytes_in_use(), a.cache->bytes_in_use());
-    EXPECT_LT(a.cache->bytes_in_use(), f32_bytes / 2);  // 84, 68 and 76 of 516 bytes per entry, plus float tails
+    EXPECT_LT(a.cache->bytes_in_use(), f32_bytes / 2);  // 84, 68, 76 and 112.8 of 516 bytes per entry, plus tails
     const auto cb = dev->clone(*b.cache);  // a clone decodes like its original
     int32_t t = static_cast<int32_t>(argmax(a.logits.data(), V));
     for (int64_t s = 0; s < 20; ++s) {

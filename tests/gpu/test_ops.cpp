@@ -70,13 +70,14 @@ const char* name(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
 
 TEST_F(OpsTest, DequantizeKvEqualsTheHostCodecBitForBit) {
   // kernels::dequantize_kv on bytes the host codec packed (cache/codec.hpp) gives exactly rkv::decode_key_unit /
-  // decode_value_row's floats (float32 storage), and those rounded to bfloat16 once (bf16 storage); every format,
+  // decode_value_row's floats (float32 storage), and those rounded to bfloat16 once (bf16 storage); every format
+  // (f16 included),
   // keys and values, 64 entries of d = 64 with an outlier channel.
   const int64_t d = 64, n = 64;
   Lcg r(11);
   std::vector<float> x(static_cast<size_t>(n * d));
   for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f * r.next() + (i % d == 7 ? 25.0f : 0.0f);
-  std::vector<rkv::CodecSpec> specs(6);
+  std::vector<rkv::CodecSpec> specs(7);
   specs[0].format = rkv::CodecFormat::integer;  // int4 asymmetric g32
   specs[1].format = rkv::CodecFormat::integer;
   specs[1].bits = 8;
@@ -88,6 +89,7 @@ TEST_F(OpsTest, DequantizeKvEqualsTheHostCodecBitForBit) {
   specs[3].bits = 2;
   specs[4].format = rkv::CodecFormat::q8_0;
   specs[5].format = rkv::CodecFormat::q4_0;
+  specs[6].format = rkv::CodecFormat::f16;  // per-token precision's 16-bit class
   for (const rkv::CodecSpec& spec : specs)
     for (bool keys : {true, false}) {
       SCOPED_TRACE(spec.label() + (keys ? " keys" : " values"));
@@ -110,6 +112,7 @@ TEST_F(OpsTest, DequantizeKvEqualsTheHostCodecBitForBit) {
       layout.format = spec.format == rkv::CodecFormat::integer ? rc::kernels::kCodecInteger
                       : spec.format == rkv::CodecFormat::kivi  ? rc::kernels::kCodecKivi
                       : spec.format == rkv::CodecFormat::q8_0  ? rc::kernels::kCodecQ8_0
+                      : spec.format == rkv::CodecFormat::f16   ? rc::kernels::kCodecF16
                                                                : rc::kernels::kCodecQ4_0;
       layout.bits = spec.bits;
       layout.group = spec.group;

@@ -240,6 +240,48 @@ TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
             std::string::npos);
 }
 
+TEST_F(Config, TokenBitsAreACodecSettingWithErrorsNamingTheKey) {
+  const std::string codec = "[compression.codec]\nformat = \"int\"\nbits = 4\n";
+  const rkv::RunPlan p = load(base(codec + "token_bits = [16, 8]\ntoken_shares = [0.05, 0.15]\n"));
+  const rkv::CodecSpec& c = p.cells[1].config.codec;
+  EXPECT_EQ(c.label(), "int4-asym-g32+16x0.05+8x0.15");
+  EXPECT_NE(p.cells[1].label.find("int4-asym-g32+16x0.05+8x0.15"), std::string::npos) << p.cells[1].label;
+  EXPECT_EQ(c.to_json().at("token_bits").get<std::vector<int>>(), (std::vector<int>{16, 8}));
+  EXPECT_NE(p.cells[1].effective_key, load(base(codec)).cells[1].effective_key);
+  // A share of 0 drops its class, and no classes is the uniform cell: the same effective key, computed once.
+  EXPECT_EQ(load(base(codec + "token_bits = [16]\ntoken_shares = [0]\n")).cells[1].effective_key,
+            load(base(codec)).cells[1].effective_key);
+  EXPECT_EQ(load(base(codec + "token_bits = []\ntoken_shares = []\n")).cells[1].effective_key,
+            load(base(codec)).cells[1].effective_key);
+  // Bytes: the mix's mean entry, SmolLM2 d = 64, int4 with 5% at f16: e = 84 + 0.05 x (260 - 84) = 92.8.
+  std::string text = base(codec + "token_bits = [16]\ntoken_shares = [0.05]\n");
+  text.replace(text.find("fraction = 0.2"), 14, "bytes_fraction = 0.1");
+  EXPECT_NEAR(*rkv::token_fraction(load(text).cells[1].config, 64, 1024), 0.1 * 516.0 / 92.8, 1e-12);
+  auto err = [&](const std::string& keys) { return error(base(codec + keys)); };
+  EXPECT_NE(err("token_bits = [16, 8]\ntoken_shares = [0.1]\n").find("compression.codec.token_bits"), std::string::npos);
+  EXPECT_NE(err("token_bits = [8, 16]\ntoken_shares = [0.1, 0.1]\n").find("strictly decreasing"), std::string::npos);
+  EXPECT_NE(err("token_bits = [12]\ntoken_shares = [0.1]\n").find("compression.codec.token_bits"), std::string::npos);
+  EXPECT_NE(err("token_bits = [4]\ntoken_shares = [0.1]\n").find("above compression.codec.bits"), std::string::npos);
+  EXPECT_NE(err("token_bits = [16]\ntoken_shares = [1.5]\n").find("compression.codec.token_shares"), std::string::npos);
+  EXPECT_NE(err("token_bits = [16]\ntoken_shares = [-0.1]\n").find("[0, 1]"), std::string::npos);
+  EXPECT_NE(err("token_bits = [16, 8]\ntoken_shares = [0.6, 0.5]\n").find("more than 1"), std::string::npos);
+  EXPECT_NE(err("token_bits = [16]\ntoken_shares = [\"a\"]\n").find("compression.codec.token_shares"),
+            std::string::npos);
+  EXPECT_NE(err("token_bits = [16]\ntoken_shares = [0.1]\nlayer_bits = \"profile\"\n").find("layer_bits"),
+            std::string::npos);
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"q8_0\"\ntoken_bits = [16]\ntoken_shares = [0.1]\n"))
+                .find("format \"int\""),
+            std::string::npos);
+  // f16 is a format of its own; format "none" ignores the classes (a sweep over formats keeps one float32 cell).
+  EXPECT_EQ(load(base("[compression.codec]\nformat = \"f16\"\n")).cells[1].config.codec.label(), "f16");
+  EXPECT_TRUE(load(base("[compression.codec]\ntoken_bits = [16]\ntoken_shares = [0.1]\n")).cells[1].config.codec.none());
+  // Sweepable: one cell per share list.
+  const rkv::RunPlan s = load(base(codec + "token_bits = [16]\n",
+                                   "[sweep]\n\"compression.codec.token_shares\" = [[0.05], [0.1]]\n"));
+  ASSERT_EQ(s.cells.size(), 3u);
+  EXPECT_EQ(s.cells[2].config.codec.label(), "int4-asym-g32+16x0.1");
+}
+
 TEST_F(Config, SweepIsTheCartesianProduct) {
   const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\", \"ripplekv\"]\n"
                                        "\"budget.fraction\" = [0.1, 0.3]\n"));

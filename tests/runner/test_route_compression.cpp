@@ -9,10 +9,12 @@
 #include <numeric>
 
 #include "backend/backend.hpp"
+#include "cache/selection.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/registry.hpp"
+#include "runner/cache_codec.hpp"
 #include "runner/compression.hpp"
 
 namespace {
@@ -158,6 +160,59 @@ TEST_F(RouteCompression, AllocatorsAreToldTheLargestProtectedCount) {
   EXPECT_THROW(rkv::allocate_cell(*be, prompt, route, memo, instance("uniform", RKV_KIND_ALLOCATOR),
                                   &instance("adakv", RKV_KIND_ALLOCATOR), {0, 1, 2}, {}, 30),
                rkv::InputError);
+}
+
+}  // namespace
+
+namespace {
+
+class TokenClasses : public RouteCompression {};
+
+TEST_F(TokenClasses, TheTopClassHoldsWhatEachLayersScorerKeepsAtThatShare) {
+  // Per-token bits (runner/cache_codec.hpp token_classes_of): with a route (layer 1 knorm, layers 0 and 2 snapkv),
+  // 12 of 32 positions kept per KV head and 25% of them at 16 bits, the 16-bit entries of each head are exactly what
+  // the layer's own scorer keeps at a budget of floor(0.25 x 12) = 3 (select_positions: protected first, then the
+  // top scores) -- the classes nest with eviction. Bytes by hand (d = 8, int4 asymmetric groups of 8: a row 4 + 4 =
+  // 8 bytes, an entry 8 + 8 + 4 = 20; f16: 16 + 16 + 4 = 36): per layer and head 3 x 36 + 9 x 20 = 288, x 2 heads x
+  // 3 layers = 1728.
+  const rkv::ModelConfig& c = model().config;
+  auto be = rkv::make_backend("cpu", model());
+  const rkv::ScorerUse knorm = scorer("knorm");
+  const rkv::ScorerUse snap = scorer("snapkv", {{"window", int64_t(4), false, "t"}, {"kernel", int64_t(3), false, "t"}});
+  const int64_t T = 32;
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens(T), rkv::prefill_needs({&knorm, &snap}));
+  const std::vector<int64_t> A = {0, 1, 2}, budgets = {12, 12, 12};
+  rkv::ScoreMemo memo;
+  const rkv::LayerScorers route(snap, {{1, &knorm}});
+  rkv::CompressedPrompt comp = rkv::compress_prompt(*be, prompt, route, A, budgets, memo);
+  rkv::CodecSpec codec;
+  codec.format = rkv::CodecFormat::integer;
+  codec.bits = 4;
+  codec.group = 8;
+  codec.token_bits = {16};
+  codec.token_shares = {0.25};
+  const std::vector<std::vector<uint8_t>> classes = rkv::token_classes_of(*be, prompt, comp, route, memo, codec);
+  ASSERT_EQ(classes.size(), 3u);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const rkv::ScorerUse& s = l == 1 ? knorm : snap;
+    const rkv::Selection top = rkv::select_positions(memo.scores(*be, prompt, s, l).scores.data(), c.n_kv_heads, T, 3,
+                                                     s.requirements.protected_spec(), l);
+    const std::vector<int32_t> pos = be->layer_positions(*comp.cache, l);
+    for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+      std::vector<int64_t> sixteen;
+      for (int64_t i = 0; i < 12; ++i)
+        if (classes[static_cast<size_t>(l)][static_cast<size_t>(g * 12 + i)] == 1)
+          sixteen.push_back(pos[static_cast<size_t>(g * 12 + i)]);
+      EXPECT_EQ(sixteen, std::vector<int64_t>(top.head_positions(g), top.head_positions(g) + 3))
+          << "layer " << l << " head " << g;
+    }
+  }
+  EXPECT_EQ(rkv::token_class_entries(classes, codec), (std::vector<std::vector<int64_t>>(3, {6, 18})));
+  rkv::encode_compressed(*be, comp, codec, {}, classes);
+  EXPECT_EQ(comp.bytes_kept, 1728u);
+  // Without the classes a mixed codec is refused (it would store everything at 4 bits under a mixed label).
+  rkv::CompressedPrompt again = rkv::compress_prompt(*be, prompt, route, A, budgets, memo);
+  EXPECT_THROW(rkv::encode_compressed(*be, again, codec), rkv::InputError);
 }
 
 }  // namespace

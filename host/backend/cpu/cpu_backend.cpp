@@ -10,6 +10,7 @@
 #include "backend/cpu/threads.hpp"
 #include "cache/compaction.hpp"
 #include "cache/rerotation.hpp"
+#include "cache/token_bits.hpp"
 #include "core/errors.hpp"
 
 namespace rkv::cpu {
@@ -238,7 +239,9 @@ std::vector<int32_t> CpuBackend::layer_positions(const BackendCache& cache, int6
   std::vector<int32_t> out;
   if (!src.has_positions() && !(packed && packed->positions)) return out;
   for (int64_t h = 0; h < src.n_kv_heads; ++h) {
-    if (packed) out.insert(out.end(), packed->heads[static_cast<size_t>(h)].pos.begin(), packed->heads[static_cast<size_t>(h)].pos.end());
+    if (packed)
+      for (const auto& [spec, part] : packed->parts())
+        out.insert(out.end(), (*part)[static_cast<size_t>(h)].pos.begin(), (*part)[static_cast<size_t>(h)].pos.end());
     if (src.has_positions()) out.insert(out.end(), src.pos_at(h, 0), src.pos_at(h, 0) + src.head_length(h));
   }
   return out;
@@ -297,15 +300,26 @@ void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
 }
 
 void CpuBackend::encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) {
+  encode_layer_classes(cache, layer, codec, {});
+}
+
+void CpuBackend::encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,
+                                      const std::vector<uint8_t>& entry_class) {
   CpuCache& cc = cpu_cache(cache);
   check_layer(cc.kv, layer);
   refuse_packed(cc, layer, "encoding");
   LayerKV& tail = cc.kv.layers[static_cast<size_t>(layer)];
   check_codec(codec, tail.head_dim, "layer " + str(layer));
   if (codec.none()) return;
+  if (model_.config.is_sliding(layer) && std::any_of(entry_class.begin(), entry_class.end(), [](uint8_t c) { return c != 0; }))
+    throw InputError("layer " + str(layer) + ": token precision classes reorder a layer's entries, and a "
+                     "sliding-window layer's attention needs them in position order");
+  const std::vector<CodecSpec> classes = token_class_codecs(codec);
+  for (const CodecSpec& c : classes) check_codec(c, tail.head_dim, "layer " + str(layer) + " token class");
+  PackedLayer p = build_packed_layer(codec, tail.n_kv_heads, tail.head_dim);
+  pack_classes(p, tail, classes, entry_class);  // checks entry_class before it moves anything
   if (cc.packed.empty()) cc.packed.resize(cc.kv.layers.size());
-  PackedLayer& p = cc.packed[static_cast<size_t>(layer)] = build_packed_layer(codec, tail.n_kv_heads, tail.head_dim);
-  pack_oldest(p, tail);
+  cc.packed[static_cast<size_t>(layer)] = std::move(p);
 }
 
 void CpuBackend::share_layer(BackendCache& cache, int64_t layer, int64_t source) {

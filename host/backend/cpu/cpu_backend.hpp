@@ -58,6 +58,8 @@ class CpuBackend final : public Backend {
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;
   void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override;
+  void encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,
+                            const std::vector<uint8_t>& entry_class) override;
   void share_layer(BackendCache& cache, int64_t layer, int64_t source) override;
   std::unique_ptr<ProfilerSession> new_profiler(int64_t prefix_tokens, int64_t window_tokens,
                                                 const ProtectedSpec& protect) override;

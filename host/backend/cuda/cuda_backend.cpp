@@ -13,6 +13,7 @@
 #include "backend/cuda/dlpack_view.hpp"
 #include "backend/cuda/forward.hpp"
 #include "backend/cuda/packed_cache.hpp"
+#include "cache/token_bits.hpp"
 #include "backend/cuda/profiler.hpp"
 #include "backend/cuda/rerotation.hpp"
 #include "core/errors.hpp"
@@ -411,14 +412,25 @@ class CudaBackend final : public Backend {
   }
 
   void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override {
+    encode_layer_classes(cache, layer, codec, {});
+  }
+
+  void encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,
+                            const std::vector<uint8_t>& entry_class) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);
     c.refuse_packed(layer, "encoding");
     DeviceLayerKV& tail = c.kv.layers[static_cast<size_t>(layer)];
     check_codec(codec, tail.head_dim, "layer " + str(layer));
     if (codec.none()) return;
+    if (model().config.is_sliding(layer) && std::any_of(entry_class.begin(), entry_class.end(), [](uint8_t c) { return c != 0; }))
+      throw InputError("layer " + str(layer) + ": token precision classes reorder a layer's entries, and a "
+                       "sliding-window layer's attention needs them in position order");
+    const std::vector<CodecSpec> classes = token_class_codecs(codec);
+    for (const CodecSpec& k : classes) check_codec(k, tail.head_dim, "layer " + str(layer) + " token class");
+    DevicePackedLayer p = encode_device_layer(*ctx_, tail, codec, classes, entry_class);
     if (c.packed.empty()) c.packed.resize(c.kv.layers.size());
-    c.packed[static_cast<size_t>(layer)] = encode_device_layer(*ctx_, tail, codec);
+    c.packed[static_cast<size_t>(layer)] = std::move(p);
   }
 
   void share_layer(BackendCache& cache, int64_t layer, int64_t source) override {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/check.hpp"
 #include "cache/packed_kv.hpp"
@@ -16,6 +17,7 @@ kernels::CodecLayout layout_of(const CodecSpec& c, int64_t head_dim) {
   l.format = c.format == CodecFormat::integer ? kernels::kCodecInteger
              : c.format == CodecFormat::kivi  ? kernels::kCodecKivi
              : c.format == CodecFormat::q8_0  ? kernels::kCodecQ8_0
+             : c.format == CodecFormat::f16   ? kernels::kCodecF16
                                               : kernels::kCodecQ4_0;
   l.bits = c.bits;
   l.group = c.group;
@@ -36,6 +38,23 @@ void append_bytes(Context& ctx, DeviceBuffer& buf, size_t& used, const void* add
   used += bytes;
 }
 
+/// Appends the host head `src` (its bytes, positions and entries) to the device head `dst`.
+void append_head(Context& ctx, DevicePackedHead& dst, const PackedHead& src) {
+  append_bytes(ctx, dst.k, dst.k_used, src.k.data(), src.k.size());
+  append_bytes(ctx, dst.v, dst.v_used, src.v.data(), src.v.size());
+  size_t pos_used = static_cast<size_t>(dst.entries) * sizeof(int32_t);
+  append_bytes(ctx, dst.pos, pos_used, src.pos.data(), src.pos.size() * sizeof(int32_t));
+  dst.entries += src.entries;
+}
+
+/// The codec and device heads of every part of `p` in unpack order: the classes, top first, then the base codec.
+std::vector<std::pair<const CodecSpec*, const std::vector<DevicePackedHead>*>> parts_of(const DevicePackedLayer& p) {
+  std::vector<std::pair<const CodecSpec*, const std::vector<DevicePackedHead>*>> out;
+  for (const DevicePackedClass& c : p.classes) out.emplace_back(&c.codec, &c.heads);
+  out.emplace_back(&p.codec, &p.heads);
+  return out;
+}
+
 /// A device buffer exactly `bytes` long holding the first `bytes` of `src`.
 DeviceBuffer exact_copy(Context& ctx, const DeviceBuffer& src, size_t bytes) {
   DeviceBuffer out(ctx, bytes);
@@ -47,13 +66,16 @@ DeviceBuffer exact_copy(Context& ctx, const DeviceBuffer& src, size_t bytes) {
 
 size_t DevicePackedLayer::bytes() const {
   size_t b = 0;
-  for (const auto& h : heads) b += h.k.bytes() + h.v.bytes() + h.pos.bytes();
+  for (const auto& [spec, part] : parts_of(*this))
+    for (const auto& h : *part) b += h.k.bytes() + h.v.bytes() + h.pos.bytes();
   return b;
 }
 
 size_t DevicePackedLayer::bytes_in_use() const {
   size_t b = 0;
-  for (const auto& h : heads) b += h.k_used + h.v_used + (positions ? static_cast<size_t>(h.entries) * sizeof(int32_t) : 0);
+  for (const auto& [spec, part] : parts_of(*this))
+    for (const auto& h : *part)
+      b += h.k_used + h.v_used + (positions ? static_cast<size_t>(h.entries) * sizeof(int32_t) : 0);
   return b;
 }
 
@@ -66,24 +88,35 @@ void pack_oldest(Context& ctx, DevicePackedLayer& packed, DeviceLayerKV& tail) {
   PackedLayer fresh = build_packed_layer(packed.codec, tail.n_kv_heads, tail.head_dim);
   rkv::pack_oldest(fresh, host);
   if (fresh.positions) packed.positions = true;
-  for (int64_t h = 0; h < tail.n_kv_heads; ++h) {
-    const PackedHead& src = fresh.heads[static_cast<size_t>(h)];
-    DevicePackedHead& dst = packed.heads[static_cast<size_t>(h)];
-    append_bytes(ctx, dst.k, dst.k_used, src.k.data(), src.k.size());
-    append_bytes(ctx, dst.v, dst.v_used, src.v.data(), src.v.size());
-    size_t pos_used = static_cast<size_t>(dst.entries) * sizeof(int32_t);
-    append_bytes(ctx, dst.pos, pos_used, src.pos.data(), src.pos.size() * sizeof(int32_t));
-    dst.entries += src.entries;
-  }
+  for (int64_t h = 0; h < tail.n_kv_heads; ++h)
+    append_head(ctx, packed.heads[static_cast<size_t>(h)], fresh.heads[static_cast<size_t>(h)]);
   tail = upload_layer(ctx, host, tail.dtype);
 }
 
-DevicePackedLayer encode_device_layer(Context& ctx, DeviceLayerKV& tail, const CodecSpec& codec) {
+DevicePackedLayer encode_device_layer(Context& ctx, DeviceLayerKV& tail, const CodecSpec& codec,
+                                      const std::vector<CodecSpec>& classes, const std::vector<uint8_t>& entry_class) {
   DevicePackedLayer p;
   p.codec = codec;
   p.head_dim = tail.head_dim;
   p.heads.resize(static_cast<size_t>(tail.n_kv_heads));
-  pack_oldest(ctx, p, tail);
+  if (entry_class.empty()) {
+    pack_oldest(ctx, p, tail);
+    return p;
+  }
+  LayerKV host = download_layer(ctx, tail);  // once, at encoding: the host codec sorts the entries into classes
+  PackedLayer fresh = build_packed_layer(codec, tail.n_kv_heads, tail.head_dim);
+  rkv::pack_classes(fresh, host, classes, entry_class);
+  p.positions = fresh.positions;
+  for (const PackedClass& c : fresh.classes) {
+    DevicePackedClass dc;
+    dc.codec = c.codec;
+    dc.heads.resize(c.heads.size());
+    for (size_t h = 0; h < c.heads.size(); ++h) append_head(ctx, dc.heads[h], c.heads[h]);
+    p.classes.push_back(std::move(dc));
+  }
+  for (int64_t h = 0; h < tail.n_kv_heads; ++h)
+    append_head(ctx, p.heads[static_cast<size_t>(h)], fresh.heads[static_cast<size_t>(h)]);
+  tail = upload_layer(ctx, host, tail.dtype);
   return p;
 }
 
@@ -119,16 +152,23 @@ void unpack_layer(Context& ctx, const DevicePackedLayer& packed, const DeviceLay
   } else {
     out.pos.reset();
   }
-  const kernels::CodecLayout layout = layout_of(packed.codec, d);
+  const auto parts = parts_of(packed);
   for (int64_t h = 0; h < H; ++h) {
     const int64_t np = packed.entries(h), nt = tail.head_length(h), at = out.head_row(h);
-    if (np > 0) {
-      const DevicePackedHead& ph = packed.heads[static_cast<size_t>(h)];
-      RKV_CUDA_CHECK(kernels::dequantize_kv(out.dtype, layout, true, ph.k.as<uint8_t>(), np, out.k.as<char>() + at * row,
-                                            ctx.stream()));
-      RKV_CUDA_CHECK(kernels::dequantize_kv(out.dtype, layout, false, ph.v.as<uint8_t>(), np, out.v.as<char>() + at * row,
-                                            ctx.stream()));
-      if (positions) copy_on_device(ctx, out.pos.as<int32_t>() + at, ph.pos.data(), static_cast<size_t>(np) * sizeof(int32_t));
+    int64_t done = 0;  // rows written for head h: one dequantize per part (classes, then the base codec)
+    for (const auto& [spec, part] : parts) {
+      if (!packed.packed()) break;
+      const DevicePackedHead& ph = (*part)[static_cast<size_t>(h)];
+      if (ph.entries == 0) continue;
+      const kernels::CodecLayout layout = layout_of(*spec, d);
+      RKV_CUDA_CHECK(kernels::dequantize_kv(out.dtype, layout, true, ph.k.as<uint8_t>(), ph.entries,
+                                            out.k.as<char>() + (at + done) * row, ctx.stream()));
+      RKV_CUDA_CHECK(kernels::dequantize_kv(out.dtype, layout, false, ph.v.as<uint8_t>(), ph.entries,
+                                            out.v.as<char>() + (at + done) * row, ctx.stream()));
+      if (positions)
+        copy_on_device(ctx, out.pos.as<int32_t>() + at + done, ph.pos.data(),
+                       static_cast<size_t>(ph.entries) * sizeof(int32_t));
+      done += ph.entries;
     }
     if (nt == 0) continue;
     const int64_t from = tail.head_row(h);
@@ -169,23 +209,35 @@ DevicePackedLayer copy_packed(Context& ctx, const DevicePackedLayer& packed) {
   out.codec = packed.codec;
   out.head_dim = packed.head_dim;
   out.positions = packed.positions;
-  for (const DevicePackedHead& h : packed.heads) {
-    DevicePackedHead c;
-    c.k = exact_copy(ctx, h.k, h.k_used);
-    c.v = exact_copy(ctx, h.v, h.v_used);
-    c.pos = exact_copy(ctx, h.pos, packed.positions ? static_cast<size_t>(h.entries) * sizeof(int32_t) : 0);
-    c.k_used = h.k_used;
-    c.v_used = h.v_used;
-    c.entries = h.entries;
-    out.heads.push_back(std::move(c));
-  }
+  auto copy_heads = [&](const std::vector<DevicePackedHead>& heads) {
+    std::vector<DevicePackedHead> copies;
+    for (const DevicePackedHead& h : heads) {
+      DevicePackedHead c;
+      c.k = exact_copy(ctx, h.k, h.k_used);
+      c.v = exact_copy(ctx, h.v, h.v_used);
+      c.pos = exact_copy(ctx, h.pos, packed.positions ? static_cast<size_t>(h.entries) * sizeof(int32_t) : 0);
+      c.k_used = h.k_used;
+      c.v_used = h.v_used;
+      c.entries = h.entries;
+      copies.push_back(std::move(c));
+    }
+    return copies;
+  };
+  out.heads = copy_heads(packed.heads);
+  for (const DevicePackedClass& c : packed.classes) out.classes.push_back(DevicePackedClass{c.codec, copy_heads(c.heads)});
   return out;
 }
 
 std::vector<int32_t> packed_positions(Context& ctx, const DevicePackedLayer& packed, int64_t h) {
-  if (!packed.positions || packed.entries(h) == 0) return {};
-  return download<int32_t>(ctx, packed.heads[static_cast<size_t>(h)].pos.data(),
-                           static_cast<size_t>(packed.entries(h)));
+  std::vector<int32_t> out;
+  if (!packed.positions || packed.entries(h) == 0) return out;
+  for (const auto& [spec, part] : parts_of(packed)) {
+    const DevicePackedHead& ph = (*part)[static_cast<size_t>(h)];
+    if (ph.entries == 0) continue;
+    const std::vector<int32_t> p = download<int32_t>(ctx, ph.pos.data(), static_cast<size_t>(ph.entries));
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
 }
 
 }  // namespace rkv::RKV_CUDA_NS

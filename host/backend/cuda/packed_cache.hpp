@@ -26,31 +26,47 @@ struct DevicePackedHead {
   int64_t entries = 0;
 };
 
+/// A token precision class on the device (rkv::PackedClass): entries of its own codec, fixed after encoding.
+struct DevicePackedClass {
+  CodecSpec codec;
+  std::vector<DevicePackedHead> heads;  ///< [H_kv]
+};
+
 struct DevicePackedLayer {
   CodecSpec codec;
   int64_t head_dim = 0;
   bool positions = false;
-  std::vector<DevicePackedHead> heads;  ///< [H_kv]; empty: the layer is not packed
+  std::vector<DevicePackedHead> heads;  ///< [H_kv] the base codec's entries; empty: the layer is not packed
+  std::vector<DevicePackedClass> classes;  ///< token precision classes, top first (empty: one precision)
 
   bool packed() const { return !heads.empty(); }
-  int64_t entries(int64_t h) const { return packed() ? heads[static_cast<size_t>(h)].entries : 0; }
+  /// Entries of head h over the classes and the base codec.
+  int64_t entries(int64_t h) const {
+    if (!packed()) return 0;
+    int64_t n = heads[static_cast<size_t>(h)].entries;
+    for (const DevicePackedClass& c : classes) n += c.heads[static_cast<size_t>(h)].entries;
+    return n;
+  }
   /// Device bytes held (buffer sizes, with room reserved for growth).
   size_t bytes() const;
   /// Bytes of the packed entries: key units, value rows and positions.
   size_t bytes_in_use() const;
 };
 
-/// Encodes `tail` (the whole layer until now) with `codec`: every head's entries but the newest codec.residual (in
-/// whole key units) are packed and `tail` keeps the rest. The host codec packs (cache/packed_kv.hpp), so the bytes
-/// equal the CPU backend's for the same float32 entries.
-DevicePackedLayer encode_device_layer(Context& ctx, DeviceLayerKV& tail, const CodecSpec& codec);
+/// Encodes `tail` (the whole layer until now) with `codec`: the entries `entry_class` gives a token class (c >= 1:
+/// `classes[c - 1]`; flat over the heads as Backend::encode_layer_classes; empty: none) are packed into that class,
+/// the others but the newest codec.residual (in whole key units) with `codec`, and `tail` keeps the rest. The host
+/// codec packs (rkv::pack_classes), so the bytes equal the CPU backend's for the same float32 entries.
+/// rkv::InputError as rkv::pack_classes.
+DevicePackedLayer encode_device_layer(Context& ctx, DeviceLayerKV& tail, const CodecSpec& codec,
+                                      const std::vector<CodecSpec>& classes, const std::vector<uint8_t>& entry_class);
 
 /// rkv::pack_oldest on the device layer: when some head's tail holds a whole unit beyond the residual, the tail comes
 /// to the host, the oldest units are packed there and appended on the device, and the rest goes back as the tail.
 void pack_oldest(Context& ctx, DevicePackedLayer& packed, DeviceLayerKV& tail);
 
 /// The whole layer in the cache's dtype into `out`, rkv::unpack_layer's layout: per KV head the packed entries
-/// decoded, then the tail's, with room for `extra` more entries per head; positions with them. `out`'s buffers are
+/// decoded (the classes', top first, then the base codec's), then the tail's, with room for `extra` more entries per head; positions with them. `out`'s buffers are
 /// reused when large enough (DeviceBuffer::ensure), so a decode step allocates nothing.
 void unpack_layer(Context& ctx, const DevicePackedLayer& packed, const DeviceLayerKV& tail, int64_t extra,
                   DeviceLayerKV& out);
@@ -63,7 +79,7 @@ void append_entries(Context& ctx, DeviceLayerKV& dst, const DeviceLayerKV& src, 
 /// A device copy of `packed` (for clone), with the buffers exactly at their bytes in use.
 DevicePackedLayer copy_packed(Context& ctx, const DevicePackedLayer& packed);
 
-/// Positions of head h's packed entries (host copy).
+/// Positions of head h's packed entries, the classes' first (host copy).
 std::vector<int32_t> packed_positions(Context& ctx, const DevicePackedLayer& packed, int64_t h);
 
 }  // namespace rkv::RKV_CUDA_NS

@@ -51,6 +51,8 @@ __global__ void __launch_bounds__(kCodecThreads)
       const bool sym = layout.format == kCodecInteger && layout.symmetric;
       const int64_t gb = (sym ? 2 : 4) + G * layout.bits / 8, row_bytes = (d / G) * gb;
       x = integer_element(src + r * row_bytes + (c / G) * gb, c % G, layout.bits, sym);
+    } else if (layout.format == kCodecF16) {  // IEEE binary16 per element
+      x = load_fp16(src + (r * d + c) * 2);
     } else if (layout.format == kCodecQ8_0) {  // {fp16 d; int8 q[32]}
       const uint8_t* b = src + r * (d / 32) * 34 + (c / 32) * 34;
       x = __fmul_rn(static_cast<float>(static_cast<int8_t>(b[2 + c % 32])), load_fp16(b));

@@ -161,9 +161,9 @@ cudaError_t rerotate_keys(DType t, void* k_cache, int32_t* pos, int64_t capacity
                           int head_dim, const double* inv_freq, cudaStream_t stream);
 
 /// The packed layout of one KV head's entries (cache/codec.hpp), as plain numbers for the kernels.
-constexpr int kCodecInteger = 1, kCodecKivi = 2, kCodecQ8_0 = 3, kCodecQ4_0 = 4;
+constexpr int kCodecInteger = 1, kCodecKivi = 2, kCodecQ8_0 = 3, kCodecQ4_0 = 4, kCodecF16 = 5;
 struct CodecLayout {
-  int format = kCodecInteger;  ///< kCodecInteger, kCodecKivi, kCodecQ8_0 or kCodecQ4_0
+  int format = kCodecInteger;  ///< kCodecInteger, kCodecKivi, kCodecQ8_0, kCodecQ4_0 or kCodecF16
   int bits = 4;                ///< integer, kivi: 2, 4 or 8
   int64_t group = 32;          ///< integer: channels per group; kivi: entries per key group, channels per value group
   bool symmetric = false;      ///< integer only
