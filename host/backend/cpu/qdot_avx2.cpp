@@ -6,6 +6,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #define RKV_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -61,10 +62,17 @@ RKV_AVX2 inline __m256 q4_0_block(const uint8_t* w, const BlockQ8Act& a, __m256 
   return _mm256_fmadd_ps(d, sum_i8(qw, load32(a.qs)), acc);
 }
 
-/// Q4_1 without its min term (added separately: mw * s).
-RKV_AVX2 inline __m256 q4_1_block(const uint8_t* w, const BlockQ8Act& a, __m256 acc) {
-  const __m256 d = _mm256_set1_ps(half_at(w) * a.d);
-  return _mm256_fmadd_ps(d, sum_us8(nibbles_32(w + 4), load32(a.qs)), acc);
+/// Q4_1 block: dw da sum(nib qa) added to acc (8 partial lanes) and mw s to lane 1 of `mins`. The block's d and m
+/// (two adjacent fp16) are converted together and multiplied by the activation block's adjacent (d, s) in one step,
+/// so the min term costs one vector add instead of a scalar chain.
+RKV_AVX2 inline void q4_1_block(const uint8_t* w, const BlockQ8Act& a, __m256& acc, __m128& mins) {
+  int32_t dm_bits;
+  std::memcpy(&dm_bits, w, 4);
+  const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm_bits));                                   // (dw, mw, 0, 0)
+  const __m128 ds = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&a.d)));  // (da, s, 0, 0)
+  const __m128 prod = _mm_mul_ps(dm, ds);                                                       // (dw da, mw s)
+  acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(prod), sum_us8(nibbles_32(w + 4), load32(a.qs)), acc);
+  mins = _mm_add_ps(mins, prod);
 }
 
 template <int kBytes, __m256 (*Block)(const uint8_t*, const BlockQ8Act&, __m256)>
@@ -84,9 +92,17 @@ RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { re
 RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<18, q4_0_block>(w, a, nb); }
 
 RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
-  float mins = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) mins += half_at(w + b * 20 + 2) * a[b].s;
-  return two_chain_dot<20, q4_1_block>(w, a, nb) + mins;
+  static_assert(offsetof(BlockQ8Act, s) == offsetof(BlockQ8Act, d) + 4, "q4_1_block loads (d, s) as one pair");
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 mins0 = _mm_setzero_ps(), mins1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    q4_1_block(w + b * 20, a[b], acc0, mins0);
+    q4_1_block(w + (b + 1) * 20, a[b + 1], acc1, mins1);
+  }
+  if (b < nb) q4_1_block(w + b * 20, a[b], acc0, mins0);
+  const __m128 mins = _mm_add_ps(mins0, mins1);
+  return hsum(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_shuffle_ps(mins, mins, 1));
 }
 
 /// dot(w, hi) + dot(w, lo) for Q8_0: the weight block is loaded and its signs taken once for both levels.
