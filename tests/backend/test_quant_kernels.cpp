@@ -6,7 +6,8 @@
 // rounding, where xq = d q is the quantized activation. Per block of 32, q = nearbyint(x / d) with d = max|x| / 127, so
 // |x_j - xq_j| <= d / 2 = max_b|x| / 254, and |sum_j w_j (x_j - xq_j)| <= sum_b (max_b|x| / 254) sum_{j in b} |w_j|.
 // Float rounding adds at most a few ulp per block term and per accumulation step: 1e-5 * sum_j |w_j| (|x_j| + d_b)
-// covers it for the row lengths used here (at most 48 blocks).
+// covers it for the row lengths used here (at most 48 blocks). int16 activations (the LM head's): the same with
+// d = max|x| / 32767, so max_b|x| / 65534 in place of max_b|x| / 254.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 namespace {
 
 using rkv::GgmlType;
+using rkv::cpu::BlockQ16Act;
 using rkv::cpu::BlockQ8Act;
 using rkv::cpu::QuantKernels;
 
@@ -81,7 +83,8 @@ struct Reference {
   double bound = 0;  ///< the tolerance worked out at the top of this file
 };
 
-Reference reference(uint32_t type, const uint8_t* w, const float* x, int64_t n) {
+/// `half_step` = 254 for int8 activations (the rounding error is at most max|x| / 254), 65534 for int16 ones.
+Reference reference(uint32_t type, const uint8_t* w, const float* x, int64_t n, double half_step = 254) {
   std::vector<float> wf(static_cast<size_t>(n));
   rkv::dequantize_row(type, w, wf.data(), n);
   Reference r;
@@ -93,7 +96,7 @@ Reference reference(uint32_t type, const uint8_t* w, const float* x, int64_t n) 
       wabs += std::fabs(wf[j]);
       slack += std::fabs(wf[j]) * (std::fabs(x[j]) + amax / 127);
     }
-    r.bound += amax / 254 * wabs + 1e-5 * slack;
+    r.bound += amax / half_step * wabs + 1e-5 * slack;
   }
   return r;
 }
@@ -123,22 +126,65 @@ TEST(QuantActivations, HandWorkedBlock) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(a.qs[j], 0);
 }
 
-TEST(QuantActivations, TwoLevelsLeaveAtMostMaxOver64516) {
-  // The residual r = x - d q has |r| <= d / 2, so its scale d2 = max|r| / 127 <= d / 254 and the error left after the
-  // second level is at most d2 / 2 <= d / 508 = max|x| / (127 * 508) = max|x| / 64516 per value.
+TEST(QuantActivations, HandWorkedInt16Block) {
+  // x_j = j / 2: max 15.5, d = 15.5 / 32767, 1 / d = 2114 exactly, so q_j = 1057 j (32767 = 31 * 1057).
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = 0.5f * static_cast<float>(j);
+  BlockQ16Act a;
+  rkv::cpu::quantize_activations(x.data(), &a, 1);
+  EXPECT_FLOAT_EQ(a.d, 15.5f / 32767.0f);
+  EXPECT_EQ(a.qs[0], 0);
+  EXPECT_EQ(a.qs[1], 1057);
+  EXPECT_EQ(a.qs[10], 10570);
+  EXPECT_EQ(a.qs[31], 32767);
+  EXPECT_FLOAT_EQ(a.s, a.d * 1057.0f * (31 * 32 / 2));  // sum_j 1057 j
+  // Negative values and rounding: x = -1 at the block maximum 2, so q = nearbyint(-16383.5) = -16384 (ties to even).
+  std::vector<float> y(32, 0.0f);
+  y[0] = 2.0f;
+  y[1] = -1.0f;
+  rkv::cpu::quantize_activations(y.data(), &a, 1);
+  EXPECT_EQ(a.qs[0], 32767);
+  EXPECT_EQ(a.qs[1], -16384);
+  std::vector<float> z(32, 0.0f);
+  rkv::cpu::quantize_activations(z.data(), &a, 1);
+  EXPECT_EQ(a.d, 0.0f);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(a.qs[j], 0);
+}
+
+TEST(QuantActivations, Int16LeavesAtMostMaxOver65534) {
+  // d = max|x| / 32767 and |x - d q| <= d / 2 = max|x| / 65534 per value (plus float rounding of x / d).
   std::mt19937 rng(2);
   const std::vector<float> x = random_activations(96, rng);
-  std::vector<BlockQ8Act> hi(3), lo(3);
-  rkv::cpu::quantize_activations(x.data(), hi.data(), 3);
-  rkv::cpu::quantize_activations_residual(x.data(), hi.data(), lo.data(), 3);
+  std::vector<BlockQ16Act> a(3);
+  rkv::cpu::quantize_activations(x.data(), a.data(), 3);
   for (int b = 0; b < 3; ++b) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-    EXPECT_LE(lo[b].d, hi[b].d / 254 * (1 + 1e-5)) << b;
     for (int j = 0; j < 32; ++j) {
-      const double two = static_cast<double>(hi[b].d) * hi[b].qs[j] + static_cast<double>(lo[b].d) * lo[b].qs[j];
-      EXPECT_LE(std::fabs(x[b * 32 + j] - two), amax / 64516.0 * (1 + 1e-4) + 1e-7 * amax) << b * 32 + j;
+      const double back = static_cast<double>(a[b].d) * a[b].qs[j];
+      EXPECT_LE(std::fabs(x[b * 32 + j] - back), amax / 65534.0 * (1 + 1e-3)) << b * 32 + j;
     }
+  }
+}
+
+TEST(QuantActivations, EveryKernelSetGivesTheSameBlocksBitForBit) {
+  // The public quantize_activations uses the fastest set; the scalar one is the reference. Ties (x * id exactly
+  // halfway) round to even in both: x = 2 and -1 as in HandWorkedInt16Block, and 63.5 / 127 steps for int8.
+  std::mt19937 rng(4);
+  std::vector<float> x = random_activations(32 * 40, rng);
+  for (int j = 0; j < 64; ++j) x[32 * 38 + j] = 0.0f;  // block 38 all zero
+  x[32 * 39] = 2.0f, x[32 * 39 + 1] = -1.0f, x[32 * 39 + 2] = 1.0f;  // block 39: max 2; int8: 1 * 63.5 -> 64 (even)
+  for (const QuantKernels* k : kernel_sets()) {
+    std::vector<BlockQ8Act> want(40), got(40);
+    std::vector<BlockQ16Act> want16(40), got16(40);
+    rkv::cpu::scalar_quant_kernels().quantize(x.data(), want.data(), 40);
+    rkv::cpu::scalar_quant_kernels().quantize16(x.data(), want16.data(), 40);
+    k->quantize(x.data(), got.data(), 40);
+    k->quantize16(x.data(), got16.data(), 40);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(BlockQ8Act) * 40), 0) << k->isa;
+    EXPECT_EQ(std::memcmp(want16.data(), got16.data(), sizeof(BlockQ16Act) * 40), 0) << k->isa;
+    EXPECT_EQ(got[39].qs[2], 64) << k->isa;
+    EXPECT_EQ(got16[39].qs[1], -16384) << k->isa;
   }
 }
 
@@ -151,10 +197,15 @@ TEST(QuantDot, EveryKernelMatchesTheDequantizedDotWithinTheActivationRoundingBou
           const std::vector<uint8_t> w = random_blocks(type, nb, rng);
           const std::vector<float> x = random_activations(nb * 32, rng);
           std::vector<BlockQ8Act> a(static_cast<size_t>(nb));
+          std::vector<BlockQ16Act> a16(static_cast<size_t>(nb));
           rkv::cpu::quantize_activations(x.data(), a.data(), nb);
+          rkv::cpu::quantize_activations(x.data(), a16.data(), nb);
           const Reference ref = reference(type, w.data(), x.data(), nb * 32);
-          const float got = k->for_type(type)(w.data(), a.data(), nb);
-          EXPECT_NEAR(got, ref.dot, ref.bound) << k->isa << " " << rkv::ggml_type_name(type) << " nb " << nb;
+          const Reference ref16 = reference(type, w.data(), x.data(), nb * 32, 65534);
+          EXPECT_NEAR(k->for_type(type)(w.data(), a.data(), nb), ref.dot, ref.bound)
+              << k->isa << " " << rkv::ggml_type_name(type) << " nb " << nb;
+          EXPECT_NEAR(k->for_type16(type)(w.data(), a16.data(), nb), ref16.dot, ref16.bound)
+              << k->isa << " int16 " << rkv::ggml_type_name(type) << " nb " << nb;
         }
       }
     }
@@ -165,33 +216,23 @@ TEST(QuantDot, KernelSetsAgreeToFloatRounding) {
   // Same integer sums, different float summation order: the sets agree to a few ulp of the sum of |block terms|.
   const QuantKernels* avx2 = rkv::cpu::avx2_quant_kernels();
   if (!avx2) GTEST_SKIP() << "this CPU has no AVX2 + FMA + F16C: only the scalar kernels run";
+  const QuantKernels& scalar = rkv::cpu::scalar_quant_kernels();
   std::mt19937 rng(7);
   for (uint32_t type : {kQ8_0, kQ4_0, kQ4_1}) {
     const int64_t nb = 18;
     const std::vector<uint8_t> w = random_blocks(type, nb, rng);
     const std::vector<float> x = random_activations(nb * 32, rng);
     std::vector<BlockQ8Act> a(static_cast<size_t>(nb));
+    std::vector<BlockQ16Act> a16(static_cast<size_t>(nb));
     rkv::cpu::quantize_activations(x.data(), a.data(), nb);
+    rkv::cpu::quantize_activations(x.data(), a16.data(), nb);
     const Reference ref = reference(type, w.data(), x.data(), nb * 32);
-    const float s = rkv::cpu::scalar_quant_kernels().for_type(type)(w.data(), a.data(), nb);
-    const float v = avx2->for_type(type)(w.data(), a.data(), nb);
-    EXPECT_NEAR(s, v, 1e-5 * (std::fabs(ref.dot) + ref.bound * 254)) << rkv::ggml_type_name(type);
-  }
-}
-
-TEST(QuantDot, FusedTwoLevelQ8_0EqualsTheTwoDotsToFloatRounding) {
-  std::mt19937 rng(21);
-  for (const QuantKernels* k : kernel_sets()) {
-    const int64_t nb = 18;
-    const std::vector<uint8_t> w = random_blocks(kQ8_0, nb, rng);
-    const std::vector<float> x = random_activations(nb * 32, rng);
-    std::vector<BlockQ8Act> hi(static_cast<size_t>(nb)), lo(static_cast<size_t>(nb));
-    rkv::cpu::quantize_activations(x.data(), hi.data(), nb);
-    rkv::cpu::quantize_activations_residual(x.data(), hi.data(), lo.data(), nb);
-    const Reference ref = reference(kQ8_0, w.data(), x.data(), nb * 32);
-    const double two = static_cast<double>(k->dot_q8_0(w.data(), hi.data(), nb)) + k->dot_q8_0(w.data(), lo.data(), nb);
-    EXPECT_NEAR(k->dot2_q8_0(w.data(), hi.data(), lo.data(), nb), two, 1e-5 * (std::fabs(ref.dot) + ref.bound * 254))
-        << k->isa;
+    const double tol = 1e-5 * (std::fabs(ref.dot) + ref.bound * 254);
+    EXPECT_NEAR(scalar.for_type(type)(w.data(), a.data(), nb), avx2->for_type(type)(w.data(), a.data(), nb), tol)
+        << rkv::ggml_type_name(type);
+    EXPECT_NEAR(scalar.for_type16(type)(w.data(), a16.data(), nb), avx2->for_type16(type)(w.data(), a16.data(), nb),
+                tol)
+        << "int16 " << rkv::ggml_type_name(type);
   }
 }
 
@@ -213,6 +254,8 @@ TEST(QuantDequant, EveryKernelSetGivesTheDequantizerBitForBit) {
 TEST(QuantDot, OnlyTheThreeNativeTypesHaveKernels) {
   const QuantKernels& k = rkv::cpu::quant_kernels();
   EXPECT_NE(k.for_type(kQ8_0), nullptr);
+  EXPECT_NE(k.for_type16(kQ4_1), nullptr);
+  EXPECT_EQ(k.for_type16(static_cast<uint32_t>(GgmlType::Q6_K)), nullptr);
   EXPECT_EQ(k.for_type(static_cast<uint32_t>(GgmlType::Q5_0)), nullptr);
   EXPECT_EQ(k.for_type(static_cast<uint32_t>(GgmlType::F32)), nullptr);
   EXPECT_EQ(k.dequant_for_type(static_cast<uint32_t>(GgmlType::Q4_K)), nullptr);
@@ -272,9 +315,9 @@ TEST(QuantLinear, DecodeAndPrefillPathsMatchTheDequantizedProduct) {
   }
 }
 
-TEST(QuantLinear, TwoActivationLevelsShrinkTheBoundBy254) {
-  // The decode path with ActivationLevels::two (the LM head's): the activation term of the bound is divided by 254
-  // (max|x| / 64516 per value instead of max|x| / 254); the float-rounding term stays.
+TEST(QuantLinear, Int16ActivationsShrinkTheBoundTo65534) {
+  // The decode path with ActivationPrecision::int16 (the LM head's): the activation term of the bound is
+  // max|x| / 65534 per value instead of max|x| / 254; the float-rounding term stays.
   std::mt19937 rng(12);
   const int64_t rows = 64, cols = 576;
   for (uint32_t type : {kQ8_0, kQ4_0, kQ4_1}) {
@@ -283,22 +326,10 @@ TEST(QuantLinear, TwoActivationLevelsShrinkTheBoundBy254) {
     std::vector<float> y(static_cast<size_t>(rows));
     rkv::cpu::QuantScratch scratch;
     rkv::cpu::weight_linear(x.data(), 1, {nullptr, &W, rows, cols}, y.data(), scratch, 0.0f,
-                            rkv::cpu::ActivationLevels::two);
+                            rkv::cpu::ActivationPrecision::int16);
     for (int64_t r = 0; r < rows; ++r) {
-      std::vector<float> wf(static_cast<size_t>(cols));
-      rkv::dequantize_row(type, W.row(r), wf.data(), cols);
-      double dot = 0, bound = 0;
-      for (int64_t b = 0; b < cols / 32; ++b) {
-        double amax = 0, wabs = 0, slack = 0;
-        for (int64_t j = b * 32; j < b * 32 + 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[j])));
-        for (int64_t j = b * 32; j < b * 32 + 32; ++j) {
-          dot += static_cast<double>(wf[j]) * x[j];
-          wabs += std::fabs(wf[j]);
-          slack += std::fabs(wf[j]) * (std::fabs(x[j]) + amax / 127);
-        }
-        bound += amax / 64516 * wabs + 2e-5 * slack;  // two dots: twice the rounding slack
-      }
-      EXPECT_NEAR(y[static_cast<size_t>(r)], dot, bound) << rkv::ggml_type_name(type) << " row " << r;
+      const Reference ref = reference(type, W.row(r), x.data(), cols, 65534);
+      EXPECT_NEAR(y[static_cast<size_t>(r)], ref.dot, ref.bound) << rkv::ggml_type_name(type) << " row " << r;
     }
   }
 }

@@ -65,7 +65,7 @@ double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t
 
 /// The f32 path `f` against the quantized path `q` on the positions the llama.cpp fixture compares (the last n of
 /// each prompt): f's prefill logits against q's, (a) prefilled in one go (dequantized tiles) and (b) prefilled up to
-/// T - n and then decoded token by token (int8 activations, two levels for the LM head). Mean KL over the positions
+/// T - n and then decoded token by token (int8 activations, int16 for the LM head). Mean KL over the positions
 /// and argmax disagreements of each.
 struct PathComparison {
   double kl_decode = 0, kl_prefill = 0;

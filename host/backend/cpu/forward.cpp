@@ -267,7 +267,7 @@ std::vector<float> final_logits(const Model& model, const float* x, int64_t n, c
     rmsnorm_row(x + rows[static_cast<size_t>(k)] * D, model.output_norm.data(), model.config.rms_eps, D, xn + k * D);
   }
   std::vector<float> logits(static_cast<size_t>(r * V));
-  weight_linear(xn, r, lm_head_ref(model), logits.data(), ws.quant, 0.0f, ActivationLevels::two);
+  weight_linear(xn, r, lm_head_ref(model), logits.data(), ws.quant, 0.0f, ActivationPrecision::int16);
   if (model.config.final_logit_softcap > 0.0f) softcap(logits.data(), model.config.final_logit_softcap, r * V);
   return logits;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "model/dequant.hpp"
 #include "model/ggml_types.hpp"
@@ -18,7 +19,10 @@ float half_at(const uint8_t* p) {
   return fp16_to_fp32(h);
 }
 
-float scalar_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+// Each kernel is a template over the activation block (BlockQ8Act or BlockQ16Act): the same sums, exact in int32.
+
+template <typename Act>
+float scalar_q8_0(const uint8_t* w, const Act* a, int64_t nb) {
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b, w += 34) {
     const int8_t* qw = reinterpret_cast<const int8_t*>(w + 2);
@@ -29,7 +33,8 @@ float scalar_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
   return sum;
 }
 
-float scalar_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+template <typename Act>
+float scalar_q4_0(const uint8_t* w, const Act* a, int64_t nb) {
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b, w += 18) {
     const uint8_t* qs = w + 2;
@@ -40,7 +45,8 @@ float scalar_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
   return sum;
 }
 
-float scalar_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+template <typename Act>
+float scalar_q4_1(const uint8_t* w, const Act* a, int64_t nb) {
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b, w += 20) {
     const uint8_t* qs = w + 4;
@@ -51,9 +57,23 @@ float scalar_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
   return sum;
 }
 
-
-float scalar2_q8_0(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb) {
-  return scalar_q8_0(w, hi, nb) + scalar_q8_0(w, lo, nb);
+/// Per block of 32: d = max|x| / kMax, q = nearbyint(x / d) clamped to [-kMax, kMax], s = d * sum(q).
+template <int kMax, typename Act>
+void quantize_blocks(const float* x, Act* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / static_cast<float>(kMax);
+    const float id = amax > 0.0f ? static_cast<float>(kMax) / amax : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int q = static_cast<int>(std::nearbyint(x[j] * id));
+      out[b].qs[j] = static_cast<std::remove_reference_t<decltype(out[b].qs[j])>>(std::clamp(q, -kMax, kMax));
+      sum += out[b].qs[j];
+    }
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(sum);
+  }
 }
 
 void scalar_dequant_q8_0(const uint8_t* w, float* out, int64_t nb) { dequantize_row(8, w, out, nb * 32); }
@@ -62,36 +82,24 @@ void scalar_dequant_q4_1(const uint8_t* w, float* out, int64_t nb) { dequantize_
 
 }  // namespace
 
-void quantize_activations(const float* x, BlockQ8Act* out, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, x += 32) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int q = static_cast<int>(std::nearbyint(x[j] * id));
-      out[b].qs[j] = static_cast<int8_t>(std::clamp(q, -127, 127));
-      sum += out[b].qs[j];
-    }
-    out[b].d = d;
-    out[b].s = d * static_cast<float>(sum);
-  }
-}
+void quantize_activations(const float* x, BlockQ8Act* out, int64_t nb) { quant_kernels().quantize(x, out, nb); }
 
-void quantize_activations_residual(const float* x, const BlockQ8Act* hi, BlockQ8Act* lo, int64_t nb) {
-  float r[32];
-  for (int64_t b = 0; b < nb; ++b, x += 32) {
-    for (int j = 0; j < 32; ++j) r[j] = x[j] - hi[b].d * static_cast<float>(hi[b].qs[j]);
-    quantize_activations(r, lo + b, 1);
-  }
-}
+void quantize_activations(const float* x, BlockQ16Act* out, int64_t nb) { quant_kernels().quantize16(x, out, nb); }
 
 QuantDotFn QuantKernels::for_type(uint32_t type) const {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::Q8_0: return dot_q8_0;
     case GgmlType::Q4_0: return dot_q4_0;
     case GgmlType::Q4_1: return dot_q4_1;
+    default: return nullptr;
+  }
+}
+
+QuantDot16Fn QuantKernels::for_type16(uint32_t type) const {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::Q8_0: return dot16_q8_0;
+    case GgmlType::Q4_0: return dot16_q4_0;
+    case GgmlType::Q4_1: return dot16_q4_1;
     default: return nullptr;
   }
 }
@@ -106,8 +114,18 @@ DequantFn QuantKernels::dequant_for_type(uint32_t type) const {
 }
 
 const QuantKernels& scalar_quant_kernels() {
-  static const QuantKernels k{"scalar",           scalar_q8_0,         scalar_q4_0,        scalar_q4_1,
-                              scalar2_q8_0,       scalar_dequant_q8_0, scalar_dequant_q4_0, scalar_dequant_q4_1};
+  static const QuantKernels k{"scalar",
+                              quantize_blocks<127, BlockQ8Act>,
+                              quantize_blocks<32767, BlockQ16Act>,
+                              scalar_q8_0<BlockQ8Act>,
+                              scalar_q4_0<BlockQ8Act>,
+                              scalar_q4_1<BlockQ8Act>,
+                              scalar_q8_0<BlockQ16Act>,
+                              scalar_q4_0<BlockQ16Act>,
+                              scalar_q4_1<BlockQ16Act>,
+                              scalar_dequant_q8_0,
+                              scalar_dequant_q4_0,
+                              scalar_dequant_q4_1};
   return k;
 }
 

@@ -9,6 +9,9 @@
 //   Q4_1  dw d_b sum_j nib_j qa_j + mw s_b
 // (ggml_vec_dot_q8_0_q8_0, ggml_vec_dot_q4_0_q8_0, ggml_vec_dot_q4_1_q8_1 in llama.cpp ggml-cpu/quants.c). The
 // integer sums are exact; only the block sums are accumulated in float (in an order that depends on the kernel set).
+// The LM head quantizes its input to int16 instead (BlockQ16Act: d = max|x| / 32767, q in [-32767, 32767], error at
+// most max|x| / 65534 per value instead of max|x| / 254) with the same formulas; the int16 products are summed in
+// int32 (at most 32 * 128 * 32767 < 2^31 per block).
 //
 // Kernel sets: "scalar" (portable C++) and "avx2" (x86-64 AVX2 + FMA + F16C, chosen at run time when the CPU has
 // them). Every function is pure and thread-safe.
@@ -24,18 +27,30 @@ struct BlockQ8Act {
   int8_t qs[32];
 };
 
-/// Quantizes x[32 * nb] into nb blocks (the one implementation for every kernel set, so both see the same input).
+/// Quantizes x[32 * nb] into nb blocks with the fastest kernel set (every set gives the same blocks bit for bit:
+/// max and the products x * (127 / max) are exact operations or the same float rounding, nearbyint rounds to even).
 void quantize_activations(const float* x, BlockQ8Act* out, int64_t nb);
 
-/// The second level of two-level activations: `lo` quantizes (as quantize_activations) the residual x - hi.d * hi.qs
-/// left by the first level `hi` (|residual| <= hi.d / 2 per value), so x ~ hi.d hi.qs + lo.d lo.qs.
-void quantize_activations_residual(const float* x, const BlockQ8Act* hi, BlockQ8Act* lo, int64_t nb);
+/// One block of 32 activations quantized to int16 (the LM head's input): x[j] ~ d * qs[j]; s = d * sum(qs).
+struct BlockQ16Act {
+  float d;
+  float s;
+  int16_t qs[32];
+};
+
+/// Quantizes x[32 * nb] into nb int16 blocks: d = max|x| / 32767, q = nearbyint(x / d), s = d * sum(q) (as above:
+/// the fastest kernel set, the same blocks from every set).
+void quantize_activations(const float* x, BlockQ16Act* out, int64_t nb);
 
 /// Dot product of one weight row (nb blocks of its type at `w`) with nb activation blocks.
 using QuantDotFn = float (*)(const uint8_t* w, const BlockQ8Act* a, int64_t nb);
 
-/// Dot product of one Q8_0 weight row with two-level activations: dot(w, hi) + dot(w, lo) in one pass over w.
-using QuantDot2Fn = float (*)(const uint8_t* w, const BlockQ8Act* hi, const BlockQ8Act* lo, int64_t nb);
+/// The same with int16 activation blocks.
+using QuantDot16Fn = float (*)(const uint8_t* w, const BlockQ16Act* a, int64_t nb);
+
+/// Quantizes x[32 * nb] into nb activation blocks (see quantize_activations).
+using QuantizeFn = void (*)(const float* x, BlockQ8Act* out, int64_t nb);
+using Quantize16Fn = void (*)(const float* x, BlockQ16Act* out, int64_t nb);
 
 /// Dequantizes nb blocks of a native type to float32 (32 nb values), bit for bit as model/dequant.hpp does.
 using DequantFn = void (*)(const uint8_t* w, float* out, int64_t nb);
@@ -43,10 +58,14 @@ using DequantFn = void (*)(const uint8_t* w, float* out, int64_t nb);
 /// One kernel set.
 struct QuantKernels {
   const char* isa;  ///< "scalar" or "avx2"
+  QuantizeFn quantize;
+  Quantize16Fn quantize16;
   QuantDotFn dot_q8_0;
   QuantDotFn dot_q4_0;
   QuantDotFn dot_q4_1;
-  QuantDot2Fn dot2_q8_0;  ///< the LM head's usual type (two-level activations)
+  QuantDot16Fn dot16_q8_0;
+  QuantDot16Fn dot16_q4_0;
+  QuantDot16Fn dot16_q4_1;
   DequantFn dequant_q8_0;
   DequantFn dequant_q4_0;
   DequantFn dequant_q4_1;
@@ -54,6 +73,8 @@ struct QuantKernels {
   DequantFn dequant_for_type(uint32_t type) const;
   /// The dot for ggml type id `type` (Q8_0, Q4_0 or Q4_1); nullptr for any other type.
   QuantDotFn for_type(uint32_t type) const;
+  /// The int16-activation dot for ggml type id `type` (Q8_0, Q4_0 or Q4_1); nullptr for any other type.
+  QuantDot16Fn for_type16(uint32_t type) const;
 };
 
 /// The portable kernels.

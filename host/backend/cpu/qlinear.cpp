@@ -17,48 +17,53 @@ namespace {
 /// Weight rows per chunk of the thread split: enough work per chunk to amortize waking a thread.
 constexpr int64_t kRowsPerChunk = 16;
 
-/// One product of a group sharing an input: weight W into y[n, W.rows], with its kernel.
+/// One product of a group sharing an input: weight W into y[n, W.rows], with its kernel for activation blocks Act.
+template <typename Act>
 struct QuantProduct {
   const QuantMatrix* W;
   float* y;
-  QuantDotFn dot;
-  QuantDot2Fn dot2 = nullptr;  ///< a fused two-level kernel for W's type, when there is one
+  float (*dot)(const uint8_t* w, const Act* a, int64_t nb);
 };
 
-/// One weight row (blocks at w) dotted with one activation row a: nb blocks, or with two levels a and a + nb.
-float row_dot(const QuantProduct& p, const uint8_t* w, const BlockQ8Act* a, int64_t nb, bool two_level) {
-  if (!two_level) return p.dot(w, a, nb);
-  return p.dot2 ? p.dot2(w, a, a + nb, nb) : p.dot(w, a, nb) + p.dot(w, a + nb, nb);
+/// The activation scratch of weight_linear for blocks of type Act.
+std::vector<BlockQ8Act>& act_scratch(QuantScratch& s, const BlockQ8Act*) { return s.act; }
+std::vector<BlockQ16Act>& act_scratch(QuantScratch& s, const BlockQ16Act*) { return s.act16; }
+
+/// Rows [r0, r1) of W (one product) dotted with the n activation rows act[n, nb]: y[i, r] = v (+ beta y[i, r]).
+template <typename Act>
+void product_rows(const QuantProduct<Act>& p, const Act* act, int64_t n, int64_t nb, float beta, int64_t r0,
+                  int64_t r1) {
+  const int64_t out = p.W->rows, rb = p.W->row_bytes();
+  const auto dot = p.dot;
+  const uint8_t* w = p.W->data + r0 * rb;
+  for (int64_t r = r0; r < r1; ++r, w += rb) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = dot(w, act + i * nb, nb);
+      float& dst = p.y[i * out + r];
+      dst = beta == 0.0f ? v : v + beta * dst;
+    }
+  }
 }
 
-/// Quantized activations times quantized weights, for small n: x[n, cols] is quantized once and the rows of every
-/// product's weight are split over the threads in one dispatch (rows numbered across the products in order). With
-/// `two_level`, each row is quantized twice (the value, then what the first level left over:
-/// quantize_activations_residual) and the two dots are added.
-void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector<QuantProduct>& products,
-                      QuantScratch& s, float beta, bool two_level) {
-  const int64_t nb = cols / 32, levels = two_level ? 2 : 1;
-  if (static_cast<int64_t>(s.act.size()) < levels * n * nb) s.act.resize(static_cast<size_t>(levels * n * nb));
-  BlockQ8Act* act = s.act.data();
-  for (int64_t i = 0; i < n; ++i) {
-    quantize_activations(x + i * cols, act + i * levels * nb, nb);
-    if (two_level) quantize_activations_residual(x + i * cols, act + i * levels * nb, act + (i * levels + 1) * nb, nb);
-  }
+/// Quantized activations times quantized weights, for small n: x[n, cols] is quantized once (to int8 or int16
+/// blocks: Act) and the rows of every product's weight are split over the threads in one dispatch (rows numbered
+/// across the products in order).
+template <typename Act>
+void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector<QuantProduct<Act>>& products,
+                      QuantScratch& s, float beta) {
+  const int64_t nb = cols / 32;
+  std::vector<Act>& scratch = act_scratch(s, static_cast<const Act*>(nullptr));
+  if (static_cast<int64_t>(scratch.size()) < n * nb) scratch.resize(static_cast<size_t>(n * nb));
+  const Act* act = scratch.data();
+  for (int64_t i = 0; i < n; ++i) quantize_activations(x + i * cols, scratch.data() + i * nb, nb);
   int64_t total = 0;
-  for (const QuantProduct& p : products) total += p.W->rows;
+  for (const QuantProduct<Act>& p : products) total += p.W->rows;
   parallel_for(total, kRowsPerChunk, [&](int64_t r0, int64_t r1) {
     int64_t first = 0;  // the first row of products[k]
-    for (const QuantProduct& p : products) {
-      const int64_t out = p.W->rows, rb = p.W->row_bytes();
-      for (int64_t r = std::max(r0, first) - first; r < std::min(r1, first + out) - first; ++r) {
-        const uint8_t* w = p.W->data + r * rb;
-        for (int64_t i = 0; i < n; ++i) {
-          const float v = row_dot(p, w, act + i * levels * nb, nb, two_level);
-          float& dst = p.y[i * out + r];
-          dst = beta == 0.0f ? v : v + beta * dst;
-        }
-      }
-      first += out;
+    for (const QuantProduct<Act>& p : products) {
+      const int64_t a = std::max(r0, first) - first, b = std::min(r1, first + p.W->rows) - first;
+      if (a < b) product_rows(p, act, n, nb, beta, a, b);
+      first += p.W->rows;
     }
   });
 }
@@ -66,6 +71,12 @@ void linear_quant_dot(const float* x, int64_t n, int64_t cols, const std::vector
 QuantDotFn dot_for(const QuantMatrix& W) {
   const QuantDotFn dot = quant_kernels().for_type(W.type);
   if (!dot) throw std::logic_error("no dot kernel for ggml type " + std::to_string(W.type));
+  return dot;
+}
+
+QuantDot16Fn dot16_for(const QuantMatrix& W) {
+  const QuantDot16Fn dot = quant_kernels().for_type16(W.type);
+  if (!dot) throw std::logic_error("no int16-activation dot kernel for ggml type " + std::to_string(W.type));
   return dot;
 }
 
@@ -94,15 +105,16 @@ WeightRef weight_ref(const std::vector<float>& f32, const QuantMatrix& q, int64_
 }
 
 void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, QuantScratch& scratch, float beta,
-                   ActivationLevels levels) {
+                   ActivationPrecision precision) {
   if (n <= 0) return;
   if (!W.q) {
     linear(x, n, W.cols, W.f32, W.rows, y, beta);
-  } else if (n <= kQuantDotMaxRows) {
-    const QuantDot2Fn dot2 = W.q->type == static_cast<uint32_t>(GgmlType::Q8_0) ? quant_kernels().dot2_q8_0 : nullptr;
-    linear_quant_dot(x, n, W.cols, {{W.q, y, dot_for(*W.q), dot2}}, scratch, beta, levels == ActivationLevels::two);
-  } else {
+  } else if (n > kQuantDotMaxRows) {
     linear_dequant_tiles(x, n, *W.q, y, scratch, beta);
+  } else if (precision == ActivationPrecision::int16) {
+    linear_quant_dot<BlockQ16Act>(x, n, W.cols, {{W.q, y, dot16_for(*W.q)}}, scratch, beta);
+  } else {
+    linear_quant_dot<BlockQ8Act>(x, n, W.cols, {{W.q, y, dot_for(*W.q)}}, scratch, beta);
   }
 }
 
@@ -114,9 +126,9 @@ void weight_linear_group(const float* x, int64_t n, std::initializer_list<std::p
     for (const auto& [W, y] : products) weight_linear(x, n, W, y, scratch);
     return;
   }
-  std::vector<QuantProduct> group;
+  std::vector<QuantProduct<BlockQ8Act>> group;
   for (const auto& [W, y] : products) group.push_back({W.q, y, dot_for(*W.q)});
-  linear_quant_dot(x, n, products.begin()->first.cols, group, scratch, 0.0f, false);
+  linear_quant_dot(x, n, products.begin()->first.cols, group, scratch, 0.0f);
 }
 
 void weight_row(const WeightRef& W, int64_t r, float* out) {

@@ -38,20 +38,21 @@ WeightRef weight_ref(const std::vector<float>& f32, const QuantMatrix& q, int64_
 /// Scratch of weight_linear (one per concurrent caller; grown on demand).
 struct QuantScratch {
   std::vector<BlockQ8Act> act;
+  std::vector<BlockQ16Act> act16;
   std::vector<float> tile;
 };
 
-/// How finely the decode path quantizes activations: `one` int8 level per block of 32 (llama.cpp's Q8 activations;
-/// error at most max|x| / 254 per value), or `two` (the int8 residual of the first level quantized again and dotted
-/// too: error at most max|x| / 254^2 per value, twice the dot work). The LM head uses `two`: its logits feed argmax
-/// directly, and one level moves SmolLM2's logits by up to ~0.3 nats, enough to flip close greedy choices.
-enum class ActivationLevels { one, two };
+/// How finely the decode path quantizes activations per block of 32: `int8` (llama.cpp's Q8 activations; error at
+/// most max|x| / 254 per value) or `int16` (error at most max|x| / 65534 per value, at about the int8 kernels' cost:
+/// the weights' bytes dominate). The LM head uses `int16`: its logits feed argmax directly, and int8 activations
+/// move SmolLM2's logits by up to ~0.3 nats, enough to flip close greedy choices.
+enum class ActivationPrecision { int8, int16 };
 
 /// y[n, W.rows] = x[n, W.cols] W^T + beta * y (beta = 0: y is only written). float32 in and out. W.cols must be a
 /// multiple of 32 for a quantized W. Uses the backend's threads (backend/cpu/threads.hpp); deterministic for a fixed
 /// thread count (each output is computed by one thread in a fixed order).
 void weight_linear(const float* x, int64_t n, const WeightRef& W, float* y, QuantScratch& scratch, float beta = 0.0f,
-                   ActivationLevels levels = ActivationLevels::one);
+                   ActivationPrecision precision = ActivationPrecision::int8);
 
 /// y_k[n, W_k.rows] = x[n, in] W_k^T for every (W_k, y_k) of `products` (all W_k of input width in; y_k only
 /// written): the Q, K, V projections or the gate and up projections of one input. When every W_k is quantized and
