@@ -81,7 +81,7 @@ int run_generate(const std::vector<std::string>& args) {
       "[compression.decode] sets the decode policy: none, rolling, h2o or periodic, README \"Compression while\n"
       "decoding\"; [compression.codec] stores the kept entries packed, README \"KV precision: codecs\", except\n"
       "layer_bits = \"profile\", a run setting; [compression.share] groups or map drops shared layers' caches,\n"
-      "README \"Depth-wise sharing\", except count, a run setting; [compression.joint] is a run setting; other sections are ignored, the backend is --backend's) and decoding\n"
+      "README \"Depth-wise sharing\", except count, a run setting; [compression.joint] plan = \"damage\" is a run setting; other sections are ignored, the backend is --backend's) and decoding\n"
       "continues greedily on the compressed cache; the per-layer budgets and the KV bytes kept and at the end go to\n"
       "stderr.\n"
       "[compression] rerotate = true re-rotates the kept keys to positions 0 .. n - 1 after compaction and decodes\n"

@@ -606,6 +606,9 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
                        "[signal] section with plugin = \"id\"");
     cell.uses_profile = true;
   }
+  // A joint cell's own errors first: its plan replaces the codec and sharing the checks below are about.
+  cell.joint = parse_joint_section(c, root);
+  if (!cell.joint.none()) check_joint_cell(c, cell);
   if (!cell.share.none() && cell.decode.policy != "none")
     throw InputError(c.origin + ": [compression.share] " + cell.share.label() + " with compression.decode.policy = \"" +
                      cell.decode.policy + "\": decode policies evict per layer and a shared layer holds no entries; "
@@ -614,8 +617,6 @@ CellConfig parse_cell(const Ctx& c, const toml::table& root, const PluginRegistr
     throw InputError(c.origin + ": [compression.codec] " + cell.codec.label() + " with compression.decode.policy = \"" +
                      cell.decode.policy + "\": a decode policy evicts from a packed cache, which is not supported; "
                      "use policy \"none\" with a codec");
-  cell.joint = parse_joint_section(c, root);
-  if (!cell.joint.none()) check_joint_cell(c, cell);
   if (!cell.route.empty() && cell.decode.policy == "periodic")
     throw InputError(c.origin + ": 'scorer.route' with compression.decode.policy = \"periodic\": the periodic policy "
                      "re-scores every layer with the one [scorer] while decoding; use a route with another policy");

@@ -422,6 +422,29 @@ CompressedPrompt compress_joint_cell(Backend& backend, const PrefilledPrompt& pr
   return comp;
 }
 
+/// Refuses, before any work, a joint grid this model cannot run (naming the config, the cell and the key): an integer
+/// width whose `group` does not suit the head dim or a model with sliding-window layers (check_codec_support), or a
+/// fraction that keeps no position of a layer's span on the calibration prefix (where its damage is measured).
+void check_joint_support(const RunPlan& plan, const Cell& cell, const ModelConfig& mc) {
+  const JointSpec& joint = cell.config.joint;
+  if (joint.none()) return;
+  const std::string where = plan.config_path + ": cell '" + cell.label + "': ";
+  for (int b : joint.bits) {
+    if (b == 32) continue;
+    check_codec(joint.codec(b), mc.head_dim, where + "compression.joint.bits / group");
+    if (has_sliding_window(mc))
+      throw InputError(where + "compression.joint.bits: " + std::to_string(b) + " bits pack layers, which a model with "
+                       "sliding-window layers does not support (their window cut would evict from a packed cache)");
+  }
+  for (double f : joint.fractions)
+    for (int64_t l = 0; l < mc.n_layers; ++l)
+      if (std::floor(f * static_cast<double>(mc.layer_span(l, plan.calibration.prefix_tokens)) + 0.5) < 1)
+        throw InputError(where + "compression.joint.fractions: " + std::to_string(f) + " keeps no position of layer " +
+                         std::to_string(l) + "'s span of " +
+                         std::to_string(mc.layer_span(l, plan.calibration.prefix_tokens)) +
+                         " calibration tokens; raise it or data.calibration.prefix_tokens");
+}
+
 }  // namespace
 
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
@@ -490,6 +513,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
       check_codec_support(mc, plan.cells[c].config.codec,
                           plan.config_path + ": cell '" + plan.cells[c].label + "'");
       check_share_support(mc, plan.cells[c].config.share, plan.config_path + ": cell '" + plan.cells[c].label + "'");
+      check_joint_support(plan, plan.cells[c], mc);
     }
 
   const std::vector<int64_t> layers_A =

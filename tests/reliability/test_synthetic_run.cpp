@@ -507,6 +507,27 @@ TEST_F(SyntheticRun, JointPlanOfOneOptionIsEvictionAloneAndAWiderGridSpendsTheBy
   EXPECT_NE(budgets.dump().find("joint_plan"), std::string::npos);
 }
 
+// A joint grid the model cannot run is refused before any work, naming the key: a group that does not divide the
+// head dim (8) and a fraction that keeps no position of the 32-token calibration prefix (floor(0.01 x 32 + 0.5) = 0).
+TEST_F(SyntheticRun, AJointGridTheModelCannotRunIsRefusedNamingTheKey) {
+  rkv::RunOptions o;
+  o.quiet = true;
+  o.out_dir = (dir / "out").string();
+  std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
+  base.replace(base.find("fraction = 0.5"), 14, "bytes_fraction = 0.5");
+  for (const auto& [joint, key] : std::vector<std::pair<std::string, std::string>>{
+           {"bits = [32, 4]\ngroup = 16\n", "compression.joint.bits / group"},
+           {"fractions = [1.0, 0.01]\nbits = [32]\n", "compression.joint.fractions: 0.010000 keeps no position"}}) {
+    try {
+      rkv::run_ablation(plan(base + "[compression.joint]\n" + joint), o);
+      ADD_FAILURE() << "expected an InputError for " << joint;
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "out" / "run.json"));
+  }
+}
+
 TEST_F(SyntheticRun, PromptsLongerThanTheContextLengthAreAClearError) {
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();

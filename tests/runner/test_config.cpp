@@ -178,6 +178,10 @@ TEST_F(Config, JointSectionNeedsABytesBudgetAndReplacesTheAllocatorAndCodec) {
             std::string::npos);
   EXPECT_NE(error(bytes("[compression.joint]\n[compression.decode]\npolicy = \"rolling\"\n")).find("decode.policy"),
             std::string::npos);
+  // With a codec in the base config the joint cell's own message comes first (its plan replaces the codec).
+  EXPECT_NE(error(bytes("[compression.joint]\n[compression.decode]\npolicy = \"rolling\"\n[compression.codec]\n"
+                        "format = \"int\"\n")).find("[compression.joint] plan = \"damage\" with compression.decode"),
+            std::string::npos);
   EXPECT_NE(error(base("", "[sweep]\n\"compression.joint.bogus\" = [1]\n")).find("compression.joint.plan"), std::string::npos);
   // The damage signal's bits (the joint plan's options) are checked when the config is read.
   auto damage = [&](const std::string& params) {
