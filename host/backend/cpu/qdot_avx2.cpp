@@ -75,8 +75,10 @@ RKV_AVX2 inline void q4_1_block(const uint8_t* w, const BlockQ8Act& a, __m256& a
   mins = _mm_add_ps(mins, prod);
 }
 
-template <int kBytes, __m256 (*Block)(const uint8_t*, const BlockQ8Act&, __m256)>
-RKV_AVX2 inline float two_chain_dot(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
+/// sum over blocks of Block(weight block, activation block), in two independent accumulator chains; Act is the int8
+/// (BlockQ8Act) or int16 (BlockQ16Act) activation block.
+template <int kBytes, typename Act, __m256 (*Block)(const uint8_t*, const Act&, __m256)>
+RKV_AVX2 inline float two_chain_dot(const uint8_t* w, const Act* a, int64_t nb) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
@@ -87,9 +89,9 @@ RKV_AVX2 inline float two_chain_dot(const uint8_t* w, const BlockQ8Act* a, int64
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<34, q8_0_block>(w, a, nb); }
+RKV_AVX2 float avx2_q8_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<34, BlockQ8Act, q8_0_block>(w, a, nb); }
 
-RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<18, q4_0_block>(w, a, nb); }
+RKV_AVX2 float avx2_q4_0(const uint8_t* w, const BlockQ8Act* a, int64_t nb) { return two_chain_dot<18, BlockQ8Act, q4_0_block>(w, a, nb); }
 
 RKV_AVX2 float avx2_q4_1(const uint8_t* w, const BlockQ8Act* a, int64_t nb) {
   static_assert(offsetof(BlockQ8Act, s) == offsetof(BlockQ8Act, d) + 4, "q4_1_block loads (d, s) as one pair");
@@ -137,24 +139,12 @@ RKV_AVX2 inline __m256 q4_0_block16(const uint8_t* w, const BlockQ16Act& a, __m2
   return _mm256_fmadd_ps(_mm256_set1_ps(half_at(w) * a.d), sum_i16(lo, hi, a.qs), acc);
 }
 
-template <int kBytes, __m256 (*Block)(const uint8_t*, const BlockQ16Act&, __m256)>
-RKV_AVX2 inline float two_chain_dot16(const uint8_t* w, const BlockQ16Act* a, int64_t nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = Block(w + b * kBytes, a[b], acc0);
-    acc1 = Block(w + (b + 1) * kBytes, a[b + 1], acc1);
-  }
-  if (b < nb) acc0 = Block(w + b * kBytes, a[b], acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
-
 RKV_AVX2 float avx2_dot16_q8_0(const uint8_t* w, const BlockQ16Act* a, int64_t nb) {
-  return two_chain_dot16<34, q8_0_block16>(w, a, nb);
+  return two_chain_dot<34, BlockQ16Act, q8_0_block16>(w, a, nb);
 }
 
 RKV_AVX2 float avx2_dot16_q4_0(const uint8_t* w, const BlockQ16Act* a, int64_t nb) {
-  return two_chain_dot16<18, q4_0_block16>(w, a, nb);
+  return two_chain_dot<18, BlockQ16Act, q4_0_block16>(w, a, nb);
 }
 
 /// As avx2_q4_1 (the min term collected in lane 1 of `mins`) with int16 activations.
