@@ -1,4 +1,4 @@
-// perturbation_kl profiling time on SmolLM2 (issue 4 "Speed"; DESIGN.md "perturbation_kl"): N calibration examples of
+// perturbation_kl profiling time on SmolLM2 (docs/ARCHITECTURE.md "perturbation_kl"): N calibration examples of
 // a P-token prefix + an n_w-token window (defaults 8, 1024, 32, from Austen's Emma, snapkv's protected window), timed
 //   plain_prefill      each example's P + n_w tokens through every layer once, logits at the window positions
 //                      (the baseline: what a plain prefill of the same calibration examples costs)
@@ -26,9 +26,9 @@
 #include "common/assets.hpp"
 #include "model/model.hpp"
 #include "plugin/registry.hpp"
-#include "runner/profile.hpp"
-#include "runner/profiler.hpp"
-#include "runner/text_windows.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/profile/profiler.hpp"
+#include "runner/tasks/text_windows.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace {

@@ -17,7 +17,7 @@
 
 #include "core/errors.hpp"
 #include "fuzz_support.hpp"
-#include "runner/config.hpp"
+#include "runner/plan/config.hpp"
 
 namespace fs = std::filesystem;
 

@@ -29,9 +29,10 @@
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "fuzz_support.hpp"
-#include "runner/config.hpp"
-#include "runner/run.hpp"
-#include "runner/run_records.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/run/run.hpp"
+#include "runner/records/cell_records.hpp"
+#include "runner/report/outputs.hpp"
 
 namespace fs = std::filesystem;
 

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_handles.hpp"
-#include "runner/compressed_generate.hpp"
-#include "runner/generate.hpp"
+#include "runner/decode/generate_compressed.hpp"
+#include "runner/decode/generate.hpp"
 #include "tokenizer/chat_template.hpp"
 
 using rkv::capi::guarded;

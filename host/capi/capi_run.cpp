@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "capi/capi_handles.hpp"
-#include "runner/config.hpp"
-#include "runner/profile.hpp"
-#include "runner/run.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/run/run.hpp"
 
 using rkv::capi::guarded;
 using rkv::capi::require;

@@ -10,7 +10,7 @@
 #include "core/errors.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
-#include "runner/profile_file.hpp"
+#include "runner/plan/profile_file.hpp"
 
 namespace po = boost::program_options;
 

@@ -1,14 +1,14 @@
 // `ripplekv analyze CONFIG`: the paper's Table 1 — Spearman rho (signed) between each configured signal and the per-layer
-// compression damage, at each budget fraction (host/runner/analyze.hpp).
+// compression damage, at each budget fraction (host/runner/analyze/analyze.hpp).
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <sstream>
 
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
-#include "runner/analyze.hpp"
-#include "runner/config.hpp"
-#include "runner/profile_file.hpp"
+#include "runner/analyze/analyze.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/plan/profile_file.hpp"
 
 namespace po = boost::program_options;
 

@@ -7,8 +7,8 @@
 #include "backend/backend.hpp"
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
-#include "runner/compressed_generate.hpp"
-#include "runner/generate.hpp"
+#include "runner/decode/generate_compressed.hpp"
+#include "runner/decode/generate.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -76,18 +76,19 @@ int run_generate(const std::vector<std::string>& args) {
       "--weights (cpu): quantized (default) keeps a GGUF's Q8_0/Q4_0/Q4_1 matrices in their blocks and requantizes\n"
       "other quantized types and F16/BF16 matrices (GGUF or Hugging Face folder) to Q8_0 (fast decode); F32 matrices\n"
       "stay f32; f32 dequantizes every weight at load (exact, 4-8x the memory).\n"
-      "With --compress, the prompt's cache is compressed after prefill as CONFIG says ([scorer] with any\n"
-      "[[scorer.route]], [allocator], [budget] with fraction, tokens or bytes_fraction: the run config schema;\n"
-      "[compression.decode] sets the decode policy: none, rolling, h2o or periodic, README \"Compression while\n"
-      "decoding\"; [compression.codec] stores the kept entries packed, README \"KV precision: codecs\", except\n"
-      "layer_bits = \"profile\", a run setting; [compression.share] groups or map drops shared layers' caches,\n"
-      "README \"Depth-wise sharing\", except count, a run setting; [compression.joint] plan = \"damage\" is a run setting; other sections are ignored, the backend is --backend's) and decoding\n"
+      "With --compress, the prompt's cache is compressed after prefill by the cell CONFIG describes, through the\n"
+      "cell sequence of every run cell (docs/ARCHITECTURE.md \"Data flow\"): [scorer] with any [[scorer.route]],\n"
+      "[allocator], [budget] with fraction, tokens or bytes_fraction (the run config schema); [compression.share]\n"
+      "drops shared layers' caches (README \"Depth-wise sharing\"); [compression.codec] stores the kept entries\n"
+      "packed (README \"KV precision: codecs\"); [compression.decode] sets the decode policy: none, rolling, h2o or\n"
+      "periodic (README \"Compression while decoding\"); [compression.joint] is a run setting (its plan needs damage\n"
+      "measured on a run's calibration split). Other sections are ignored; the backend is --backend's. Decoding\n"
       "continues greedily on the compressed cache; the per-layer budgets and the KV bytes kept and at the end go to\n"
       "stderr.\n"
       "[compression] rerotate = true re-rotates the kept keys to positions 0 .. n - 1 after compaction and decodes\n"
       "from the cache length instead of the prompt length (kvpress KeyRerotationPress; default false).\n"
-      "An allocator that uses a sensitivity profile (ripplekv) reads it from --profile FILE (a profile.json from\n"
-      "`ripplekv profile` or a run).\n\noptions");
+      "A cell that reads a sensitivity profile (an allocator such as ripplekv, codec layer_bits = \"profile\", share\n"
+      "count = k) reads it from --profile FILE (a profile.json from `ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
       "prompt", po::value(&prompt), "prompt text")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(
@@ -101,7 +102,7 @@ int run_generate(const std::vector<std::string>& args) {
       "dtype", po::value(&dtype)->default_value("f32"), "compute dtype: f32, or bf16 (cuda only)")(
       "weights", po::value(&weights)->default_value("quantized"), "cpu weights: quantized or f32")(
       "compress", po::value(&compress_path), "compression config TOML ([scorer], [allocator], [budget])")(
-      "profile", po::value(&profile_path), "profile.json for allocators that use a sensitivity profile");
+      "profile", po::value(&profile_path), "profile.json for a cell that reads a sensitivity profile");
   po::variables_map vm = rkv::cli::parse_command_line(args, opts, nullptr, "");
   if (vm.count("help")) {
     std::cout << opts << "\n";

@@ -1,4 +1,4 @@
-// `ripplekv profile CONFIG`: compute a sensitivity profile (DESIGN.md "perturbation_kl") for the config's model and
+// `ripplekv profile CONFIG`: compute a sensitivity profile (docs/ARCHITECTURE.md "perturbation_kl") for the config's model and
 // calibration data, write profile.json and print it per layer.
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -10,9 +10,10 @@
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
 #include "model/model.hpp"
-#include "runner/config.hpp"
-#include "runner/plan_backend.hpp"
-#include "runner/profile.hpp"
+#include "core/atomic_file.hpp"
+#include "runner/compress/plan_backend.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/profile/profile.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace po = boost::program_options;

@@ -7,10 +7,11 @@
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
-#include "runner/config.hpp"
-#include "runner/plan_backend.hpp"
-#include "runner/run.hpp"
-#include "runner/run_dumps.hpp"
+#include "runner/compress/plan_backend.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/records/dumps.hpp"
+#include "runner/report/outputs.hpp"
+#include "runner/run/run.hpp"
 
 namespace po = boost::program_options;
 

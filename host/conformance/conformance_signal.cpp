@@ -1,5 +1,5 @@
 // Signal conformance (conformance/conformance.hpp, check_signal): on tiny seeded synthetic models, a signal is called
-// through the profiler service exactly as compute_profile() (runner/profile.cpp) calls it — one CPU thread, a Profiler
+// through the profiler service exactly as compute_profile() (runner/profile/profile.cpp) calls it — one CPU thread, a Profiler
 // over the calibration windows offered as RKV_SERVICE_PROFILER_V1, a fresh instance, call_signal — and then through
 // compute_profile() itself with the cache off.
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include "conformance/conformance_rule.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/signal_call.hpp"
-#include "runner/profile.hpp"
-#include "runner/profiler.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/profile/profiler.hpp"
 
 namespace rkv {
 
@@ -168,7 +168,7 @@ std::vector<ConformanceCase> check_signal(const PluginInfo& info, const ParamSet
     try {
       ProfileRequest r;
       r.model = &model;
-      r.signal = PluginChoice{info.id(), &info, params};
+      r.signal = PluginChoice{info.id(), &info, params, nullptr};
       for (auto& tokens : token_windows(s)) r.examples.push_back(TextWindow{std::move(tokens), "synthetic", 0});
       r.prefix_tokens = s.prefix_tokens;
       r.window_tokens = s.window_tokens;

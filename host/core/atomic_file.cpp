@@ -48,6 +48,10 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
 }
 
+void write_json_atomically(const std::string& path, const nlohmann::json& json) {
+  write_file_atomically(path, json.dump(2) + "\n");
+}
+
 std::string read_file(const std::string& path) { return read_regular_file(path, "file"); }
 
 }  // namespace rkv

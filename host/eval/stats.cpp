@@ -168,10 +168,4 @@ double split_half_spearman(const std::vector<std::vector<double>>& per_example) 
   return spearman_rho(first, second);
 }
 
-uint64_t fnv1a64(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 }  // namespace rkv

@@ -80,7 +80,4 @@ std::vector<double> holm_adjust_reportable(const std::vector<const PairedCompari
 /// half of the examples (rows of per_example [N][L]; halves [0, N/2) and [N/2, N)). NaN when N < 2.
 double split_half_spearman(const std::vector<std::vector<double>>& per_example);
 
-/// A 64-bit FNV-1a hash of a string, for seeds derived from ids (e.g. the bootstrap seed of a cell).
-uint64_t fnv1a64(const std::string& text);
-
 }  // namespace rkv

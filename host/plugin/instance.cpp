@@ -60,7 +60,7 @@ void HostServices::set_service(const std::string& id, const void* table) {
 PluginInstance PluginInstance::create(const PluginInfo& info, const ParamSet& params, const HostServices& host) {
   DiagnosticLog log;
   rkv_plugin_instance* inst = nullptr;
-  if (!info.library)  // a host builtin such as the damage signal (runner/damage_signal.hpp) is never instantiated
+  if (!info.library)  // a host builtin such as the damage signal (runner/profile/damage_signal.hpp) is never instantiated
     throw InputError("plugin '" + info.id() + "' is built into the host and has no plugin instance");
   const rkv_status s = info.library->abi->create(info.descriptor->id, host.abi(), params.abi(), log.abi(), &inst);
   if (s != RKV_OK || !inst)

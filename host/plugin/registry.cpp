@@ -181,6 +181,11 @@ void PluginRegistry::load_library(const std::string& path) {
   libraries_.push_back(std::move(lib));
 }
 
+std::string short_id(const std::string& id) {
+  const auto dot = id.rfind('.');
+  return dot == std::string::npos ? id : id.substr(dot + 1);
+}
+
 const PluginInfo& PluginRegistry::resolve(const std::string& name, rkv_plugin_kind kind) const {
   const PluginInfo* exact = nullptr;
   std::vector<const PluginInfo*> by_short;
@@ -190,8 +195,7 @@ const PluginInfo& PluginRegistry::resolve(const std::string& name, rkv_plugin_ki
     known.push_back(p.id());
     const std::string id = p.id();
     if (id == name) exact = &p;
-    const auto dot = id.rfind('.');
-    if (id.substr(dot == std::string::npos ? 0 : dot + 1) == name) by_short.push_back(&p);
+    if (short_id(id) == name) by_short.push_back(&p);
   }
   if (exact) return *exact;
   if (by_short.size() == 1) return *by_short[0];
@@ -206,10 +210,7 @@ const PluginInfo& PluginRegistry::resolve(const std::string& name, rkv_plugin_ki
     msg += "; no plugins of that kind are loaded (check RIPPLEKV_PLUGIN_PATH and plugin_paths)";
   } else {
     std::vector<std::string> candidates = known;
-    for (const auto& k : known) {
-      const auto dot = k.rfind('.');
-      candidates.push_back(k.substr(dot == std::string::npos ? 0 : dot + 1));
-    }
+    for (const auto& k : known) candidates.push_back(short_id(k));
     std::string list;
     for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
     msg += "; known: " + list + "; did you mean '" + closest_match(name, candidates) + "'?";

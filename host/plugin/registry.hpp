@@ -1,5 +1,5 @@
 // The plugin registry: finds plugin libraries, loads them with Boost.DLL (rtld_now, never unloaded), negotiates the
-// ABI version and indexes their descriptors by id (DESIGN.md "Plugin ABI").
+// ABI version and indexes their descriptors by id (docs/ARCHITECTURE.md "Plugin ABI").
 //
 // Search path, in order: the config's `plugin_paths`, then $RIPPLEKV_PLUGIN_PATH (':'-separated), then the plugin
 // folder beside libripplekv (build/lib/ripplekv/plugins in the build tree, <prefix>/lib/ripplekv/plugins installed).
@@ -65,5 +65,9 @@ class PluginRegistry {
   std::vector<std::unique_ptr<PluginLibrary>> libraries_;
   std::vector<PluginInfo> plugins_;
 };
+
+/// The short id of a plugin id: its last dot-separated component ("org.ripplekv.scorer.snapkv" -> "snapkv"), the
+/// whole id when it has no dot. PluginRegistry::resolve accepts it when it is unambiguous. Thread-safe.
+std::string short_id(const std::string& id);
 
 }  // namespace rkv

@@ -1,4 +1,4 @@
-"""Readers of what `ripplekv run --dump kept,logits` writes (README "Outputs"; host/runner/run_dumps.hpp), standard
+"""Readers of what `ripplekv run --dump kept,logits` writes (README "Outputs"; host/runner/records/dumps.hpp), standard
 library only, so an engine or a peer tool can apply or compare ripplekv's decisions without the C library.
 
     for rec in read_kept("runs/x/dumps/kept/<cell>.jsonl"):   # one dict per (task, example, layer, KV head)

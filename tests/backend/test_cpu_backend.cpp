@@ -15,11 +15,12 @@
 #include "cache/attention_stats.hpp"
 #include "cache/budget.hpp"
 #include "cache/selection.hpp"
-#include "runner/compression.hpp"
-#include "runner/decode_policy.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/decode/policy.hpp"
 #include "core/errors.hpp"
 #include "model/rope.hpp"
 #include "model/synthetic_model.hpp"
+#include "runner/decode/loop.hpp"
 
 namespace {
 
@@ -289,7 +290,7 @@ TEST(CpuBackend, ShareLayerFreesTheLayerAndExtendReadsTheSource) {
   EXPECT_EQ(r.cache->length(2), 0);
 }
 
-// Issue 13's memory case: T = 1024, f = 0.2 over 30 layers -> B = 6144 entries held per KV head (summed over layers);
+// The memory case of per-head budgets: T = 1024, f = 0.2 over 30 layers -> B = 6144 entries held per KV head (summed over layers);
 // 16 decoded tokens add 16 x 30 (decode policy "none": nothing is evicted while decoding). Bytes follow the entries.
 TEST(CpuBackend, EntriesHeldAfterCompressionAndDecoding) {
   rkv::ModelConfig c = rkv::synthetic_config("llama", 2, 1, 8, 30);

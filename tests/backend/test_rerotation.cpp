@@ -24,7 +24,7 @@
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "plugin/scorer_call.hpp"
-#include "runner/compression.hpp"
+#include "runner/compress/compress_prompt.hpp"
 
 namespace {
 

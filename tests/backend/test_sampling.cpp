@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "runner/sampling.hpp"
+#include "runner/decode/sampling.hpp"
 #include "core/errors.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 // device (test_gpu, label gpu) or its code path under the CPU emulator (test_gpu_emu, label unit) -- and checked
 // against the CPU backend, the oracle. fp32 mode: logits, queries, statistics and caches within 1e-4 relative,
 // identical kept positions (selection runs on the host from the CPU's scores), identical greedy tokens; the profiler's
-// KL within 1e-3 relative (DESIGN.md "perturbation_kl": across backends) and exactly 0 on an unperturbed cache.
+// KL within 1e-3 relative (docs/ARCHITECTURE.md "perturbation_kl": across backends) and exactly 0 on an unperturbed cache.
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -15,9 +15,10 @@
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
 #include "model/rope.hpp"
-#include "runner/compression.hpp"
-#include "runner/decode_policy.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/decode/policy.hpp"
 #include "gpu_test.hpp"
+#include "runner/decode/loop.hpp"
 
 using namespace rkv_gpu_test;
 
@@ -245,7 +246,7 @@ TEST_P(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
   EXPECT_THROW(dev->compact_layer(*cb, 1 % model.config.n_layers, other), rkv::InputError);
 }
 
-// Decode policy "rolling" (runner/decode_policy.hpp) on both backends: after compressing every layer to b = 10 entries,
+// Decode policy "rolling" (runner/decode/policy.hpp) on both backends: after compressing every layer to b = 10 entries,
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the
 // 8 most recent tokens, T + 7 .. T + 14 (by hand). Logits agree across backends.
@@ -272,7 +273,7 @@ TEST_P(BackendConformance, RollingDecodeKeepsSinksAndTheMostRecentEntries) {
     for (int64_t l = 0; l < L; ++l) {
       const rkv::LayerKV kv = be->download_layer(*r.cache, l);
       const int64_t W = model.config.layer_window(l);
-      if (W > 0) {  // a sliding layer also drops what left its window (runner/sliding_window.hpp): the sinks first
+      if (W > 0) {  // a sliding layer also drops what left its window (runner/compress/sliding_window.hpp): the sinks first
         for (int64_t h = 0; h < Hkv; ++h)
           for (int64_t i = 0; i < kv.head_length(h); ++i)
             EXPECT_LT(T + 14 - *kv.pos_at(h, i), W) << be->kind() << " layer " << l << " head " << h;

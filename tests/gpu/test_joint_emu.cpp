@@ -1,4 +1,4 @@
-// A joint cell ([compression.joint], runner/joint_allocation.hpp) run through the emulated CUDA backend (registered
+// A joint cell ([compression.joint], runner/compress/joint.hpp) run through the emulated CUDA backend (registered
 // as "cuda") against the CPU backend on the seeded 2-layer synthetic model (head dim 64, as the CUDA backend needs): the same plan per layer (options,
 // budgets, bits, shared layers), the same packed bytes, and metrics within 1e-3. The plan's damage table is measured
 // on each backend, so the two plans agree only if the two backends' damages order the options alike.
@@ -15,8 +15,8 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "reliability/synthetic_run.hpp"
-#include "runner/config.hpp"
-#include "runner/run.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/run/run.hpp"
 
 namespace fs = std::filesystem;
 

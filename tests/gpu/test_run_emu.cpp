@@ -5,7 +5,7 @@
 //  - lm_fidelity KL, top-1 agreement and perplexities within 1e-3 relative (the emulated device's attention sums in
 //    another order than OpenBLAS: logits agree to about 1e-5, KL of two nearby distributions amplifies that);
 //  - needle accuracy identical (identical greedy tokens);
-//  - the perturbation-KL profile within 1e-3 relative per layer (DESIGN.md: across backends).
+//  - the perturbation-KL profile within 1e-3 relative per layer (docs/ARCHITECTURE.md "perturbation_kl": across backends).
 // Then `generate --compress`'s code path (generate_compressed) gives identical greedy tokens on both backends.
 // Label model (needs the SmolLM2 asset); several minutes under the emulator.
 #include <gtest/gtest.h>
@@ -20,10 +20,10 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "common/assets.hpp"
-#include "runner/compressed_generate.hpp"
-#include "runner/config.hpp"
-#include "runner/profile.hpp"
-#include "runner/run.hpp"
+#include "runner/decode/generate_compressed.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/run/run.hpp"
 #include "tokenizer/chat_template.hpp"
 
 namespace fs = std::filesystem;

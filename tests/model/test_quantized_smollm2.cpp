@@ -20,7 +20,7 @@
 #include "core/subprocess.hpp"
 #include "model/model.hpp"
 #include "model_writers.hpp"
-#include "runner/sampling.hpp"
+#include "runner/decode/sampling.hpp"
 
 namespace {
 

@@ -14,15 +14,16 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
 #include "cache/budget.hpp"
-#include "runner/compression.hpp"
-#include "runner/decode_policy.hpp"
-#include "runner/sampling.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/decode/policy.hpp"
+#include "runner/decode/sampling.hpp"
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
 #include "core/subprocess.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "runner/decode/loop.hpp"
 
 // RKV_REQUIRE_ASSET's parameter is named `path`, so its argument must be a variable of that name.
 #define REQUIRE_ASSET_AT(expr)                          \
@@ -252,7 +253,7 @@ TEST(SmolLM2, AgreesWithLlamaCpp) {
   EXPECT_LT(mean_kl, kMaxMeanKl);
 }
 
-// Issue 13's memory case on the real model: T = 1024, f = 0.2 -> B = 0.2 x 1024 x 30 = 6144 positions held over the
+// The memory case of per-head budgets on the real model: T = 1024, f = 0.2 -> B = 0.2 x 1024 x 30 = 6144 positions held over the
 // 30 layers (uniform: 204 or 205 per layer). After 16 teacher-forced tokens the policy "none" holds 6144 + 16 x 30;
 // "rolling" and "h2o" hold 6144 after every token. The bytes follow: entries x H_kv x (2 x 64 x 4 + 4) = 1,548 B per position.
 TEST(SmolLM2, EntriesHeldAfterCompressionAndDecodingUnderEachPolicy) {

@@ -7,7 +7,7 @@ tests/scorers/test_kvpress_e2e.py (the slow test that re-runs ripplekv against t
 Prompts: PROMPTS, excerpts of the fetched Austen novels. Each excerpt is written to a text file and tokenized by
 `ripplekv tokenize` (no BOS, as the runner's text windows); the file's M ids are one lm_fidelity window of
 prefix_tokens T = M - CONTINUATION plus CONTINUATION tokens, so the run's only window starts at token 0 (a file of
-exactly one window length: host/runner/text_windows.hpp) and its prompt is ids[:T]. run_ripplekv checks that in the
+exactly one window length: host/runner/tasks/text_windows.hpp) and its prompt is ids[:T]. run_ripplekv checks that in the
 run's examples.jsonl (token offset 0, T prompt tokens, the sha256 of the M ids).
 
 Budgets: kvpress' compression_ratio r keeps n = int(T (1 - r)) positions per layer and KV head (kvpress'

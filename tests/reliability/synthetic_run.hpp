@@ -14,11 +14,12 @@ namespace rkv_test {
 
 /// Writes model.gguf, cal.txt and eval.txt into `dir` (created).
 /// `arch` "llama" (2 layers) or "gemma3" (3 layers: 0 and 1 with a sliding window of 16, layer 2 global).
-/// `head_dim` 8 by default; the CUDA backend (and its emulator) needs 64 or 128.
+/// `head_dim` 8 by default; the CUDA backend (and its emulator) needs 64 or 128. `layers` > 0 replaces the layer count.
 inline void write_synthetic_run_folder(const std::filesystem::path& dir, const std::string& arch = "llama",
-                                       int64_t head_dim = 8) {
+                                       int64_t head_dim = 8, int64_t layers = 0) {
   std::filesystem::create_directories(dir);
-  rkv::ModelConfig c = rkv::synthetic_config(arch, 4, 2, head_dim, arch == "gemma3" ? 3 : 2);
+  rkv::ModelConfig c =
+      rkv::synthetic_config(arch, 4, 2, head_dim, layers > 0 ? layers : arch == "gemma3" ? 3 : 2);
   c.vocab_size = 258;
   c.context_length = 256;
   const rkv::Model m = rkv::synthetic_model(c, 21);

@@ -1,4 +1,4 @@
-// Config values at the edges the runner's config tests leave out (issue 8): budget fractions 0, negative, NaN and
+// Config values at the edges the runner's config tests leave out: budget fractions 0, negative, NaN and
 // infinite, and swept ones outside (0, 1]; zero and negative lengths, budgets and thread counts; both or neither of
 // fraction and tokens. Each is an rkv::InputError naming the file, the line and the key. And the atomic writer every
 // output goes through: no temporary file is left behind, on success or on failure.
@@ -10,7 +10,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
-#include "runner/config.hpp"
+#include "runner/plan/config.hpp"
 
 namespace fs = std::filesystem;
 

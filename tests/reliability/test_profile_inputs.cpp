@@ -1,4 +1,4 @@
-// Budgets and profiles at the edges (issue 8): profile files with NaN (null or a string), infinity, a wrong layer
+// Budgets and profiles at the edges: profile files with NaN (null or a string), infinity, a wrong layer
 // count or no values are clear errors naming the file and the entry; negative values are legal; one-layer budgets
 // for every built-in allocator; B below one position per layer.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/registry.hpp"
-#include "runner/profile_file.hpp"
+#include "runner/plan/profile_file.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// Issue 19, "safe to run on a shared machine": the faults that remained after the first round.
+// Safe to run on a shared machine: hostile inputs and interruptions of a run.
 //   fault 2   a model file truncated while it is mapped: no SIGBUS, an rkv::InputError naming the file
 //   fault 13  FIFOs, devices and folders refused as configs, models and texts (no blocking, no endless reads);
 //             SIGTERM ends `run` within about a second in every phase (loading, tokenizing, drawing windows)
@@ -36,8 +36,8 @@
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
 #include "model/model.hpp"
-#include "runner/config.hpp"
-#include "runner/text_windows.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/tasks/text_windows.hpp"
 #include "synthetic_run.hpp"
 #include "tokenizer/tokenizer.hpp"
 

@@ -30,19 +30,21 @@
 #include "core/subprocess.hpp"
 #include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
-#include "runner/task_lm_fidelity.hpp"
+#include "runner/tasks/lm_fidelity.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
-#include "runner/analyze.hpp"
-#include "runner/compression_damage.hpp"
-#include "runner/plan_backend.hpp"
-#include "runner/profile.hpp"
-#include "runner/config.hpp"
-#include "runner/run.hpp"
-#include "runner/run_dumps.hpp"
-#include "runner/run_records.hpp"
+#include "runner/analyze/analyze.hpp"
+#include "runner/decode/generate_compressed.hpp"
+#include "runner/profile/compression_damage.hpp"
+#include "runner/compress/plan_backend.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/run/run.hpp"
+#include "runner/records/dumps.hpp"
+#include "runner/records/cell_records.hpp"
 #include "synthetic_run.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "runner/report/outputs.hpp"
 
 namespace fs = std::filesystem;
 
@@ -618,7 +620,58 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   EXPECT_NE(err.find("[compression.joint] is a `ripplekv run` setting"), std::string::npos) << err;
 }
 
-// Issue 19, fault 1: gnuplot was started through a shell command line (cd '<dir>' && gnuplot ...), so an output folder named
+// generate --compress takes the cell sequence of a run cell (runner/compress/cell.hpp compress_cell): the profile
+// reaches the share chooser and the per-layer bits there as in a run. (A second copy of the sequence for generate
+// once passed no profile to share planning and no per-layer bits to the codec, and refused both settings.)
+TEST_F(SyntheticRun, GenerateCompressTakesTheRunsCellSequenceWithItsProfile) {
+  const rkv::Model model = rkv::load_model((dir / "model.gguf").string());
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_path((dir / "model.gguf").string());
+  const std::unique_ptr<rkv::Backend> backend = rkv::make_backend("cpu", model);
+  const std::vector<int32_t> ids = tok.encode(std::string(48, 'z'), false, false);
+  ASSERT_GE(ids.size(), 40u);
+  const std::string shares = (dir / "share.toml").string(), bits = (dir / "bits.toml").string();
+  std::ofstream(shares) << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"uniform\"\n[budget]\n"
+                           "fraction = 0.5\n[compression.share]\ncount = 1\n";
+  std::ofstream(bits) << "[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"uniform\"\n[budget]\n"
+                         "fraction = 0.5\n[compression.codec]\nformat = \"int\"\nbits = 4\ngroup = 8\n"
+                         "layer_bits = \"profile\"\n";
+  std::ofstream(dir / "up.json") << R"({"s": [2, 1]})";    // layer 0 the more sensitive
+  std::ofstream(dir / "down.json") << R"({"s": [1, 2]})";  // layer 1 the more sensitive
+  // Without a profile both are refused, naming what reads it.
+  try {
+    rkv::generate_compressed(*backend, tok, ids, shares, "", 2);
+    FAIL() << "share count = 1 without a profile";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("compression.share.count needs a sensitivity profile"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(rkv::generate_compressed(*backend, tok, ids, bits, "", 2), rkv::InputError);
+  // count = 1 of 2 layers: layer 1 (layer 0 never shares) reads layer 0's cache; B = round(0.5 x 2T) = T entries go
+  // to layer 0, which keeps all of its T: the cache holds exactly one of the two layers.
+  const rkv::CompressedGeneration shared = rkv::generate_compressed(*backend, tok, ids, shares, (dir / "up.json").string(), 2);
+  const auto T = static_cast<int64_t>(ids.size());
+  EXPECT_EQ(shared.share_sources, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(shared.budgets, (std::vector<int64_t>{T, 0}));
+  EXPECT_EQ(shared.budget_total, T);
+  EXPECT_EQ(2 * shared.bytes_kept, shared.bytes_full);
+  EXPECT_EQ(shared.tokens.size(), 2u);
+  // Per-layer bits follow the profile (4 layers: two can spend what two others save at the bytes of uniform 4 bits):
+  // the more sensitive layers get the wider codes, whichever they are.
+  rkv_test::write_synthetic_run_folder(dir / "four", "llama", 8, 4);
+  const rkv::Model four = rkv::load_model((dir / "four" / "model.gguf").string());
+  const std::unique_ptr<rkv::Backend> backend4 = rkv::make_backend("cpu", four);
+  std::ofstream(dir / "up4.json") << R"({"s": [4, 3, 2, 1]})";
+  std::ofstream(dir / "down4.json") << R"({"s": [1, 2, 3, 4]})";
+  const rkv::CompressedGeneration up = rkv::generate_compressed(*backend4, tok, ids, bits, (dir / "up4.json").string(), 2);
+  const rkv::CompressedGeneration down =
+      rkv::generate_compressed(*backend4, tok, ids, bits, (dir / "down4.json").string(), 2);
+  ASSERT_EQ(up.layer_bits.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(up.layer_bits.rbegin(), up.layer_bits.rend())) << ::testing::PrintToString(up.layer_bits);
+  EXPECT_GT(up.layer_bits.front(), up.layer_bits.back()) << ::testing::PrintToString(up.layer_bits);
+  EXPECT_EQ(down.layer_bits, (std::vector<int64_t>(up.layer_bits.rbegin(), up.layer_bits.rend())));
+}
+
+// Regression: gnuplot was started through a shell command line (cd '<dir>' && gnuplot ...), so an output folder named
 // "x'; touch PWNED; echo '" (from --out, or from [output] dir in someone else's TOML) ran `touch PWNED`, and an
 // ordinary folder named O'Brien lost every plot. Now no folder name reaches a shell, and the plots are drawn.
 TEST_F(SyntheticRun, ShellInjectionThroughTheOutputFolderRunsNothingAndKeepsThePlots) {
@@ -678,7 +731,7 @@ TEST_F(SyntheticRun, GnuplotLabelsCannotEndTheirQuoteOrStartACommand) {
   EXPECT_EQ(rkv::run_program({"no-such-program-rkv"}, dir.string(), ""), -1);
 }
 
-// Issue 19, fault 3: two runs into one --out at once overwrote each other's cells. The folder is locked (flock on
+// Regression: two runs into one --out at once overwrote each other's cells. The folder is locked (flock on
 // .ripplekv.lock): a second run or merge into it exits 2 naming the holder's pid, and the lock goes with its holder.
 TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
   std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
@@ -708,7 +761,7 @@ TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
   EXPECT_TRUE(fs::exists(out / "report.md"));
 }
 
-// Issue 19, fault 4: --out into an existing folder that is not a ripplekv run overwrote its report.md,
+// Regression: --out into an existing folder that is not a ripplekv run overwrote its report.md,
 // results.jsonl and profile.json. It is refused (run and merge) unless --force; --force on a run's folder starts over.
 TEST_F(SyntheticRun, NonEmptyFolderThatIsNotARunIsRefusedUnlessForce) {
   const std::string cfg_text = config("[scorer]\nplugin = \"streamingllm\"\n");
@@ -761,7 +814,7 @@ void alter_model_file(const fs::path& model) {
   f.put(static_cast<char>(b ^ 1));  // the lowest mantissa byte of an f32 weight (or alignment padding)
 }
 
-// Issue 19, fault 6: --resume and merge ignored model_sha256, so cells computed on two model files mixed in one
+// Regression: --resume and merge ignored model_sha256, so cells computed on two model files mixed in one
 // report. Both refuse, naming the cell file and both hashes; the report header lists the model hash.
 TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
   const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
@@ -807,7 +860,7 @@ TEST_F(SyntheticRun, ResumeAndMergeRefuseCellsOfAnotherModelFile) {
   EXPECT_FALSE(fs::exists(dir / "out" / "cells" / (p.cells[2].id + ".json")));  // nothing computed
 }
 
-// Issue 18: a cell's numbers say which weights produced them. model.weights (default "quantized") is recorded in every
+// A cell's numbers say which weights produced them. model.weights (default "quantized") is recorded in every
 // cell file, every results.jsonl row and the report header.
 TEST_F(SyntheticRun, CellsResultsAndReportRecordTheWeights) {
   for (const std::string weights : {"", "f32", "quantized"}) {
@@ -837,7 +890,7 @@ TEST_F(SyntheticRun, CellsResultsAndReportRecordTheWeights) {
   }
 }
 
-// Issue 19, fault 10: --resume accepted a cell file whose "examples" is [] and the cell vanished from the report.
+// Regression: --resume accepted a cell file whose "examples" is [] and the cell vanished from the report.
 // It is recomputed (--resume) or skipped with a warning (merge), like any incomplete cell file.
 TEST_F(SyntheticRun, ResumeRecomputesACellFileWithNoExamples) {
   const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
@@ -927,7 +980,7 @@ TEST_F(SyntheticRun, AResumeRefusedAfterLoadingTheModelLeavesTheFolderAsItWas) {
   EXPECT_NE(rkv::read_file((dir / "out" / "report.md").string()).find("f=0.25"), std::string::npos);
 }
 
-// Issue 19, fault 11: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
+// Regression: per-task rows of results.jsonl averaged budget_total and kv_bytes over every task of the cell.
 // A cell with lm_fidelity examples (B = 32) and needle examples (B = 1000): each row averages its own task only.
 TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
   const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n"));
@@ -970,7 +1023,7 @@ TEST_F(SyntheticRun, PerTaskRowsAverageOnlyTheirOwnTasksExamples) {
   EXPECT_EQ(seen, 5);  // lm_fidelity: kl, ppl, ppl_full, top1_agreement; needle: accuracy
 }
 
-// Issue 19, fault 9: merging 1 of 2 shards (or shards of 1/2 mixed with 1/3) wrote a partial report without a word.
+// Regression: merging 1 of 2 shards (or shards of 1/2 mixed with 1/3) wrote a partial report without a word.
 // merge warns naming the missing cells (run.json lists the sweep), and report.md says it too.
 TEST_F(SyntheticRun, MergeOfAnIncompleteShardSetNamesTheMissingCells) {
   const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"streamingllm\"\n",
@@ -1016,7 +1069,7 @@ TEST_F(SyntheticRun, MergeOfAnIncompleteShardSetNamesTheMissingCells) {
   EXPECT_EQ(report.find("incomplete"), std::string::npos) << report;
 }
 
-// Issue 19, fault 5: a budget too small for the model (B < |A|) was found only when its cell ran, after the
+// Regression: a budget too small for the model (B < |A|) was found only when its cell ran, after the
 // full-cache cell file was written; the folder then accepted neither the fixed config nor --resume. The budgets are
 // checked before any cell file is written, so the fixed config simply runs.
 TEST_F(SyntheticRun, InfeasibleBudgetIsFoundBeforeAnyCellIsWritten) {
@@ -1076,7 +1129,7 @@ TEST_F(SyntheticRun, ScorerWindowLongerThanThePrefixKeepsItsProtectedPositionsWi
   for (const auto& r : result_rows(dir / "out"))
     for (const auto& w : r.at("warnings")) warned |= w.get<std::string>().find("protected count") != std::string::npos;
   EXPECT_TRUE(warned);
-  // The warnings results.jsonl holds reach report.md, with the cell that recorded them (issue 17).
+  // The warnings results.jsonl holds reach report.md, with the cell that recorded them.
   const std::string report = rkv::read_file((dir / "out" / "report.md").string());
   EXPECT_NE(report.find("## Warnings"), std::string::npos);
   EXPECT_NE(report.find("protected count"), std::string::npos);
@@ -1087,7 +1140,7 @@ TEST_F(SyntheticRun, ScorerWindowLongerThanThePrefixKeepsItsProtectedPositionsWi
       for (const auto& e : b.at("examples")) EXPECT_EQ(e.at("budgets"), (std::vector<int64_t>{16, 16}));
 }
 
-// Issue 17: a sweep over a plugin param gives distinct labels and distinct plot lines (one data file per group, each
+// A sweep over a plugin param gives distinct labels and distinct plot lines (one data file per group, each
 // holding its own budgets), and with 2 examples the report's comparisons print "n too small" instead of a p-value.
 TEST_F(SyntheticRun, ASweepOverAPluginParamGivesDistinctLabelsAndPlotLines) {
   const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n",
@@ -1156,7 +1209,7 @@ TEST(ExampleInputs, TokenIdsHashIsSha256OfLittleEndianInt32) {
   EXPECT_EQ(rkv::token_ids_sha256({-1}), "ad95131bc0b799c0b1af477fb14fcf26a6a9f76079e48bf090acb7e8367bfd0e");
 }
 
-// Issue 17, items 6 and 7: every example of examples.jsonl names the text window it used (file, token offset,
+// Every example of examples.jsonl names the text window it used (file, token offset,
 // length) and the hash of its token ids, which re-tokenizing the file and cutting the window reproduces; every cell
 // file carries the reproducibility manifest.
 TEST_F(SyntheticRun, ExamplesNameTheirTextWindowAndCellsCarryTheManifest) {
@@ -1215,7 +1268,7 @@ TEST(RunDumps, NpyFloat32FollowsNep1ByHand) {
   EXPECT_EQ(rkv::parse_dump_kinds("logits,kept"), (std::set<std::string>{"kept", "logits"}));
 }
 
-// Issue 17, item 7: --dump kept writes, per compressed cell, one line per (example, layer, KV head) with the b_l
+// --dump kept writes, per compressed cell, one line per (example, layer, KV head) with the b_l
 // positions that head keeps, ascending and inside the prompt; --dump logits writes each example's continuation
 // logits [n, V] for every cell, the full cache's included.
 TEST_F(SyntheticRun, DumpsHoldTheKeptPositionsAndTheContinuationLogits) {
@@ -1282,7 +1335,7 @@ TEST_F(SyntheticRun, MergeLeavesOutLeftoverCellsAndRepeatsOfAnotherSweep) {
   EXPECT_EQ(cells, 3u);
 }
 
-// Issue 16: a model with sliding-window layers (synthetic Gemma 3: layers 0 and 1 slide with window 16, layer 2 is
+// A model with sliding-window layers (synthetic Gemma 3: layers 0 and 1 slide with window 16, layer 2 is
 // global; H_kv = 2, d = 8, so an entry of one KV head is 2 x 8 floats + an int32 position = 68 bytes). At T = 32 the
 // spans are [16, 16, 32], sum 64, so budget.fraction = 0.5 gives B = 32 and the uniform allocator keeps half of each
 // span: [8, 8, 16]. The full cache holds only the windows of the sliding layers: (16 + 16 + 32) x 2 x 68 = 8,704
@@ -1352,7 +1405,7 @@ TEST_F(SyntheticRun, EntryStatefulDecodePoliciesAreRefusedOnSlidingWindowModels)
 
 }  // namespace
 
-// Issue 15: the builtin `damage` signal (runner/damage_signal.hpp) is the oracle. Its profile must equal D_l computed
+// The builtin `damage` signal (runner/profile/damage_signal.hpp) is the oracle. Its profile must equal D_l computed
 // by hand through analyze's loop (compression_damage) on the calibration windows, and `analyze` must show it as the
 // oracle row with that same profile at the config's fraction. At f = 1 every position is kept, so D_l = 0 (by hand).
 TEST_F(SyntheticRun, DamageSignalIsAnalyzesDamageOnTheCalibrationSplit) {

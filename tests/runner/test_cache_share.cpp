@@ -1,10 +1,10 @@
-// Depth-wise sharing plans (runner/cache_share.hpp): which layer each layer reads under CLA@g, a map and the
+// Depth-wise sharing plans (runner/compress/share.hpp): which layer each layer reads under CLA@g, a map and the
 // profile-guided chooser, worked out by hand; the budget spread over the layers that keep a cache.
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
-#include "runner/cache_share.hpp"
+#include "runner/compress/share.hpp"
 
 namespace {
 

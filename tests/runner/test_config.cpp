@@ -8,9 +8,10 @@
 
 #include "common/assets.hpp"
 #include "core/errors.hpp"
-#include "runner/cache_codec.hpp"
-#include "runner/config.hpp"
-#include "runner/plan_backend.hpp"
+#include "runner/compress/codec_step.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/compress/plan_backend.hpp"
+#include "runner/compress/budgets.hpp"
 
 namespace {
 
@@ -300,7 +301,7 @@ TEST_F(Config, SweepIsTheCartesianProduct) {
                           "\"budget.fraction\" = [0.1, 0.3]\n")).cells[3].id, p.cells[3].id);
 }
 
-// Issue 19, fault 3: the full-cache cell had the same id in every config, so two configs writing into one folder
+// Regression: the full-cache cell had the same id in every config, so two configs writing into one folder
 // overwrote each other's reference cell. Its id now depends on the non-swept config, and only on it.
 TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {
   const rkv::RunPlan a = load(base());
@@ -364,7 +365,7 @@ TEST_F(Config, WrongTypesAndRanges) {
   EXPECT_NE(error(t).find("'data.calibration.examples' must be >= 1 (got -3)"), std::string::npos) << error(t);
 }
 
-// Issue 19, fault 8: integers were narrowed silently (bootstrap_resamples = 4294967396 ran with 100 resamples;
+// Regression: integers were narrowed silently (bootstrap_resamples = 4294967396 ran with 100 resamples;
 // 2147483648 passed validate and died after every cell). Every integer key is range-checked where it is read.
 TEST_F(Config, IntegerSettingsBeyondWhatTheirConsumersHoldAreRejectedAtValidate) {
   struct Case {
@@ -492,7 +493,7 @@ TEST_F(Config, SweepOverAnUnknownKey) {
   EXPECT_NE(error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n")).find("cannot be swept"), std::string::npos);
 }
 
-// Issue 19, fault 7: "allocator.plugin." (an empty component) silently overrode the "allocator.plugin" axis while
+// Regression: "allocator.plugin." (an empty component) silently overrode the "allocator.plugin" axis while
 // results.jsonl recorded the other value. Empty components and two keys naming one setting are errors.
 TEST_F(Config, SweepKeysWithEmptyComponentsOrNamingOneSettingTwiceAreRejected) {
   for (const char* key : {"allocator.plugin.", ".allocator.plugin", "scorer..window", "scorer.snapkv..window", "."}) {
@@ -754,7 +755,7 @@ std::vector<std::string> labels_of(const rkv::RunPlan& p) {
   return out;
 }
 
-// Issue 17, labels: every swept key whose values differ between cells appears in the label, a plugin's params inside
+// Labels: every swept key whose values differ between cells appears in the label, a plugin's params inside
 // its parentheses; keys with one value do not; labels are unique; the group is the label without the budget.
 TEST_F(Config, LabelsNameEverySweptSettingThatDiffersAndAreUnique) {
   const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\"]\n"
@@ -779,7 +780,7 @@ TEST_F(Config, LabelsNameEverySweptSettingThatDiffersAndAreUnique) {
 
 TEST_F(Config, CellsThatWouldShareALabelGainTheSweptValuesThatSetThemApart) {
   // snapkv's window does not touch the h2o cells: without the fallback both h2o cells would read "uniform + h2o @
-  // f=0.2" (issue 17: one zig-zag line in the plot).
+  // f=0.2" (one zig-zag line in the plot).
   const rkv::RunPlan p = load(base("", "[sweep]\n\"allocator.plugin\" = [\"uniform\"]\n"
                                         "\"scorer.plugin\" = [\"snapkv\", \"h2o\"]\n\"scorer.snapkv.window\" = [16, 32]\n"));
   const std::vector<std::string> labels = labels_of(p);

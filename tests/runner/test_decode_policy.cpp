@@ -1,4 +1,4 @@
-// The decode policies (runner/decode_policy.hpp) on the CPU backend and a seeded synthetic model: the worked examples
+// The decode policies (runner/decode/policy.hpp) on the CPU backend and a seeded synthetic model: the worked examples
 // of the header by hand, the bound every policy keeps after every token, and periodic re-scoring through the real
 // scorer plugins.
 #include <gtest/gtest.h>
@@ -16,8 +16,9 @@
 #include "model/synthetic_model.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
-#include "runner/compression.hpp"
-#include "runner/decode_policy.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/decode/policy.hpp"
+#include "runner/decode/loop.hpp"
 
 namespace {
 
@@ -307,7 +308,7 @@ TEST_F(PeriodicDecode, RefusesAScorerWithoutDecodeTimeScoring) {
   }
 }
 
-// A run's SIGTERM reaches token-by-token decoding (issue 19 fault 13: a 1024-token continuation under rolling took
+// A run's SIGTERM reaches token-by-token decoding (a 1024-token continuation under rolling took
 // 19 s to stop when only examples polled): with the scope's flag set, the next token throws rkv::Cancelled.
 TEST(DecodePolicy, CancellationStopsDecodingBetweenTwoTokens) {
   auto be = rkv::make_backend("cpu", one_head_model());

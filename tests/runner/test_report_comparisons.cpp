@@ -1,4 +1,4 @@
-// The report's paired comparisons (runner/report_comparisons.hpp) on hand-made cells: which cell is each cell's
+// The report's paired comparisons (runner/report/comparisons.hpp) on hand-made cells: which cell is each cell's
 // partner (uniform at the same scorer, budget, codec and decode policy; eviction alone at the same KV bytes), and
 // the mean of the per-example differences worked out by hand.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/report_comparisons.hpp"
+#include "runner/report/comparisons.hpp"
 
 namespace {
 

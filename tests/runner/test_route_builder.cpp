@@ -1,4 +1,4 @@
-// The profile-guided route builder (runner/route_builder.hpp) on hand-made damage tables with hand-worked answers,
+// The profile-guided route builder (runner/analyze/route_builder.hpp) on hand-made damage tables with hand-worked answers,
 // the exact counts-constrained assignment against brute force, and the seeded random-placement baseline.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <random>
 
 #include "core/errors.hpp"
-#include "runner/analyze_routes.hpp"
-#include "runner/route_builder.hpp"
+#include "runner/analyze/routes.hpp"
+#include "runner/analyze/route_builder.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Routes in the compression pipeline (runner/compression.hpp LayerScorers) on a seeded synthetic model: a route that
+// Routes in the compression pipeline (runner/compress/scorers.hpp LayerScorers) on a seeded synthetic model: a route that
 // names one scorer for every layer is that scorer's homogeneous cell bit for bit (cache and continuation logits), and
 // in a two-scorer route each layer keeps exactly what its scorer alone keeps there.
 #include <gtest/gtest.h>
@@ -14,8 +14,10 @@
 #include "model/synthetic_model.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/registry.hpp"
-#include "runner/cache_codec.hpp"
-#include "runner/compression.hpp"
+#include "runner/compress/codec_step.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/decode/loop.hpp"
+#include "runner/compress/budgets.hpp"
 
 namespace {
 
@@ -169,7 +171,7 @@ namespace {
 class TokenClasses : public RouteCompression {};
 
 TEST_F(TokenClasses, TheTopClassHoldsWhatEachLayersScorerKeepsAtThatShare) {
-  // Per-token bits (runner/cache_codec.hpp token_classes_of): with a route (layer 1 knorm, layers 0 and 2 snapkv),
+  // Per-token bits (runner/compress/codec_step.hpp token_classes_of): with a route (layer 1 knorm, layers 0 and 2 snapkv),
   // 12 of 32 positions kept per KV head and 25% of them at 16 bits, the 16-bit entries of each head are exactly what
   // the layer's own scorer keeps at a budget of floor(0.25 x 12) = 3 (select_positions: protected first, then the
   // top scores) -- the classes nest with eviction. Bytes by hand (d = 8, int4 asymmetric groups of 8: a row 4 + 4 =

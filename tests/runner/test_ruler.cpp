@@ -1,4 +1,4 @@
-// RULER's synthetic tasks without a model (runner/ruler_text.hpp, ruler_random.hpp, task_ruler.hpp's bisection and
+// RULER's synthetic tasks without a model (eval/ruler_text.hpp, ruler_random.hpp, task_ruler.hpp's bisection and
 // seeds) and RULER's scores (eval/ruler_metrics.hpp); each expected value is worked out in the comment beside it.
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 
 #include "core/errors.hpp"
 #include "eval/ruler_metrics.hpp"
-#include "runner/ruler_families.hpp"
-#include "runner/ruler_text.hpp"
-#include "runner/task_ruler.hpp"
+#include "eval/ruler_families.hpp"
+#include "eval/ruler_text.hpp"
+#include "runner/tasks/ruler.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // RULER prompts with the real tokenizer and chat template (SmolLM2-135M-Instruct) and the Austen evaluation text
-// (runner/task_ruler.hpp): every subtask's prompt reaches its target length in tokens without passing it, holds its
+// (runner/tasks/ruler.hpp): every subtask's prompt reaches its target length in tokens without passing it, holds its
 // answers, is the same for the same seed, and splits for query_aware into exactly the unsplit prompt's ids; and the
 // task in a run: results.jsonl rows per subtask and length with the full cache's value beside every cell. The same for
-// multi_question (runner/task_multi_question.hpp): one context, several questions, query-agnostic and query-aware.
+// multi_question (runner/tasks/multi_question.hpp): one context, several questions, query-agnostic and query-aware.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -18,10 +18,10 @@
 #include "common/assets.hpp"
 #include "core/atomic_file.hpp"
 #include "model/gguf.hpp"
-#include "runner/config.hpp"
-#include "runner/run.hpp"
-#include "runner/task_multi_question.hpp"
-#include "runner/task_ruler.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/run/run.hpp"
+#include "runner/tasks/multi_question.hpp"
+#include "runner/tasks/ruler.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// [[scorer.route]] in ablation configs (runner/scorer_route.hpp): layer sets, validation errors that name the key,
+// [[scorer.route]] in ablation configs (runner/plan/scorer_route.hpp): layer sets, validation errors that name the key,
 // and a route as part of the cell (label, group, effective key, id, sweep).
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 
 #include "core/errors.hpp"
-#include "runner/config.hpp"
-#include "runner/scorer_route.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/plan/scorer_route.hpp"
 
 namespace {
 

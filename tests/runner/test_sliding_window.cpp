@@ -1,4 +1,4 @@
-// What a sliding-window layer holds (runner/sliding_window.hpp): selection inside the window, worked by hand, and the
+// What a sliding-window layer holds (runner/compress/sliding_window.hpp): selection inside the window, worked by hand, and the
 // window cut while decoding checked against the forward's own mask (a key older than the window has probability 0,
 // so dropping it must leave the logits as they were) on a synthetic Gemma 3 model: window 16, layers 0 and 1 slide,
 // layer 2 is global.
@@ -12,8 +12,9 @@
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
-#include "runner/compression.hpp"
-#include "runner/sliding_window.hpp"
+#include "runner/compress/compress_prompt.hpp"
+#include "runner/compress/sliding_window.hpp"
+#include "runner/decode/loop.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Test helpers for the profiler: a second, independent implementation of the perturbation and of the naive method
-// (DESIGN.md "perturbation_kl": prefix cache built once, layer l perturbed, the window run through all L layers with
+// (docs/ARCHITECTURE.md "perturbation_kl": prefix cache built once, layer l perturbed, the window run through all L layers with
 // the plain prefill), and plugin choices from the real .so plugins. Not part of the library.
 #pragma once
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "model/model.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
-#include "runner/config.hpp"
-#include "runner/profiler.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/profile/profiler.hpp"
 
 namespace rkv_test {
 

@@ -14,8 +14,8 @@
 #include "plugin/instance.hpp"
 #include "plugin/signal_call.hpp"
 #include "profiler_helpers.hpp"
-#include "runner/profile.hpp"
-#include "runner/profiler.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/profile/profiler.hpp"
 
 namespace fs = std::filesystem;
 
@@ -496,7 +496,7 @@ TEST_F(ProfilerTest, CacheKeyCoversEveryInput) {
   other.sha256 = "another";
   r.model = &other;
   keys.insert(rkv::profile_cache_key(r));
-  // model.weights (issue 18): the same file held in ggml blocks gives other (not bit-identical) profiles.
+  // model.weights: the same file held in ggml blocks gives other (not bit-identical) profiles.
   r = base;
   rkv::Model blocks = rkv::synthetic_model(model().config, 11);
   blocks.sha256 = model().sha256;

@@ -16,10 +16,10 @@
 #include "core/subprocess.hpp"
 #include "model/model.hpp"
 #include "profiler_helpers.hpp"
-#include "runner/profile.hpp"
-#include "runner/profile_file.hpp"
-#include "runner/profiler.hpp"
-#include "runner/text_windows.hpp"
+#include "runner/profile/profile.hpp"
+#include "runner/plan/profile_file.hpp"
+#include "runner/profile/profiler.hpp"
+#include "runner/tasks/text_windows.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -147,7 +147,7 @@ TEST(SmolLM2Profiler, BitwiseReproducibleAndOneVersusTwoThreads) {
   // Across thread counts the BLAS reductions differ, so the float32 logits differ by about 1e-6 of their size
   // (~1e-5 logits). At alpha = 0.02 the perturbation moves the logits by only ~3e-3 (these KLs are ~1e-5 nats), so the
   // rounding changes a KL by up to ~1e-5 / 3e-3 of itself: measured 5e-4 on AMD EPYC's ZEN kernels (layer 29,
-  // 6.4092e-6 vs 6.4125e-6), below 1e-4 on the machines this test passed on before. DESIGN.md's 1e-4 holds
+  // 6.4092e-6 vs 6.4125e-6), below 1e-4 on the machines this test passed on before. docs/ARCHITECTURE.md "perturbation_kl"'s 1e-4 holds
   // where the perturbation dominates the rounding; here the bound is 2e-3.
   for (size_t k = 0; k < a.size(); ++k) EXPECT_LE(rkv_test::rel_diff(a[k], c[k]), 2e-3) << a[k] << " vs " << c[k];
 }

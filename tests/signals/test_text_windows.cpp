@@ -1,8 +1,8 @@
-// Calibration/evaluation windows drawn from tokenized files (runner/text_windows.hpp), ctest label unit.
+// Calibration/evaluation windows drawn from tokenized files (runner/tasks/text_windows.hpp), ctest label unit.
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
-#include "runner/text_windows.hpp"
+#include "runner/tasks/text_windows.hpp"
 
 namespace {
 

@@ -1,0 +1,78 @@
+// RULER's synthetic tasks (Hsieh et al. 2024, "RULER: What's the Real Context Size of Your Long-Context Language
+// Models?"), generated as text: NVIDIA/RULER scripts/data/synthetic/{niah,variable_tracking,common_words_extraction,
+// freq_words_extraction}.py and constants.py at commit c3f5e3b4f87f97e048793bb510a3a6b19a46bf3a, with the subtasks of
+// scripts/synthetic.yaml (ruler_subtasks.hpp). This file turns one subtask, a haystack size and a seed into the task's
+// text; runner/tasks/ruler.hpp fits the size to a context length in tokens and applies the chat template.
+//
+// Every generator is a pure function of (subtask, size, seed, context_tokens, sources): it seeds its own
+// std::mt19937_64 with `seed` (its sequence is fixed by the C++ standard; integers in [lo, hi] are lo + r % (hi - lo + 1),
+// as the other tasks draw them), so the size search can try sizes freely and the draws that do not depend on the size
+// (keys, values, vocabularies) stay the same at every size.
+//
+// The size is the number of haystack units: noise sentences (niah noise haystack, variable tracking), words of the
+// essay (niah essay haystack), distractor needles (niah needle haystack), listed words (cwe), coded words (fwe).
+//
+// Where this differs from the reference (the rest follows it line by line):
+//   - the essay haystack is the evaluation text (Austen novels), not Paul Graham's essays: its whitespace-separated
+//     words from a seeded start (wrapping around), cut into sentences after a word ending in . ! or ? (optionally
+//     followed by closing quotes or brackets) instead of NLTK's sent_tokenize;
+//   - word pools are the evaluation text's vocabulary (ruler_vocabulary), not wonderwords' lists: niah keys of type
+//     "words" are two vocabulary words joined by "-" (RULER: adjective-noun), cwe samples vocabulary words;
+//   - RULER shuffles needles and word lists with a fixed Random(random_seed) (the same permutation for every sample of
+//     a length); here every shuffle uses the sample's generator;
+//   - the answer prefix is returned without RULER's leading space (it follows the chat template's assistant opening)
+//     and without trailing whitespace (variable tracking's ends in ": "), which BPE tokenizers attach to the next word.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/ruler_subtasks.hpp"
+
+namespace rkv {
+
+/// The texts a subtask draws from: the essay haystack's words and the word pool.
+struct RulerSources {
+  std::vector<std::string> essay_words;  ///< whitespace-separated words of the evaluation text, in order
+  std::vector<std::string> vocabulary;   ///< ruler_vocabulary of the evaluation text
+};
+
+/// The distinct words of `text` that are 3 to 12 lowercase ASCII letters once leading and trailing non-letters are
+/// stripped ("happy," -> "happy"; "Emma" and "o'clock" are left out), sorted.
+std::vector<std::string> ruler_vocabulary(const std::string& text);
+
+/// essay_words and vocabulary of `text`.
+RulerSources ruler_sources(const std::string& text);
+
+/// `words` cut into sentences: a sentence ends with a word whose last character other than closing quotes and
+/// brackets (" ' ) ] and the UTF-8 right quotes U+2019, U+201D) is '.', '!' or '?'. Each sentence is its words joined
+/// by single spaces; a last sentence without an end is kept.
+std::vector<std::string> ruler_sentences(const std::vector<std::string>& words);
+
+/// One generated sample, before the chat template.
+struct RulerText {
+  std::string user;                  ///< the task's text up to the answer prefix (the user turn)
+  size_t question_at = 0;            ///< where the question after the context starts in `user` (query_aware splits)
+  std::string answer_prefix;         ///< the start of the answer (RULER's answer_prefix, trimmed)
+  std::vector<std::string> answers;  ///< the references string_match_all looks for
+  std::vector<std::string> queries;  ///< niah: the keys asked, in answer order (num_values answers each)
+};
+
+/// One sample of `subtask` with `size` haystack units (see above), seeded by `seed`. `context_tokens` is the target
+/// length (cwe's few-shot regime and frequencies change at 4096, fwe's vocabulary has context_tokens / 50 words) and
+/// `preamble` is put before the task's template (variable tracking's in-context example, ruler_vt_example; empty
+/// otherwise). Throws rkv::InputError when `size` < ruler_min_size(subtask) or the vocabulary is too small for cwe.
+RulerText ruler_text(const RulerSubtask& subtask, int64_t size, uint64_t seed, int64_t context_tokens,
+                     const RulerSources& sources, const std::string& preamble = "");
+
+/// The smallest size ruler_text accepts: one unit per inserted needle or chain statement for noise and needle
+/// haystacks, 1 for the essay, num_cw + 1 words for cwe, and for fwe the words that give the fourth-ranked coded word
+/// (the last answer's runner-up) at least one occurrence.
+int64_t ruler_min_size(const RulerSubtask& subtask);
+
+/// Variable tracking's in-context example (RULER prepends one, generated at 500 tokens): a sample with 3-letter
+/// variables and `size` noise sentences, seeded by `seed`, followed by its answer prefix, a space, its answers joined
+/// by spaces and "\n\n" -- RULER's icl_example + "\n" + "\n". Only for subtasks of the variable-tracking family.
+std::string ruler_vt_example(const RulerSubtask& subtask, int64_t size, uint64_t seed);
+
+}  // namespace rkv

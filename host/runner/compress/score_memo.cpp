@@ -1,0 +1,44 @@
+#include "runner/compress/score_memo.hpp"
+
+#include "core/errors.hpp"
+
+namespace rkv {
+
+const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
+                                     int64_t layer) {
+  const auto key = std::make_pair(scorer.key, layer);
+  auto it = scores_.find(key);
+  if (it != scores_.end()) return it->second;
+
+  const ModelConfig& c = backend.model().config;
+  const LayerKV kv = backend.download_layer(*prompt.cache, layer);
+  const int64_t T = kv.length;
+  const ScorerRequirements& req = scorer.requirements;
+  const AttentionStatsOptions opts = req.stats_options();
+  const AttentionStats* stats = nullptr;
+  if (needs_stats(opts)) {
+    stats = prompt.find_stats(opts, layer);
+    if (!stats)
+      throw InputError("scorer '" + scorer.instance->id() +
+                       "': the prefill did not compute the attention statistics it asks for");
+  }
+  std::vector<float> wq;
+  if (req.wants(RKV_STAT_WINDOW_QUERIES)) {
+    const int64_t w = req.effective_window(T);
+    if (prompt.n_queries < w)
+      throw InputError("scorer '" + scorer.instance->id() + "' needs the queries of the last " + std::to_string(w) +
+                       " positions, but the prefill kept " + std::to_string(prompt.n_queries));
+    const QueriesView qv{prompt.queries[static_cast<size_t>(layer)].data(), c.n_heads, prompt.n_queries, c.head_dim};
+    wq = window_queries(qv, w);
+  }
+  ScorerCallInputs in;
+  in.layer = layer;
+  in.n_heads = c.n_heads;
+  in.kv = &kv;
+  in.stats = stats;
+  in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
+  in.rope_inv_freq = &backend.model().layer_inv_freq(layer);
+  return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
+}
+
+}  // namespace rkv

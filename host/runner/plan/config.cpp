@@ -1,0 +1,255 @@
+#include "runner/plan/config.hpp"
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "core/regular_file.hpp"
+#include "core/sha256.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/scorer_call.hpp"
+#include "runner/plan/cell_config.hpp"
+#include "runner/plan/cell_labels.hpp"
+#include "runner/plan/compression_sections.hpp"
+#include "runner/plan/sweep.hpp"
+#include "runner/plan/task_settings.hpp"
+#include "runner/plan/toml_reader.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+namespace {
+
+/// The keys of [compression], in run configs and compression configs alike.
+const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share", "joint"};
+/// The top-level keys of the run schema (config.hpp).
+const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
+                                               "budget",       "compression", "tasks", "sweep",  "output"};
+
+/// plugin_paths (resolved against the config's folder), and the registry of every plugin they and the default search
+/// path hold.
+std::shared_ptr<PluginRegistry> read_plugin_paths(const TomlContext& c, const toml::table& root,
+                                                  std::vector<std::string>* paths) {
+  for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
+    paths->push_back(resolve_config_path(p, c.base_dir));
+  return std::make_shared<PluginRegistry>(PluginRegistry::discover(*paths));
+}
+
+DataConfig parse_data(const TomlContext& c, const toml::table& t, const std::string& name, bool calibration) {
+  std::vector<std::string> keys = {"files", "examples", "prefix_tokens", "seed"};
+  if (calibration) keys.push_back("window_tokens");
+  check_keys(c, t, name, keys);
+  DataConfig d;
+  for (const auto& f : get_string_list(c, t, "files", name + ".files")) {
+    const std::string p = resolve_config_path(f, c.base_dir);
+    if (const std::string problem = input_file_problem(p); !problem.empty())
+      throw InputError(where(c, *t.get("files"), name + ".files") + ": file '" + f + "' (" + p + ") " + problem +
+                       (f.rfind("austen:", 0) == 0 && problem == "does not exist" ? "; fetch it with scripts/fetch-assets" : ""));
+    d.files.push_back(p);
+  }
+  if (d.files.empty()) throw InputError(where_table(c, t, name) + " needs files = [...] (e.g. \"austen:emma\")");
+  d.examples = get_int(c, t, "examples", name + ".examples", 8, 1, kMaxCount);
+  d.prefix_tokens = get_int(c, t, "prefix_tokens", name + ".prefix_tokens", 1024, 1, kMaxTokens);
+  if (calibration) d.window_tokens = get_int(c, t, "window_tokens", name + ".window_tokens", 32, 1, kMaxTokens);
+  d.seed = static_cast<uint64_t>(get_int(c, t, "seed", name + ".seed", calibration ? 0 : 1, 0, INT64_MAX));
+  return d;
+}
+
+/// [model]: path (a .gguf file or a Hugging Face folder; a FIFO or device is refused), backend, dtype, threads, weights.
+void read_model_section(const TomlContext& c, const toml::table& root, RunPlan& plan) {
+  const toml::table* m = sub_table(c, root, "model", "model");
+  if (!m) throw InputError(c.origin + ": a [model] section with path = \"...\" is required");
+  check_keys(c, *m, "model", {"path", "backend", "dtype", "threads", "weights"});
+  const std::string mp = get_string(c, *m, "path", "model.path", "");
+  if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
+  plan.model_path = resolve_config_path(mp, c.base_dir);
+  {
+    std::string why;
+    const PathKind kind = path_kind(plan.model_path, &why);
+    if (kind == PathKind::missing)
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path +
+                       "' does not exist (scripts/fetch-assets fetches SmolLM2)");
+    if (kind == PathKind::error)
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' cannot be read: " + why);
+    if (kind == PathKind::other)  // a FIFO would block the run in open() until someone writes to it
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' is " +
+                       describe_special_file(plan.model_path) + "; expected a .gguf file or a Hugging Face model folder");
+  }
+  plan.backend = get_string(c, *m, "backend", "model.backend", "cpu");
+  if (plan.backend != "cpu" && plan.backend != "cuda" && plan.backend != "auto")
+    throw InputError(where(c, *m->get("backend"), "model.backend") + " must be \"cpu\", \"cuda\" or \"auto\"");
+  plan.dtype = get_string(c, *m, "dtype", "model.dtype", "f32");
+  if (plan.dtype != "f32" && plan.dtype != "bf16")
+    throw InputError(where(c, *m->get("dtype"), "model.dtype") + " must be \"f32\" or \"bf16\" (bf16: cuda only)");
+  plan.threads = get_int(c, *m, "threads", "model.threads", 0, 0, kMaxThreads);
+  const std::string weights = get_string(c, *m, "weights", "model.weights", "quantized");
+  if (weights != "quantized" && weights != "f32")
+    throw InputError(where(c, *m->get("weights"), "model.weights") +
+                     " must be \"quantized\" (GGUF blocks, the fast CPU path) or \"f32\" (dequantized at load, exact)");
+  plan.weights = weights == "f32" ? WeightStorage::f32 : WeightStorage::quantized;
+
+}
+
+/// [data.calibration] and [data.eval], disjoint by content (a symlink or a copy of a calibration text is the same text).
+void read_data_sections(const TomlContext& c, const toml::table& root, RunPlan& plan) {
+  const toml::table* d = sub_table(c, root, "data", "data");
+  if (!d) throw InputError(c.origin + ": a [data] section with [data.calibration] and [data.eval] is required");
+  check_keys(c, *d, "data", {"calibration", "eval"});
+  const toml::table* cal = sub_table(c, *d, "calibration", "data.calibration");
+  const toml::table* ev = sub_table(c, *d, "eval", "data.eval");
+  if (!cal || !ev) throw InputError(c.origin + ": both [data.calibration] and [data.eval] are required");
+  plan.calibration = parse_data(c, *cal, "data.calibration", true);
+  plan.eval = parse_data(c, *ev, "data.eval", false);
+  // Disjoint by content, not by name: a symlink or a copy of a calibration text is the same text.
+  std::map<std::string, std::string> calibration_by_sha256;
+  for (const auto& f : plan.calibration.files) calibration_by_sha256.emplace(sha256_file(f), f);
+  for (const auto& f : plan.eval.files) {
+    const auto same = calibration_by_sha256.find(sha256_file(f));
+    if (same == calibration_by_sha256.end()) continue;
+    throw InputError(where_table(c, *ev, "data.eval") + ": file '" + f + "'" +
+                     (same->second == f ? std::string(" is also a calibration file")
+                                        : " has the same content as calibration file '" + same->second + "'") +
+                     "; calibration and evaluation sets must be disjoint");
+  }
+
+}
+
+/// The run-level settings: [compression] query_aware and rerotate, [tasks], [output] and budget.layers.
+void read_run_settings(const TomlContext& c, const toml::table& root, RunPlan& plan) {
+  if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
+    check_keys(c, *cp, "compression", kCompressionKeys);
+    plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
+    plan.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
+  }
+  if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) read_tasks_section(c, *t, plan);
+  if (const toml::table* o = sub_table(c, root, "output", "output")) {
+    check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells"});
+    const std::string dir = get_string(c, *o, "dir", "output.dir", "");
+    if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
+    plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
+    // At most 100,000: validate holds every cell's config (about 3 KB each; a million took 3.4 GB and two minutes).
+    plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCells);
+  }
+  if (const toml::table* b = sub_table(c, root, "budget", "budget"))
+    plan.compressible_layers = compressible_layers(c, *b, &plan.compress_global_only);
+}
+
+/// The plan's identity: run_id hashes the whole config (the same for every shard of one sweep), base_sha256 the config
+/// without [sweep] (what --resume compares). Removes [sweep] from `root`, which each cell then edits in place.
+void set_plan_identity(toml::table& root, RunPlan& plan) {
+  std::ostringstream all;
+  all << root;
+  const std::string all_text = all.str();
+  plan.run_id = sha256_hex(all_text.data(), all_text.size()).substr(0, 16);
+  root.erase("sweep");
+  std::ostringstream os;
+  os << root;
+  const std::string base_text = os.str();
+  plan.base_sha256 = sha256_hex(base_text.data(), base_text.size());
+}
+
+/// A decode policy that re-scores (periodic) does so with the cell's scorer while decoding, so the scorer must declare
+/// decode-time scoring (rkv_scorer_requirements.decode_scoring). Checked at validate time on a nominal model shape
+/// (30 layers, H 8 over H_kv 2, d 64; no model is loaded here): a scorer that refuses that shape is left to the run's
+/// own check on the real one.
+void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServices& host) {
+  const PluginChoice& scorer = *cell.config.scorer;
+  ScorerRequirements req;
+  try {
+    const PluginInstance inst = PluginInstance::create(*scorer.info, scorer.params, host);
+    req = query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64});
+  } catch (const InputError&) {
+    return;
+  }
+  if (req.decode_scoring) return;
+  const std::string params = scorer.params.to_string();
+  throw InputError(c.origin + ": compression.decode.policy = \"" + cell.config.decode.policy +
+                   "\" re-scores with the cell's scorer while decoding, and scorer '" + scorer.id + "'" +
+                   (params.empty() ? "" : " with " + params) + " does not support decode-time scoring" +
+                   (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
+}
+
+/// Creates every distinct plugin of `cells` once, so checks a plugin makes at creation (e.g. snapkv's odd kernel) fail
+/// here, in `validate`, rather than after a run has loaded the model; and checks decode-time scoring.
+void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Cell>& cells) {
+  HostServices host;
+  std::set<std::string> created;
+  for (const Cell& cell : cells) {
+    std::vector<const std::optional<PluginChoice>*> choices = {&cell.config.signal, &cell.config.scorer,
+                                                                &cell.config.allocator};
+    std::vector<std::optional<PluginChoice>> routed;
+    for (const RouteEntry& e : cell.config.route) routed.emplace_back(e.scorer);
+    for (const auto& r : routed) choices.push_back(&r);
+    for (const auto* choice : choices) {
+      if (!*choice || !(*choice)->info->library) continue;  // a host builtin (the damage signal) has no instance
+      const std::string key = (*choice)->key();
+      if (!created.insert(key).second) continue;
+      try {
+        PluginInstance::create(*(*choice)->info, (*choice)->params, host);
+      } catch (const InputError& e) {
+        throw InputError(c.origin + ": " + e.what() + (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
+      }
+    }
+    if (cell.config.decode.traits().rescores) check_decode_scoring(c, cell, host);
+  }
+}
+
+RunPlan build_plan(toml::table root, const std::string& text, const TomlContext& c) {
+  RunPlan plan;
+  plan.config_text = text;
+  plan.config_sha256 = sha256_hex(text.data(), text.size());
+  check_keys(c, root, "", kRunSections);
+  plan.registry = read_plugin_paths(c, root, &plan.plugin_paths);
+  read_model_section(c, root, plan);
+  read_data_sections(c, root, plan);
+  read_run_settings(c, root, plan);
+  const std::vector<SweepAxis> axes = read_sweep_axes(c, root, *plan.registry);
+  check_sweep_size(c, root, axes, plan.max_cells);
+  set_plan_identity(root, plan);
+  plan.cells.push_back(full_cache_cell(plan.base_sha256));  // the full-cache reference first
+  for (Cell& cell : expand_sweep(c, root, axes, *plan.registry)) plan.cells.push_back(std::move(cell));
+  label_cells(plan.cells, plan.rerotate);  // [compression] rerotate: a run-level setting, named per cell
+  check_cells_create_their_plugins(c, plan.cells);
+  return plan;
+}
+
+}  // namespace
+
+RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir) {
+  const TomlContext c{origin, base_dir};
+  RunPlan plan = build_plan(parse_toml(text, origin), text, c);
+  plan.config_path = origin;
+  return plan;
+}
+
+CompressionConfig load_compression_config(const std::string& path) {
+  // Only a regular file of at most kMaxConfigBytes: a FIFO, /dev/zero or a folder is refused, naming the path.
+  const std::string text = read_regular_file(path, "compression config", kMaxConfigBytes);
+  const toml::table root = parse_toml(text, path);
+  const TomlContext c{path, fs::absolute(fs::path(path)).parent_path().string()};
+  check_keys(c, root, "", kRunSections);  // a run config is also a compression config; a misspelt section is not
+  CompressionConfig out;
+  std::vector<std::string> paths;
+  out.registry = read_plugin_paths(c, root, &paths);
+  out.cell = parse_cell(c, root, *out.registry, /*require_signal=*/false);
+  if (const toml::table* b = sub_table(c, root, "budget", "budget"))
+    out.compressible_layers = compressible_layers(c, *b, &out.compress_global_only);
+  if (const toml::table* cp = sub_table(c, root, "compression", "compression")) {
+    check_keys(c, *cp, "compression", kCompressionKeys);  // a misspelt rerotate is an error, not ignored
+    out.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
+  }
+  return out;
+}
+
+RunPlan load_run_plan(const std::string& path) {
+  // Only a regular file of at most kMaxConfigBytes: `ripplekv validate /dev/zero` (or a FIFO, or a folder) is
+  // refused at once, naming the path, instead of reading forever.
+  const std::string text = read_regular_file(path, "config", kMaxConfigBytes);
+  const std::string base = fs::absolute(fs::path(path)).parent_path().string();
+  return load_run_plan_from_string(text, path, base);
+}
+
+}  // namespace rkv

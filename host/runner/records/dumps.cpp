@@ -1,0 +1,104 @@
+// `run --dump` (runner/records/dumps.hpp).
+#include "runner/records/dumps.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.hpp"
+#include "core/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+const std::set<std::string>& dump_kinds() {
+  static const std::set<std::string> kinds = {"kept", "logits"};
+  return kinds;
+}
+
+std::set<std::string> parse_dump_kinds(const std::string& list) {
+  std::set<std::string> out;
+  size_t start = 0;
+  while (true) {  // every comma-separated piece, the empty ones included ("kept," names an empty kind)
+    const size_t comma = list.find(',', start);
+    const std::string kind = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!dump_kinds().count(kind))
+      throw InputError("--dump: unknown kind '" + kind + "' (valid: kept, logits, or kept,logits)");
+    if (!out.insert(kind).second) throw InputError("--dump: '" + kind + "' is named twice");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+CellDump::CellDump(std::string out_dir, std::string cell_id, std::set<std::string> kinds)
+    : out_(std::move(out_dir)), cell_(std::move(cell_id)), kinds_(std::move(kinds)) {}
+
+void CellDump::add_kept(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example,
+                        int64_t T, const std::vector<std::vector<int32_t>>* prompt_positions) {
+  if (!wants("kept")) return;
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    const LayerKV kv = backend.download_layer(cache, l);
+    const std::vector<int32_t>* original =
+        prompt_positions && static_cast<size_t>(l) < prompt_positions->size() &&
+                !(*prompt_positions)[static_cast<size_t>(l)].empty()
+            ? &(*prompt_positions)[static_cast<size_t>(l)]
+            : nullptr;
+    int64_t cache_row = 0;  // index into `original`, which lists every head's entries in cache order
+    for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+      std::vector<int32_t> positions;
+      for (int64_t i = 0; i < kv.head_length(h); ++i, ++cache_row)
+        positions.push_back(original ? (*original)[static_cast<size_t>(cache_row)]
+                                     : kv.pos[static_cast<size_t>(kv.head_row(h) + i)]);
+      std::sort(positions.begin(), positions.end());
+      const nlohmann::json line = {{"task", task}, {"example", example}, {"layer", l},
+                                   {"head", h},    {"T", T},             {"positions", positions}};
+      kept_lines_ += line.dump() + "\n";
+    }
+  }
+}
+
+void CellDump::add_logits(const std::string& task, int64_t example, const std::vector<float>& logits, int64_t V) {
+  if (!wants("logits") || V <= 0) return;
+  logits_.push_back({task, example, static_cast<int64_t>(logits.size()) / V, V, logits});
+}
+
+std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t cols) {
+  // NEP 1 / numpy.lib.format: magic, version 1.0, little-endian u16 header length, a Python dict literal padded with
+  // spaces and ended by '\n' so that the data starts at a multiple of 64 bytes.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  const size_t preamble = 10;  // magic (6) + version (2) + header length (2)
+  header.append((64 - (preamble + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>((header.size() >> 8) & 0xff);
+  out += header;
+  const size_t data = out.size();
+  out.resize(data + values.size() * sizeof(float));
+  std::memcpy(out.data() + data, values.data(), values.size() * sizeof(float));  // x86-64 and aarch64: little-endian
+  return out;
+}
+
+void CellDump::write() const {
+  std::error_code ec;
+  if (wants("kept") && !kept_lines_.empty()) {
+    fs::create_directories(fs::path(out_) / "dumps" / "kept", ec);
+    write_file_atomically((fs::path(out_) / "dumps" / "kept" / (cell_ + ".jsonl")).string(), kept_lines_);
+  }
+  if (wants("logits") && !logits_.empty()) {
+    const fs::path dir = fs::path(out_) / "dumps" / "logits" / cell_;
+    fs::create_directories(dir, ec);
+    for (const Logits& g : logits_)
+      write_file_atomically((dir / (g.task + "-" + std::to_string(g.example) + ".npy")).string(),
+                            npy_float32(g.values, g.rows, g.V));
+  }
+}
+
+}  // namespace rkv

@@ -1,0 +1,101 @@
+// The figures of a run's report (plots/*.png and *.svg), drawn by gnuplot from data files this class writes.
+//
+// gnuplot, not matplotlib: the report is written by the C++ binary at the end of every run and merge, and gnuplot is
+// one Debian package (`gnuplot-nox`) with no Python environment to keep in step; it draws everything below. Each
+// figure is written once per terminal (pngcairo for the report, svg for papers) by one script, plots/plots.gp, run in
+// plots/ with an argument vector (no shell sees the folder's name). gnuplot missing or failing is a note in the report,
+// never an error.
+//
+// Conventions every figure follows, so a reader sees the result at a glance: one colour per line from a 10-colour
+// qualitative palette (Tableau 10, colour-blind safe up to ~8 lines), the legend below the data in columns, 95% CIs as
+// error bars nudged apart per line (never overlapping shaded bands), the full-cache reference as a labelled dashed
+// black line, the zero line drawn on difference plots.
+//
+// Thread rules: one ReportPlots per report; not thread-safe.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rkv {
+
+/// A point of a metric-vs-budget line: x = budget (fraction or tokens), y = value, [low, high] its 95% CI.
+struct PlotPoint {
+  double x = 0, y = 0, low = 0, high = 0;
+};
+
+/// Lines of one figure, by legend title.
+using PlotSeries = std::map<std::string, std::vector<PlotPoint>>;
+
+/// One panel of a scatter figure: points (x, y) per legend title (low/high unused), and its title and axis labels.
+struct ScatterPanel {
+  std::string title, xlabel, ylabel;
+  PlotSeries points;
+  std::string diagonal;  ///< when not empty, the line y = x drawn dashed grey with this legend title
+};
+
+class ReportPlots {
+ public:
+  /// `dir` (plots/) must exist; data files and the script `script_name` are written there atomically.
+  explicit ReportPlots(std::filesystem::path dir, std::string script_name = "plots.gp");
+
+  /// The sensitivity profile s_l with its 95% CIs (`profile` rows: layer, s, low, high). Returns the PNG's name.
+  std::string profile(const std::string& signal, const std::vector<PlotPoint>& profile);
+
+  /// `metric` of `task` against the budget, one line per group with CI error bars, and the full cache's value as a
+  /// labelled dashed line when `full` is finite. Returns the PNG's name.
+  std::string metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
+                               double full);
+
+  /// Paired differences cell − `baseline` (uniform: the same scorer, budget and examples; "eviction alone": the same
+  /// KV bytes) against the budget, one line per group with the CI of the mean difference, and the zero line: the
+  /// figure that shows whether an allocator beats uniform, or a codec beats eviction at equal bytes.
+  std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences,
+                                 const std::string& baseline = "uniform");
+
+  /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to what
+  /// uniform gives the layer out of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2
+  /// centred on 1 (blue: fewer positions than uniform, red: more; values beyond are clipped). Returns the PNG's name.
+  std::string budget_heatmap(const std::string& task, const std::vector<std::pair<std::string, std::vector<double>>>& rows);
+
+  /// A layer's part of a joint plan (runner/compress/joint.hpp): the share of its span kept, its bits (32 =
+  /// float32), or shared (no cache).
+  struct JointBar {
+    double kept = 0;
+    int bits = 32;
+    bool shared = false;
+  };
+  /// The joint plans of `rows` (label -> per layer), one panel per cell stacked: per layer a bar of the share of its
+  /// positions kept, coloured by bits (float32 blue, 8 green, 4 orange, 2 red), shared layers as full-height grey
+  /// hatched bars, so a reader sees where the bytes went. Returns the PNG's name.
+  std::string joint_plans(const std::string& task, const std::vector<std::pair<std::string, std::vector<JointBar>>>& rows);
+
+  /// Per-layer curves min-max normalised to [0, 1] and overlaid: `references` as solid grey-to-black lines (e.g. the
+  /// damage D_l at each budget), `signals` as coloured dashed lines, so a reader sees whether a signal's shape follows
+  /// the reference. Points' x is the layer, y the raw value (normalised here). Returns the PNG's name.
+  std::string normalized_overlay(const std::string& name, const std::string& title, const PlotSeries& references,
+                                 const PlotSeries& signals);
+
+  /// Side-by-side scatter panels (one per `panels` entry, one colour per legend title). Returns the PNG's name.
+  std::string scatter_panels(const std::string& name, const std::vector<ScatterPanel>& panels);
+
+  /// Writes the script and runs gnuplot on it; a failure appends a note to `notes`.
+  void draw(std::vector<std::string>& notes);
+
+  /// Emits `body` (gnuplot commands after the terminal, output and common style are set; data files it names must be
+  /// in the plots folder) for the PNG and the SVG of `name`, `width` x `height` pixels.
+  void figure(const std::string& name, int width, int height, const std::string& body);
+
+ private:
+  /// Writes one line's points (x nudged by `dx`) to `file`.
+  void write_points(const std::string& file, const std::vector<PlotPoint>& points, double dx);
+  /// "plot" clauses for `series`: error bars and lines per group, colours 1..10 in legend order.
+  std::string series_clauses(const std::string& stem, const PlotSeries& series);
+
+  std::filesystem::path dir_;
+  std::string script_name_;
+  std::string script_;
+};
+
+}  // namespace rkv

@@ -1,0 +1,34 @@
+// Progress of a run on stderr: a bar with elapsed time and ETA on a terminal, plain lines elsewhere, or the caller's
+// sink (the C API's callback).
+//
+// Thread rules: one Progress per run, used from the run's thread.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/timing.hpp"
+
+namespace rkv {
+
+class Progress {
+ public:
+  using Sink = std::function<void(int64_t done, int64_t total, const std::string& what)>;
+  /// `quiet`: print nothing; `sink` (may be empty): receives every step instead of stderr.
+  Progress(bool quiet, Sink sink);
+  /// Starts the counted part (the cell loop): its total, and the clock the ETA is measured from.
+  void set_total(int64_t total);
+  /// One more step of the counted part is done: "[k/N] what  elapsed E s, ETA R s".
+  void step(const std::string& what);
+  /// A line about the set-up (not counted); nothing when quiet or when a sink receives the steps.
+  void note(const std::string& line) const;
+
+ private:
+  bool quiet_;
+  Sink sink_;
+  bool tty_;
+  SteadyClock::time_point t0_;
+  int64_t done_ = 0, total_ = 0;
+};
+
+}  // namespace rkv

@@ -1,0 +1,52 @@
+// `ripplekv run`: an ablation sweep on a real model (docs/ARCHITECTURE.md "Data flow"). The output folder's layout is
+// runner/records/output_folder.hpp's; its results, report and plots are assembled by runner/report/outputs.hpp.
+//
+// The run is a sequence of named phases (run.cpp): open the output folder (the lock, --resume and --shard: which
+// cells are pending), load the model and backend, check every pending cell on the model, compute the profiles and
+// joint damage tables the cells read, build and prefill the examples, check the budgets on them, write the run's
+// identity, score the full cache, run the cells, assemble the outputs.
+//
+// Thread rules: one run per process at a time (plugin instances are not shared across runs).
+#pragma once
+#include <atomic>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runner/plan/config.hpp"
+
+namespace rkv {
+
+struct RunOptions {
+  std::string out_dir;        ///< required
+  bool resume = false;        ///< skip finished cells; refuse when the non-swept config changed
+  /// write into a non-empty folder that holds no ripplekv run; without `resume`, start over in a folder that holds
+  /// one (its finished cell files are deleted)
+  bool force = false;
+  int shard_index = 1;        ///< this shard, 1-based
+  int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
+  bool quiet = false;         ///< no progress output
+  int64_t threads = 0;        ///< overrides model.threads when > 0
+  /// Polled between examples, and by plugin calls through the host's is_cancelled() (slow plugins that poll stop
+  /// mid-call); a cancelled run writes nothing partial. A plugin call that does not poll runs to its end first.
+  const std::atomic<bool>* cancel = nullptr;
+  /// `--dump`: "kept" and/or "logits" (runner/records/dumps.hpp) for the cells this invocation computes; empty: none.
+  std::set<std::string> dumps;
+  /// Progress sink (done, total, what); default: a bar with ETA on a terminal, plain lines elsewhere.
+  std::function<void(int64_t, int64_t, const std::string&)> progress;
+};
+
+/// What a run did.
+struct RunSummary {
+  int64_t cells_total = 0;     ///< cells of the whole sweep (full cache included)
+  int64_t cells_computed = 0;  ///< computed by this invocation
+  int64_t cells_skipped = 0;   ///< already complete (--resume) or in another shard
+  double seconds = 0;
+};
+
+/// Runs `plan` into options.out_dir. Throws rkv::InputError for bad input (e.g. --resume over a different config),
+/// rkv::Cancelled when cancelled (finished cells stay on disk).
+RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
+
+}  // namespace rkv

@@ -1,0 +1,194 @@
+#include "runner/tasks/ruler.hpp"
+
+#include <algorithm>
+
+#include "core/cancel.hpp"
+#include "core/errors.hpp"
+#include "eval/ruler_metrics.hpp"
+#include "eval/ruler_text.hpp"
+#include "runner/decode/loop.hpp"
+#include "runner/tasks/prompt_split.hpp"
+#include "tokenizer/chat_template.hpp"
+
+namespace rkv {
+
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001B3ull;
+  return h;
+}
+
+/// The chat prompt of a sample: the template around the user text, then the answer prefix.
+std::string chat_prompt(const ChatTemplate& chat, const RulerText& t) {
+  return chat.apply({{"user", t.user}}, true) + t.answer_prefix;
+}
+
+/// One sample fitted to `target` tokens.
+RulerPrompt fit_prompt(const Tokenizer& tok, const ChatTemplate& chat, const RulerSubtask& s, const RulerSources& src,
+                       int64_t target, uint64_t seed, bool query_aware) {
+  std::string preamble;
+  if (s.family == RulerFamily::VariableTracking) {
+    const int64_t budget = std::min<int64_t>(500, target / 2);
+    const uint64_t icl_seed = splitmix64(seed ^ 0x1C1);
+    const auto icl_fits = [&](int64_t n) {
+      return static_cast<int64_t>(tok.encode(ruler_vt_example(s, n, icl_seed), false, false).size()) <= budget;
+    };
+    const int64_t n = ruler_largest_fitting(ruler_min_size(s), budget, icl_fits);
+    if (n < ruler_min_size(s))
+      throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(target) +
+                       " leaves no room for the in-context example");
+    preamble = ruler_vt_example(s, n, icl_seed);
+  }
+  const auto length = [&](int64_t size) {
+    return static_cast<int64_t>(tok.encode(chat_prompt(chat, ruler_text(s, size, seed, target, src, preamble)), false,
+                                           true).size());
+  };
+  const int64_t lo = ruler_min_size(s);
+  const int64_t size = ruler_largest_fitting(lo, std::max(lo, target), [&](int64_t n) { return length(n) <= target; });
+  if (size < lo)
+    throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(target) + " is shorter than its prompt " +
+                     "with the least haystack (" + std::to_string(length(lo)) + " tokens); raise tasks.ruler.context_tokens");
+  const RulerText t = ruler_text(s, size, seed, target, src, preamble);
+  const std::string prompt = chat_prompt(chat, t);
+  RulerPrompt p;
+  p.answers = t.answers;
+  if (!query_aware) {
+    p.compressed_part = tok.encode(prompt, false, true);
+  } else {
+    PromptParts parts = split_prompt(tok, prompt, prompt.rfind(t.user.substr(t.question_at)));
+    p.compressed_part = std::move(parts.context);
+    p.question_part = std::move(parts.question);
+  }
+  p.prompt_tokens = static_cast<int64_t>(p.compressed_part.size() + p.question_part.size());
+  return p;
+}
+}  // namespace
+
+uint64_t ruler_example_seed(uint64_t seed, const std::string& subtask, int64_t context_tokens, int64_t example) {
+  uint64_t h = splitmix64(seed);
+  h = splitmix64(h ^ fnv1a(subtask));
+  h = splitmix64(h ^ static_cast<uint64_t>(context_tokens));
+  return splitmix64(h ^ static_cast<uint64_t>(example));
+}
+
+int64_t ruler_largest_fitting(int64_t lo, int64_t hi, const std::function<bool(int64_t)>& fits) {
+  if (!fits(lo)) return lo - 1;
+  while (lo < hi) {  // invariant: fits(lo)
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+std::vector<RulerPrompt> build_ruler_prompts(const Tokenizer& tok, const std::string& text, const RulerConfig& cfg,
+                                             bool query_aware) {
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
+  const RulerSources src = ruler_sources(text);
+  std::vector<RulerPrompt> out;
+  for (const std::string& name : cfg.subtasks) {
+    const RulerSubtask* s = find_ruler_subtask(name);
+    if (!s) throw InputError("ruler: unknown subtask '" + name + "'");
+    for (int64_t len : cfg.context_tokens) {
+      for (int64_t j = 0; j < cfg.examples; ++j) {
+        throw_if_cancelled();
+        RulerPrompt p = fit_prompt(tok, chat, *s, src, len, ruler_example_seed(cfg.seed, name, len, j), query_aware);
+        p.subtask = name;
+        p.context_tokens = len;
+        p.example = j;
+        p.max_new_tokens = cfg.max_new_tokens > 0 ? cfg.max_new_tokens : s->max_new_tokens;
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  return out;
+}
+
+std::string ruler_metric(const RulerPrompt& p) { return p.subtask + "@" + std::to_string(p.context_tokens); }
+
+// ---- the task's driver ----------------------------------------------------------------------------------------------
+
+namespace {
+
+/// A RULER example: its prompt's parts and references.
+struct RulerExample : TaskPayload {
+  RulerPrompt prompt;
+};
+
+class RulerTask : public Task {
+ public:
+  std::string name() const override { return "ruler"; }
+
+  /// Each context length plus the longest answer any configured subtask generates.
+  void check_fits_context(const RunPlan& plan, int64_t context_length) const override {
+    int64_t most_new = plan.ruler.max_new_tokens;
+    for (const auto& subtask : plan.ruler.subtasks)
+      if (const RulerSubtask* s = find_ruler_subtask(subtask); s && plan.ruler.max_new_tokens == 0)
+        most_new = std::max(most_new, s->max_new_tokens);
+    for (int64_t n : plan.ruler.context_tokens)
+      check_sequence_fits(plan, n + most_new, "tasks.ruler.context_tokens + the answer's max_new_tokens",
+                          context_length);
+  }
+
+  /// Every (subtask, context length, example) of [tasks.ruler] from the evaluation text.
+  std::vector<TaskExample> build_examples(const RunPlan& plan, const Tokenizer& tok, const ModelConfig&) const override {
+    std::vector<TaskExample> out;
+    const auto prompts = build_ruler_prompts(tok, eval_text(plan), plan.ruler, plan.query_aware);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const RulerPrompt& p = prompts[i];
+      TaskExample ex;
+      ex.task = name();
+      ex.index = static_cast<int64_t>(i);
+      ex.input = prompt_input("ruler", ruler_metric(p) + ",example=" + std::to_string(p.example), p.compressed_part,
+                              p.question_part);
+      ex.prompt = p.compressed_part;
+      auto data = std::make_shared<RulerExample>();
+      data->prompt = p;
+      ex.payload = data;
+      out.push_back(std::move(ex));
+    }
+    return out;
+  }
+
+  /// "<subtask>@<n>" and "average": 100 x string_match_all of the greedy answer.
+  TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt, const TaskExample& example,
+                  ScoredCache& cache) const override {
+    const RulerPrompt& p = static_cast<const RulerExample&>(*example.payload).prompt;
+    const GreedyResult r = answer_greedily(backend, prompt.last_logits, *cache.cache, cache.start_pos, p.question_part,
+                                           p.max_new_tokens, tok.end_of_generation_ids(), cache.decode);
+    const double value = 100.0 * ruler_string_match_all(tok.decode(r.tokens, false), p.answers);
+    TaskScore s;
+    s.values[ruler_metric(p)] = value;
+    s.values["average"] = value;
+    s.decode_tokens_per_second = r.tokens_per_second;
+    return s;
+  }
+
+  nlohmann::json manifest_settings(const RunPlan& plan) const override {
+    return {{"subtasks", plan.ruler.subtasks},
+            {"context_tokens", plan.ruler.context_tokens},
+            {"examples", plan.ruler.examples},
+            {"seed", plan.ruler.seed},
+            {"max_new_tokens", plan.ruler.max_new_tokens == 0 ? nlohmann::json("per subtask (RULER)")
+                                                               : nlohmann::json(plan.ruler.max_new_tokens)},
+            {"scoring", "string_match_all"},
+            {"query_aware", plan.query_aware}};
+  }
+};
+
+}  // namespace
+
+const Task& ruler_task() {
+  static const RulerTask task;
+  return task;
+}
+
+}  // namespace rkv

@@ -1,0 +1,2 @@
+// fixture: not an entry header
+#include "runner/run/phases.hpp"

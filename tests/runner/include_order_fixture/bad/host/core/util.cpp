@@ -1,0 +1,3 @@
+// fixture: core/ lies below the runner
+
+#include "runner/plan/config.hpp"

@@ -1,0 +1,1 @@
+// fixture: a runner file outside the folders

@@ -1,0 +1,2 @@
+// fixture: an entry header
+#include "runner/run/run.hpp"

@@ -1,0 +1,2 @@
+// fixture: plan/ includes its own folder only
+#include "runner/plan/config.hpp"
