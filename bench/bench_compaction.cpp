@@ -1,6 +1,6 @@
 // Cost of compressing one layer after prefill (statistics + scorer plugin + top-k + compaction) relative to that
 // layer's prefill, at T = 2048 with SmolLM2-135M shapes (d_model 576, H 9, H_kv 3, d 64, MLP 1536), on random data.
-// Goal (issue 4): under 5% of the layer's prefill.
+// Goal: under 5% of the layer's prefill.
 //
 //   BM_LayerPrefill_Matmuls     q/k/v/o projections (576x576, 576x192 x2, 576x576) and the MLP (576x1536 x2,
 //                               1536x576) as sgemms over T rows

@@ -1,4 +1,4 @@
-// CUDA backend benchmarks (issue 6): prefill and decode speed, decode step time against the memory-bandwidth bound,
+// CUDA backend benchmarks: prefill and decode speed, decode step time against the memory-bandwidth bound,
 // and peak device memory with the full and the compressed cache, on synthetic models (random weights, generated on the
 // device) with SmolLM2-135M's shapes and with Llama-3.1-8B's shapes, in BF16.
 //
@@ -12,7 +12,7 @@
 //   profile/<model>/T            the perturbation-KL profile of one calibration example of T tokens (prefix T - 32,
 //                                window 32; DeviceProfiler): prepare_example, then per layer perturb (alpha 0.02),
 //                                window_kl from that layer, restore. over_prefill = its time / prefill/<model>/T's
-//                                (DESIGN.md's work floor: about 1 + the window reruns)
+//                                (docs/ARCHITECTURE.md "perturbation_kl" work floor: about 1 + the window reruns)
 // The bandwidth bound of one decode step = (bytes of all weights + bytes of the K and V cache read) / the bandwidth
 // a device-to-device copy reaches on the same GPU (read + write bytes / time).
 //

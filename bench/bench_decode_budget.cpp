@@ -1,4 +1,4 @@
-// Decode speed on a compressed cache (issue 18: "decode on a compressed cache reads only b_l entries per layer").
+// Decode speed on a compressed cache (a decode step on a compressed cache reads only the b_l entries each layer keeps).
 // SmolLM2-135M with quantized weights (model.weights = "quantized"), the synthetic 2048-token prompt bench_forward
 // prefills (ids mt19937(1) % 49152), then every layer compacted to b = round(keep_pct / 100 * 2048) entries per KV head
 // with StreamingLLM's selection (4 sinks + the most recent positions; scores = position, cache/selection.hpp,

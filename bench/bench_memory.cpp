@@ -1,5 +1,5 @@
 // Memory and speed of one model on the CPU backend: the resident set after loading it and at its peak during a
-// prefill of 256 tokens and 8 decode steps, beside the model file's size (issue 18: with weights kept quantized, RSS
+// prefill of 256 tokens and 8 decode steps, beside the model file's size (with weights kept quantized, RSS
 // stays near the GGUF's size instead of ~4-8x it).
 //
 // Run: build/bin/bench_memory   (RKV_BENCH_MODEL=path.gguf, default the SmolLM2 GGUF of scripts/fetch-assets;

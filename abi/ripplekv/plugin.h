@@ -6,7 +6,7 @@
  * An instance hands out per-kind vtables by versioned interface id ("rkv.allocator/1", "rkv.scorer/1",
  * "rkv.signal/1"), so a breaking change to one kind is a new id served beside the old one.
  *
- * Rules that hold for every struct and function in this header (DESIGN.md "Plugin ABI"):
+ * Rules that hold for every struct and function in this header (docs/ARCHITECTURE.md "Plugin ABI"):
  *  - Every struct begins with `struct_size` (the sizeof the writer was compiled with). Structs are append-only: a
  *    reader reads a field only if it lies inside `struct_size` (use RKV_HAS_FIELD). Structs are never passed by value.
  *  - No C++ type, exception or allocation crosses the boundary. Strings are NUL-terminated UTF-8.
@@ -217,7 +217,7 @@ typedef const rkv_plugin_library* (*rkv_plugin_library_get_fn)(uint32_t host_abi
 /* ---- rkv.allocator/1 ------------------------------------------------------------------------------------------ */
 
 /**
- * What an allocator is asked (DESIGN.md "Budget semantics"). Borrowed for the call.
+ * What an allocator is asked (docs/ARCHITECTURE.md "Budget semantics"). Borrowed for the call.
  * profile: float64 [n_layers] on the CPU, the sensitivity profile over the compressible layers A (index = rank in
  *   A), or NULL when the plugin did not set RKV_FLAG_NEEDS_PROFILE. May be negative; never NaN or infinite.
  * budget_total: B, positions kept summed over A (>= n_layers).
@@ -257,7 +257,7 @@ typedef struct rkv_allocator_v1 {
 /* ---- rkv.allocator/2 (ABI minor 1) --------------------------------------------------------------------------- */
 
 /**
- * What a per-head allocator is asked (DESIGN.md "Per-head budgets"). Borrowed for the call.
+ * What a per-head allocator is asked (docs/ARCHITECTURE.md "Per-head budgets"). Borrowed for the call.
  * Budgets are in cache entries: b[l, h] entries kept by KV head h of layer l. The total is H_kv x B, the entries a
  * uniform split of the run's budget B (rkv.allocator/1) holds, so a per-head run keeps the same bytes.
  * profile: float64 [n_layers] on the CPU, as in rkv.allocator/1 (NULL unless RKV_FLAG_NEEDS_PROFILE).
@@ -414,7 +414,7 @@ typedef struct rkv_scorer_v1 {
 /* ---- rkv.signal/1 and the host's profiler service ------------------------------------------------------------- */
 
 /**
- * Host profiler service "rkv.profiler/1" (rkv_host.get_service), for signal plugins (DESIGN.md perturbation_kl).
+ * Host profiler service "rkv.profiler/1" (rkv_host.get_service), for signal plugins (docs/ARCHITECTURE.md "perturbation_kl").
  * Calibration example i = a prefix of `prefix_tokens` tokens + an evaluation window of `window_tokens` tokens.
  * All functions: `ctx` is the table's ctx; called from the signal's profile() call only, on its thread.
  *

@@ -1,5 +1,5 @@
 // PyramidKV allocator (Cai et al., "PyramidKV: Dynamic KV Cache Compression based on Pyramidal Information
-// Funneling", 2024; reference: Zefan-Cai/KVCache-Factory, pyramidkv_utils.py), as DESIGN.md "pyramid" states it:
+// Funneling", 2024; reference: Zefan-Cai/KVCache-Factory, pyramidkv_utils.py), as docs/ARCHITECTURE.md "pyramid" states it:
 //
 //   C = B / |A|,  lo = (C - w) / beta,  hi = 2 (C - w) - lo
 //   if hi > T - w:  hi = T - w,  lo = 2 (C - w) - hi

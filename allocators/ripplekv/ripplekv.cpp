@@ -1,4 +1,4 @@
-// RippleKV allocator: more budget to layers whose cache perturbation moves the output more (DESIGN.md "ripplekv
+// RippleKV allocator: more budget to layers whose cache perturbation moves the output more (docs/ARCHITECTURE.md "ripplekv
 // allocator"; the paper's equations are not in its text, this is the project's reading):
 //
 //   s^_l = (s_l - min s) / (max s - min s)      (all zeros when the profile is constant)

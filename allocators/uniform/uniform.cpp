@@ -1,4 +1,4 @@
-// Uniform allocator: every compressible layer keeps the same fraction of what it can hold (DESIGN.md "uniform"):
+// Uniform allocator: every compressible layer keeps the same fraction of what it can hold (docs/ARCHITECTURE.md "uniform"):
 //
 //   b_l = B span_l / sum_k span_k          (= B / |A| when every span is T, i.e. a model without sliding windows)
 //

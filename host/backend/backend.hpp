@@ -1,4 +1,4 @@
-// The decoder core behind one interface (DESIGN.md "Data flow"): everything the host pipeline asks of a model -- prefill
+// The decoder core behind one interface (docs/ARCHITECTURE.md "Data flow"): everything the host pipeline asks of a model -- prefill
 // with the scorer statistics, decoding and teacher-forced continuation on a (compressed) cache, selection + compaction,
 // cache byte accounting, the perturbation profiler, peak memory per phase -- written once against `Backend` and served
 // by one implementation per folder:
@@ -11,7 +11,7 @@
 // Why an abstract class and not a table of functions: a backend owns state that lives as long as the model does (device
 // weights, a stream, cuBLAS handles, scratch buffers) and the host picks the implementation at run time from TOML, so
 // one object with virtual members is the plain C++ form of ggml's backend interface. The C ABI is not involved: plugins
-// never see a Backend, only DLPack tensors and the profiler service table built on top of it (runner/profiler.hpp).
+// never see a Backend, only DLPack tensors and the profiler service table built on top of it (runner/profile/profiler.hpp).
 //
 // Shapes: L layers, H query heads, H_kv KV heads, d head dim, D model width, V vocabulary, T prompt positions.
 // Every tensor that crosses this interface is a host float32 array (std::vector), row-major; device memory stays
@@ -44,7 +44,7 @@ namespace rkv {
 /// A KV cache held by a backend, in the backend's memory (host memory for cpu, device memory for cuda). Per layer and
 /// KV head: keys after RoPE at their stored positions (the original ones, or 0 .. n - 1 after rerotate_layer), values
 /// and positions, `head_length(l, h)` entries,
-/// physically compact (uniform [H_kv, length, d] or ragged per head; DESIGN.md "The cache"). Created, copied and
+/// physically compact (uniform [H_kv, length, d] or ragged per head; docs/ARCHITECTURE.md "The cache"). Created, copied and
 /// changed only through the Backend that made it.
 class BackendCache {
  public:
@@ -130,8 +130,8 @@ struct PhaseMemoryRecord {
 };
 
 /// The perturbation profiler of one calibration set layout (prefix of P tokens + window of n_w tokens): the compute
-/// side of the host service "rkv.profiler/1" (abi/ripplekv/plugin.h; DESIGN.md "perturbation_kl", "layer_local").
-/// runner/profiler.hpp turns any ProfilerSession into the C service table. For example i:
+/// side of the host service "rkv.profiler/1" (abi/ripplekv/plugin.h; docs/ARCHITECTURE.md "perturbation_kl", "layer_local").
+/// runner/profile/profiler.hpp turns any ProfilerSession into the C service table. For example i:
 ///  prepare_example: prefill the prefix once; run the reference window over every layer on the intact cache, keeping
 ///    the window's hidden states entering each layer and the reference next-token distributions P_{i,t};
 ///  perturb_values(l, alpha, seed, draw): v' = v + alpha ||v||_2 eps, eps = perturbation_noise(seed, draw, i, l, h, u)
@@ -202,7 +202,7 @@ class Backend {
 
   /// The stored position of every entry of layer `layer`, KV head after KV head (head_length(layer, h) each,
   /// ascending within a head, except after encode_layer_classes(): ascending within each precision class): int32 [sum_h head_length]; empty when the cache tracks no positions. A host copy (a
-  /// small device-to-host copy on cuda). What sliding-window bookkeeping reads (runner/sliding_window.hpp).
+  /// small device-to-host copy on cuda). What sliding-window bookkeeping reads (runner/compress/sliding_window.hpp).
   /// rkv::InputError for a bad layer.
   virtual std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) = 0;
 
@@ -227,7 +227,7 @@ class Backend {
   /// (RoPE rotations compose, R(a) R(b) = R(a + b): model/rope.hpp rope_rerotate, llama.cpp#3825), with the model's
   /// own frequencies for that layer (Model::layer_inv_freq, angles in double, cos/sin rounded to float); values are untouched. Called
   /// after compact_layer; tokens fed afterwards should continue at the cache length (the longest head over the
-  /// layers), as kvpress' pipeline does (runner/compression.hpp CompressedPrompt::next_position), not at T. A head
+  /// layers), as kvpress' pipeline does (runner/compress/compress_prompt.hpp CompressedPrompt::next_position), not at T. A head
   /// already at 0 .. n - 1 is left as it is. In place, no reallocation. rkv::InputError for a bad layer or a cache
   /// that tracks no positions.
   virtual void rerotate_layer(BackendCache& cache, int64_t layer) = 0;

@@ -1,4 +1,4 @@
-// Attention statistics that scorers ask for (abi/ripplekv/plugin.h, RKV_STAT_*; DESIGN.md "Algorithms").
+// Attention statistics that scorers ask for (abi/ripplekv/plugin.h, RKV_STAT_*; docs/ARCHITECTURE.md "Algorithms").
 //
 // Notation: H query heads, H_kv KV heads, G = H / H_kv (query head h reads KV head h / G), head dim d, T prompt
 // positions. A[h, t, j] = softmax_j(q_{h,t} . k_{h/G,j} / sqrt(d)) over the causal keys j <= t, in fp32.

@@ -1,4 +1,4 @@
-// Budget semantics (DESIGN.md "Budget semantics", one definition everywhere).
+// Budget semantics (docs/ARCHITECTURE.md "Budget semantics", one definition everywhere).
 //
 // T: prompt positions eligible for compression; A: compressible layers; b_l = |S_l| positions layer l keeps,
 // including protected positions; B: the global budget summed over A.

@@ -51,7 +51,7 @@ float load_fp16(const uint8_t* in) {
 }
 
 /// CodecSpec::token_bits and token_shares: format int, one share per class, strictly decreasing bits in {16, 8, 4}
-/// above the base bits, shares in (0, 1] summing to at most 1 (config.cpp reads them with the same rules).
+/// above the base bits, shares in (0, 1] summing to at most 1 (runner/plan/compression_sections.cpp reads them with the same rules).
 void check_token_classes(const CodecSpec& spec, const std::string& where) {
   if (spec.format != CodecFormat::integer)
     throw InputError(where + ": token_bits need format \"int\" (got \"" + codec_format_name(spec.format) + "\")");

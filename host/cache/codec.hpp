@@ -1,5 +1,5 @@
 // KV codecs: how a cache entry's key and value rows are stored as packed integers plus scales, and read back as
-// float32 on use (README decision "KV precision: codecs"; issue "Beyond eviction").
+// float32 on use (README decision "KV precision: codecs").
 //
 // A codec is a closed family of layouts parameterised by a CodecSpec, not a plugin kind: it runs on every attention
 // read of a quantized layer, on every backend, so it lives beside the cache it packs (cache/packed_kv.hpp).

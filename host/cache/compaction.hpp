@@ -1,4 +1,4 @@
-// Physical compaction of one layer's KV cache to the positions a Selection keeps (DESIGN.md "Budget semantics":
+// Physical compaction of one layer's KV cache to the positions a Selection keeps (docs/ARCHITECTURE.md "Budget semantics":
 // the cache of each layer is compacted to [H_kv, b_l, d]; memory is really freed).
 //
 // Thread rules: compact_layer() mutates its layer; no other thread may touch that layer meanwhile.

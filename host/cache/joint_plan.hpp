@@ -1,10 +1,9 @@
-// The joint allocator: one byte budget split across tokens kept x bits x layers shared (README "One byte budget";
-// issue "Beyond eviction", part 4).
+// The joint allocator: one byte budget split across tokens kept x bits x layers shared (README "One byte budget").
 //
 // Every compressible layer l takes one option o from a small grid: keep a fraction f of its span at `bits` (32 =
 // float32, else the cell's integer codec at 8, 4 or 2 bits), or share (hold nothing; attend over the nearest earlier
 // layer that keeps its cache). Option o costs bytes_l(o) (packed data + scales + positions of the entries it keeps)
-// and damage D_l(o): the KL at the output when ONLY layer l takes o (runner/compression_damage.hpp option_damage,
+// and damage D_l(o): the KL at the output when ONLY layer l takes o (runner/profile/compression_damage.hpp option_damage,
 // measured on the calibration split). Assuming the damages add up across layers, the plan solves the
 // multiple-choice knapsack
 //     minimise  sum_l D_l(o_l)   subject to  sum_l bytes_l(o_l) <= budget,

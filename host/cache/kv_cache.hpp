@@ -1,5 +1,5 @@
 // The per-layer KV cache: keys (after RoPE, at their original positions), values, and the original position of every
-// entry, stored per KV head (DESIGN.md "The cache").
+// entry, stored per KV head (docs/ARCHITECTURE.md "The cache").
 //
 // Two layouts of one layer, both one buffer per tensor, row-major, float32 rows of head_dim:
 //  - uniform (every head holds `length` entries): k and v are [n_kv_heads, capacity, head_dim], pos is

@@ -1,4 +1,4 @@
-// One layer's compression after prefill: scorer -> selection -> compaction (DESIGN.md "Data flow": per layer,
+// One layer's compression after prefill: scorer -> selection -> compaction (docs/ARCHITECTURE.md "Data flow": per layer,
 // scorer(K, V, requested stats) -> scores -> host top-k -> compact cache). The scorer is passed per call, so a
 // runner may route different layers to different scorers.
 //

@@ -1,4 +1,4 @@
-// Which positions a layer keeps: protected positions first, then the top scores per KV head (DESIGN.md "Budget
+// Which positions a layer keeps: protected positions first, then the top scores per KV head (docs/ARCHITECTURE.md "Budget
 // semantics" and "Algorithms": ties go to the earlier position; protected positions are enforced by the host, never
 // by a sentinel score).
 //

@@ -1,7 +1,7 @@
 // Subcommands of the `ripplekv` CLI. Each subcommand lives in its own file (host/cli/cmd_<name>.cpp) and registers
 // itself with RKV_CLI_COMMAND; main.cpp only dispatches.
 //
-// Exit codes (issue 2): 0 success, 2 usage or input errors (throw rkv::cli::UsageError or rkv::InputError),
+// Exit codes: 0 success, 2 usage or input errors (throw rkv::cli::UsageError or rkv::InputError),
 // 1 internal errors (any other exception). Errors go to stderr as one line.
 #pragma once
 #include <stdexcept>

@@ -8,7 +8,7 @@
 //   allocator  (conformance_allocator.cpp)  requests of several (|A|, T, B, profile, protected count) through
 //              call_allocator and run_allocator (validation + integerize_budgets)
 //   signal     (conformance_signal.cpp)     seeded synthetic models (model/synthetic_model.hpp) and token windows,
-//              through the profiler service (runner/profiler.hpp) and call_signal exactly as compute_profile() calls a
+//              through the profiler service (runner/profile/profiler.hpp) and call_signal exactly as compute_profile() calls a
 //              signal, then compute_profile() itself (cache off)
 //
 // Only what holds for every plugin of the kind is checked (no ordering or value assumptions). Each case is one rule;

@@ -1,4 +1,4 @@
-// Allocator conformance (conformance/conformance.hpp, check_allocator): DESIGN.md "Budget semantics" ("Allocator output:
+// Allocator conformance (conformance/conformance.hpp, check_allocator): docs/ARCHITECTURE.md "Budget semantics" ("Allocator output:
 // |A| finite, non-negative reals whose sum is within 1e-6 * B of B"; the host's integerization), on a fixed set of
 // requests, through call_allocator (the plugin's answer as written) and run_allocator (the run's path).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Scorer conformance (conformance/conformance.hpp, check_scorer): the rules of DESIGN.md "Budget semantics" that hold
+// Scorer conformance (conformance/conformance.hpp, check_scorer): the rules of docs/ARCHITECTURE.md "Budget semantics" that hold
 // for every scorer, on seeded random queries, keys and values, through the host's real path (the statistics as
 // ScoreMemo::scores computes them, call_scorer, and compress_layer = run_scorer -> select_positions -> compact_layer).
 #include <algorithm>
@@ -101,10 +101,10 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
       }
   }
 
-  // As ScoreMemo::scores (runner/compression.cpp): the statistics come from the last `needed` queries.
+  // As ScoreMemo::scores (runner/compress/compress_prompt.cpp): the statistics come from the last `needed` queries.
   // Decode-time inputs (decode_window >= 1): the last decode_window entries are the decoded tokens, each query
   // seeing the entries up to its own (the causal prefix rule), which is how the host builds them between
-  // compressions (runner/decode_periodic.cpp).
+  // compressions (runner/decode/periodic.cpp).
   AttentionStatsOptions opts = req.stats_options();
   if (decode_window >= 1) {
     opts.window = std::min(decode_window, T);

@@ -1,4 +1,4 @@
-// Philox4x32-10 counter-based random numbers and Box-Muller normals (DESIGN.md "perturbation_kl").
+// Philox4x32-10 counter-based random numbers and Box-Muller normals (docs/ARCHITECTURE.md "perturbation_kl").
 //
 // Philox4x32-10: Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy as 1, 2, 3" (SC 2011), and its
 // reference implementation Random123 (philox.h): 10 rounds of

@@ -1,11 +1,11 @@
 // A read-only memory mapping of a whole file (POSIX mmap), used by the GGUF and safetensors readers.
 //
-// Truncation while mapped (issue 19, fault 2): when another process truncates a mapped file, reading a page past the
+// Truncation while mapped: when another process truncates a mapped file, reading a page past the
 // new end raises SIGBUS, which would kill the process (exit 135). Every MappedFile registers its address range with a
 // process-wide SIGBUS handler; a fault inside a registered range is answered by mapping a zero page in its place (the
 // read sees zeros) and marking the mapping as damaged. Readers then call check_unchanged() (also when they fail on
 // what they read), which throws an rkv::InputError naming the file. A SIGBUS anywhere else goes to the handler that
-// was installed before (or the default action) as before.
+// was installed before it (or to the default action).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The host side of "rkv.scorer/1": ask a scorer what it needs, build its input tensors, call it, validate its
-// scores (abi/ripplekv/plugin.h; DESIGN.md "Plugin ABI").
+// scores (abi/ripplekv/plugin.h; docs/ARCHITECTURE.md "Plugin ABI").
 //
 // Thread rules: one PluginInstance is never called from two threads at once (the ABI's rule); these functions add
 // no shared state.

@@ -1,7 +1,7 @@
 # ripplekv_add_plugin(<name> SOURCES <src>... [LINK_LIBRARIES <lib>...] [NO_INSTALL])
 #
 # Builds one ripplekv plugin library (a MODULE .so named <name>.so, no "lib" prefix) against the plugin SDK.
-# Only the entry symbol rkv_plugin_library_get is exported (-fvisibility=hidden, as DESIGN.md "Plugin ABI" asks).
+# Only the entry symbol rkv_plugin_library_get is exported (-fvisibility=hidden, as docs/ARCHITECTURE.md "Plugin ABI" asks).
 # In the ripplekv tree the library lands in build/lib/ripplekv/plugins and is installed to
 # <libdir>/ripplekv/plugins. Out of tree (after find_package(ripplekv), which includes this file and links the imported
 # ripplekv::sdk) it lands in the caller's binary folder (or CMAKE_LIBRARY_OUTPUT_DIRECTORY), and `cmake --install`

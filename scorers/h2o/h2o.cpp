@@ -1,5 +1,5 @@
 // H2O scorer (Zhang et al., "H2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language
-// Models", NeurIPS 2023), prefill one-shot as in KVCache-Factory's H2O, as DESIGN.md "h2o" states it:
+// Models", NeurIPS 2023), prefill one-shot as in KVCache-Factory's H2O, as docs/ARCHITECTURE.md "h2o" states it:
 //
 //   a[h, j] = sum_{t = j}^{T-1} A[h, t, j]                  accumulated attention of key j (host statistic)
 //   a[h, j] = a[h, j] / (T - j)                             when normalize = true (T - j queries see key j)

@@ -5,7 +5,7 @@
 //
 //   s[g, j] = (1 / G) sum_{h in group g} ( sum_{t >= j} A[h, t, j] ) / (T - j)      (host: cumulative attention)
 //
-// T - j is the number of causal prompt queries that see key j. This is DESIGN.md's h2o with normalize = true and no
+// T - j is the number of causal prompt queries that see key j. This is the h2o of docs/ARCHITECTURE.md "h2o" with normalize = true and no
 // recent window; kept as its own plugin under kvpress's name so a kvpress config maps one to one. Nothing is
 // protected. Checked against kvpress on tests/fixtures/kvpress.
 #include <ripplekv/sdk.hpp>

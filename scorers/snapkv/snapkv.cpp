@@ -1,5 +1,5 @@
 // SnapKV scorer (Li et al., "SnapKV: LLM Knows What You are Looking for Before Generation", 2024; reference:
-// FasterDecoding/SnapKV snapkv_utils.py, and KVCache-Factory), as DESIGN.md "snapkv" states it:
+// FasterDecoding/SnapKV snapkv_utils.py, and KVCache-Factory), as docs/ARCHITECTURE.md "snapkv" states it:
 //
 //   observation window = the last w prompt positions (w clamped to T by the host); while decoding (decode policy
 //                        "periodic") the tokens decoded since the last compression, at most w of them

@@ -1,5 +1,5 @@
 // StreamingLLM scorer (Xiao et al., "Efficient Streaming Language Models with Attention Sinks", ICLR 2024), as
-// DESIGN.md "streamingllm" states it: keep the first `sinks` positions and the most recent b_l - sinks.
+// docs/ARCHITECTURE.md "streamingllm" states it: keep the first `sinks` positions and the most recent b_l - sinks.
 //
 // Implemented as sinks protected (the host keeps them first, in order, up to b_l) plus a score that increases with
 // position, s[g, j] = j, so the host's top-k fills the rest of b_l with the most recent positions. With b_l <= sinks

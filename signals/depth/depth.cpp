@@ -1,4 +1,4 @@
-// Depth signal (DESIGN.md "depth"): a model-free baseline profile,
+// Depth signal (docs/ARCHITECTURE.md "depth"): a model-free baseline profile,
 //   s_l = l / (L - 1)        (order = "ascending")
 //   s_l = 1 - l / (L - 1)    (order = "descending")
 // and 0 when L = 1. Every calibration example gets the same row.

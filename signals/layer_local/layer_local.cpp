@@ -1,4 +1,4 @@
-// Layer-local signal, the paper's "w/o DS" ablation (DESIGN.md "layer_local"): the same value-cache perturbation as
+// Layer-local signal, the paper's "w/o DS" ablation (docs/ARCHITECTURE.md "layer_local"): the same value-cache perturbation as
 // perturbation_kl, but the response is read at layer l itself, with no propagation to the output:
 //   d_{i,l} = mean_{t in W_i} ||o'_{l,t} - o_{l,t}||_2 / ||o_{l,t}||_2
 // where o is layer l's attention output after o_proj for the window tokens on the intact cache and o' on the

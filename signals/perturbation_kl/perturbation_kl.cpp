@@ -1,4 +1,4 @@
-// RippleKV's signal (DESIGN.md "perturbation_kl"): perturb one layer's value cache and read the KL shift at the
+// RippleKV's signal (docs/ARCHITECTURE.md "perturbation_kl"): perturb one layer's value cache and read the KL shift at the
 // model's output over an evaluation window.
 //
 // For calibration example i (prefix of P tokens + window W_i of n_w tokens) and layer l:

@@ -1,4 +1,4 @@
-// The three built-in allocators through their real .so plugins, with budgets worked out by hand from DESIGN.md's
+// The three built-in allocators through their real .so plugins, with budgets worked out by hand from docs/ARCHITECTURE.md's
 // formulas, and the host's validation of allocator output.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Budget semantics (DESIGN.md): B from a fraction or a token count, and the host's integerization (water-filling at
+// Budget semantics (docs/ARCHITECTURE.md "Budget semantics"): B from a fraction or a token count, and the host's integerization (water-filling at
 // T, largest remainder, ties to the lower layer index). Expected values worked out by hand in the comments.
 #include <gtest/gtest.h>
 

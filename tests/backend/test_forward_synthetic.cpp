@@ -222,7 +222,7 @@ TEST(ForwardSynthetic, DecodeOnACompactedCacheAttendsOnlyToKeptEntries) {
   EXPECT_EQ(small.layers[0].length, static_cast<int64_t>(keep.size()) + 1);
 }
 
-// Issue 13: per-head budgets. After a prefill of T tokens every (layer, KV head) keeps its own subset of the prompt
+// Per-head budgets. After a prefill of T tokens every (layer, KV head) keeps its own subset of the prompt
 // (different counts per head: the ragged per-head layout); 8 greedy steps then decode at positions T, T + 1, ...
 // Each step's logits must equal the naive model in which exactly the evicted (layer, head, position) entries are
 // masked out for the decoded queries, within 1e-4. Decoding the same cache as if it started at position b (the kept

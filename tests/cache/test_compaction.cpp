@@ -121,7 +121,7 @@ TEST(CompactLayer, RejectsMismatchesAndLeavesTheLayerUnchanged) {
 
 namespace {
 
-// Issue 13's worked case (SnapKV#31): T = 10, H_kv = 2, recent 2, b = 5; head 0 scores 10 - j, head 1 scores j. By
+// Per-head selection, worked by hand (SnapKV#31): T = 10, H_kv = 2, recent 2, b = 5; head 0 scores 10 - j, head 1 scores j. By
 // hand: head 0 keeps the recent 8, 9 and its top scores 0, 1, 2; head 1 keeps 8, 9 and 5, 6, 7. The entries carry
 // their original positions (here 100 + index: a prompt that started at position 100), ascending per head, and the
 // bytes count them (4 bytes per entry and head).

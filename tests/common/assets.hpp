@@ -2,7 +2,7 @@
 //
 // The asset cache is $RIPPLEKV_CACHE (default ~/.cache/ripplekv). A test that needs an absent asset skips with a
 // message naming the asset and the command that fetches it; under CI=true a missing asset fails the test instead
-// (DESIGN.md "Real inputs").
+// (docs/ARCHITECTURE.md "Real inputs").
 #pragma once
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The perturbation_kl profiling operations on the device against a CPU reference written here from DESIGN.md
+// The perturbation_kl profiling operations on the device against a CPU reference written here from docs/ARCHITECTURE.md
 // ("perturbation_kl": prefix cache built once; the window rerun from layer l upward from the reference hidden states;
 // v' = v + alpha ||v|| eps on unprotected prefix positions; d_{i,l} = mean_t KL(P_{i,t} || Q_{i,l,t})):
 // fp32 profile within 1e-3 relative, alpha = 0 exactly zero, restore() exact, attention outputs.

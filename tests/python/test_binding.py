@@ -92,7 +92,7 @@ class Unit(unittest.TestCase):
         self.assertIn("results.jsonl", e.exception.message)
 
     def test_integers_and_strings_are_checked_before_ctypes(self):
-        # Issue 19, fault 12: ctypes wrapped integers silently (prefix_tokens=2**64+100 acted as 100, threads=2**32
+        # Regression: ctypes wrapped integers silently (prefix_tokens=2**64+100 acted as 100, threads=2**32
         # as 0 = every core) and a NUL cut a C string. Each is refused before any C call, naming the argument.
         cases = [
             (ValueError, "prefix_tokens", lambda: ripplekv.allocate("uniform", prefix_tokens=2**64 + 100, n_layers=4,
@@ -162,7 +162,7 @@ class WithModel(unittest.TestCase):
                 m.tokenize("a\0b")  # would be cut at the NUL by the C string
             with self.assertRaises(TypeError):
                 m.tokenize(None)
-            # Issue 19, fault 12: generate cut the prompt at a NUL, max_new_tokens=2**64 wrapped to 0 (returning ''),
+            # Regression: generate cut the prompt at a NUL, max_new_tokens=2**64 wrapped to 0 (returning ''),
             # detokenize([1.7]) used id 1.
             with self.assertRaises(ValueError):
                 m.generate("hi\0 and the rest")

@@ -1,6 +1,5 @@
 // Test fixture (sanitizer build only): plugins that fill their output correctly and then write ONE element past its
-// end, so AddressSanitizer must report a heap-buffer-overflow inside the plugin's call (issue 8, "writes outside its
-// output tensor"). org.test.overflow_scorer writes scores[H_kv * T], org.test.overflow_allocator budgets[|A|],
+// end, so AddressSanitizer must report a heap-buffer-overflow inside the plugin's call. org.test.overflow_scorer writes scores[H_kv * T], org.test.overflow_allocator budgets[|A|],
 // org.test.overflow_signal s[L].
 #include <ripplekv/sdk.hpp>
 

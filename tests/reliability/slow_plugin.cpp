@@ -1,4 +1,4 @@
-// Test fixture: slow plugins of every kind, for the host's cancellation (issue 8, "a plugin that is slow").
+// Test fixture: slow plugins of every kind, for the host's cancellation.
 //   mode = "poll":   the call loops until the host's is_cancelled() says stop, then returns RKV_ERROR_CANCELLED
 //                    (through the SDK's Host::throw_if_cancelled); a safety limit of `limit_seconds` (default 60)
 //                    makes it fail with an internal error instead, so a host that never cancels cannot hang a test.

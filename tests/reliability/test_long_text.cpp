@@ -1,4 +1,4 @@
-// Tokenizer input at scale (issue 8): 1 MB lines of prose, of one letter, of digits, of spaces, and of random bytes
+// Tokenizer input at scale: 1 MB lines of prose, of one letter, of digits, of spaces, and of random bytes
 // (invalid UTF-8 and NUL bytes) encode in time that grows about linearly (no quadratic blow-up in the pre-tokenizer
 // regexes or the merge loops) and round-trip through decode. Uses llama.cpp's vocab-only GGUFs (shared/): starcoder
 // (SmolLM2's BPE family), llama-bpe and llama-spm.

@@ -1,4 +1,4 @@
-// Model files at the edges the existing loader tests leave out (issue 8): GGUF hyperparameters of the wrong metadata
+// Model files at the edges the existing loader tests leave out: GGUF hyperparameters of the wrong metadata
 // type or of impossible values, and config.json with a required key missing, of the wrong type, or impossible, each
 // a clear rkv::InputError naming the file and the key (never a crash, a division by zero or a huge allocation).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Plugins that misbehave (issue 8): slow plugins are cancelled through the host's cancellation check within a bounded
+// Plugins that misbehave: slow plugins are cancelled through the host's cancellation check within a bounded
 // time, from another thread; a slow plugin that ignores cancellation finishes its call (the host cannot pre-empt
 // it); a "newer" plugin whose structs are longer than the host's loads and works. Fixtures: slow_plugin.cpp and
 // newer_struct.c, real .so files under build/tests/plugins/.

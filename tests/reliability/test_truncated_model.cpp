@@ -1,4 +1,4 @@
-// Issue 19 fault 2 on the real model (label model): truncating the SmolLM2 GGUF while `ripplekv generate` loads it
+// Regression on the real model (label model): truncating the SmolLM2 GGUF while `ripplekv generate` loads it
 // was SIGBUS (exit 135). Now whatever the moment, the command either finishes (the load was over) or exits 2 naming
 // the file. And fault 13: SIGTERM while `run` loads the model ends it within seconds (exit 130).
 #include <gtest/gtest.h>

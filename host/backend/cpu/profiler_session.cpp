@@ -53,7 +53,7 @@ CpuProfilerSession::CpuProfilerSession(const Model& model, int64_t prefix_tokens
     throw InputError("profiler: the model exceeds the noise key limits (65535 layers, KV heads, d/4)");
   protected_.assign(static_cast<size_t>(P_), 0);
   for (int64_t u : protected_positions(P_, protect)) protected_[static_cast<size_t>(u)] = 1;
-  // A sliding-window layer holds only prefix positions u > P - 1 - W after the prefix (runner/sliding_window.hpp):
+  // A sliding-window layer holds only prefix positions u > P - 1 - W after the prefix (runner/compress/sliding_window.hpp):
   // the others are never perturbed there.
   unheld_or_protected_ = protected_;
   for (int64_t u = 0; c.sliding_window > 0 && u < P_ - std::min(P_, c.sliding_window); ++u) unheld_or_protected_[static_cast<size_t>(u)] = 1;

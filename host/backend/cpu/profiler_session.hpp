@@ -1,5 +1,5 @@
 // The perturbation profiler on the CPU forward pass: the CPU implementation of rkv::ProfilerSession
-// (backend/backend.hpp; the C service table "rkv.profiler/1" is built over it by runner/profiler.hpp).
+// (backend/backend.hpp; the C service table "rkv.profiler/1" is built over it by runner/profile/profiler.hpp).
 //
 // For the example set up by prepare_example (prefix positions 0..P-1, window positions P..P+n_w-1) it keeps
 //   x_{i,l}  the window's hidden states entering layer l, float32 [n_w, D], for l = 0..L (x_{i,L}: the final ones);

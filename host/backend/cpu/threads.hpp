@@ -17,7 +17,7 @@ namespace rkv::cpu {
 int available_cores();
 
 /// The most CPU threads the backend runs: kThreadsPerCore x available_cores(). More threads than that only add
-/// contention, and thousands of them (`--threads 10000`) make the machine appear hung (issue 19, fault 14).
+/// contention, and thousands of them (`--threads 10000`) make the machine appear hung.
 constexpr int kThreadsPerCore = 4;
 int max_threads();
 

@@ -1,4 +1,4 @@
-// DLPack views of device data, for plugins that declare CUDA support (DESIGN.md "Plugin ABI": they get device
+// DLPack views of device data, for plugins that declare CUDA support (docs/ARCHITECTURE.md "Plugin ABI": they get device
 // DLTensors and the host's stream; others get CPU copies, e.g. download_layer() / StatsCapture::download()).
 // A view borrows the device memory: valid while the buffer lives and is not reallocated (decode growth, compaction).
 #pragma once

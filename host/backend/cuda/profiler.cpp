@@ -22,7 +22,7 @@ DeviceProfiler::DeviceProfiler(const DeviceModel& model, int64_t prefix_tokens, 
   protected_.assign(static_cast<size_t>(P_), 0);
   for (int64_t p : protected_positions(P_, protect)) protected_[static_cast<size_t>(p)] = 1;
   protected_mask_ = upload(ctx, protected_);
-  // A sliding-window layer holds only prefix positions u > P - 1 - W (runner/sliding_window.hpp): never perturbed.
+  // A sliding-window layer holds only prefix positions u > P - 1 - W (runner/compress/sliding_window.hpp): never perturbed.
   std::vector<uint8_t> skip = protected_;
   for (int64_t u = 0; c.sliding_window > 0 && u < P_ - std::min(P_, c.sliding_window); ++u) skip[static_cast<size_t>(u)] = 1;
   window_mask_ = upload(ctx, skip);

@@ -1,5 +1,5 @@
 // The perturbation_kl profiling operations on the device: the CUDA counterpart of the host's "rkv.profiler/1"
-// service (abi/ripplekv/plugin.h; DESIGN.md "perturbation_kl"), for a host that wires it into the service table.
+// service (abi/ripplekv/plugin.h; docs/ARCHITECTURE.md "perturbation_kl"), for a host that wires it into the service table.
 //
 // For calibration example i = a prefix of P tokens + a window of n_w tokens:
 //  prepare_example: prefill the prefix once into a device cache (capacity P + n_w); run the reference window through

@@ -178,7 +178,7 @@ struct CodecLayout {
 cudaError_t dequantize_kv(DType t, const CodecLayout& layout, bool keys, const uint8_t* src, int64_t n, void* dst,
                           cudaStream_t stream);
 
-/// The perturbation_kl noise (DESIGN.md): for every KV head h and prefix position u < prefix with
+/// The perturbation_kl noise (docs/ARCHITECTURE.md "perturbation_kl"): for every KV head h and prefix position u < prefix with
 /// protected_mask[u] == 0, v[h, u] <- perturb_value_row(v[h, u], alpha, seed, draw, example, layer, h, u)
 /// (kernels/perturb_row.hpp: v' = v + alpha ||v||_2 eps, eps from Philox4x32-10 + Box-Muller, core/philox.hpp).
 /// v_cache: `t` [n_kv_heads, capacity, d], d a multiple of 4 and at most 256.

@@ -1,4 +1,4 @@
-// The perturbation of one value row for the perturbation_kl signal (DESIGN.md "perturbation_kl"), shared by the CUDA
+// The perturbation of one value row for the perturbation_kl signal (docs/ARCHITECTURE.md "perturbation_kl"), shared by the CUDA
 // kernel and host code (RKV_HOST_DEVICE), so both backends compute the same bits:
 //   eps = perturbation_noise(seed, draw, example, layer, head, position)   (Philox4x32-10 + Box-Muller, float32 [d])
 //   n   = sqrt(sum_e double(v_e)^2)                                         (double, e = 0 .. d-1 in order)
