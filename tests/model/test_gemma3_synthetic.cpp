@@ -4,6 +4,8 @@
 // independent float64 numpy forward written from transformers' Gemma3 (not from this C++). Prompts longer than the
 // window and than one attention block (64 queries), so the sliding-window mask, both RoPE bases and the blocked
 // attention are all exercised in prefill, chunked prefill and token-by-token decode.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,11 +56,26 @@ std::vector<int32_t> tokens(int64_t n, int64_t V) {
   return t;
 }
 
-/// The synthetic model written to a GGUF in the test's temp folder, its path.
+/// This test process's own folder under the test temp folder, removed when the process ends: ctest runs the cases of
+/// this file as parallel processes, and a file one case writes while another maps it would be read half-written.
+const fs::path& process_dir() {
+  struct Dir {
+    fs::path path = fs::path(testing::TempDir()) / ("rkv_gemma3_synthetic." + std::to_string(::getpid()));
+    Dir() { fs::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
+/// The synthetic model written to a GGUF in this process's folder, its path.
 fs::path written_gguf() {
   static const fs::path p = [] {
     const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("gemma3", 4, 2, 8, 3), 5);
-    const fs::path f = fs::path(testing::TempDir()) / "rkv_gemma3_synthetic.gguf";
+    const fs::path f = process_dir() / "model.gguf";
     rkv_test::gguf_writer_for(m).write(f.string());
     return f;
   }();
@@ -75,7 +92,7 @@ std::vector<float> prefill_all(const rkv::Model& m, const std::vector<int32_t>& 
 const std::vector<float>& numpy_logits() {
   static std::vector<float> ref;
   if (!ref.empty()) return ref;
-  const fs::path dir = fs::path(testing::TempDir()) / "rkv_gemma3_ref";
+  const fs::path dir = process_dir() / "ref";
   fs::create_directories(dir);
   const rkv::Model m = rkv::load_model(written_gguf().string());
   nlohmann::json j;
