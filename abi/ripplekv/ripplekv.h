@@ -163,7 +163,8 @@ typedef struct rkv_allocate_options {
  *  capacity is the length of the caller's budgets array (< L is RKV_ERROR_INVALID_ARGUMENT). */
 rkv_status rkv_allocate(rkv_context* ctx, const rkv_allocate_options* options, int64_t* budgets, size_t capacity);
 
-/** Progress of rkv_run: `done` of `total` cells finished; label names the finished cell (borrowed for the call). */
+/** Progress of rkv_run: `done` of `total` examples finished by every pending cell (a run prefills one example at a
+ *  time and runs every cell on it); label names the example (borrowed for the call). */
 typedef void (*rkv_progress_fn)(int64_t done, int64_t total, const char* label, void* user_data);
 /** Cancellation check of rkv_run: return nonzero to stop. */
 typedef int (*rkv_cancel_fn)(void* user_data);
@@ -175,18 +176,19 @@ typedef struct rkv_run_options {
   const char* config_text; /**< or TOML text; relative paths in it resolve against the current folder */
   const char* out_dir;     /**< output folder; NULL: the config's [output] dir */
   int32_t threads;         /**< > 0 overrides model.threads */
-  int resume;              /**< nonzero: skip the cells already finished in out_dir */
-  rkv_progress_fn progress; /**< may be NULL; called on the calling thread after each finished cell */
+  int resume;              /**< nonzero: skip the cells, and the examples of cells, already finished in out_dir */
+  rkv_progress_fn progress; /**< may be NULL; called on the calling thread after each example, once every pending
+                                 cell has run on it (done and total count examples; label names the example) */
   rkv_cancel_fn cancel;    /**< may be NULL; polled every 20 ms from a watcher thread and after each progress call
                                 on the calling thread, never from two threads at once */
   void* user_data;         /**< passed to progress and cancel */
 } rkv_run_options;
 
 /** Runs the ablation sweep of the config into out_dir (layout as `ripplekv run`: cells/, results.jsonl, report.md,
- *  ...). When cancel returns nonzero the run stops before its next example (or inside a plugin call that polls the
- *  host's is_cancelled()) and returns RKV_ERROR_CANCELLED: finished
- *  cells stay in out_dir/cells (each written atomically), the merged outputs (results.jsonl, ...) are not written,
- *  and nothing is half-written; rerun with resume to continue. */
+ *  ...). When cancel returns nonzero the run stops before its next example or cell (or inside a plugin call that
+ *  polls the host's is_cancelled()) and returns RKV_ERROR_CANCELLED: finished cells stay in out_dir/cells and the
+ *  examples every unfinished cell finished in out_dir/partial (each written atomically or flushed line by line), the
+ *  merged outputs (results.jsonl, ...) are not written, and nothing is half-written; rerun with resume to continue. */
 rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* options);
 
 /** Reads out_dir/results.jsonl and returns its records as one JSON array text in *out_json (freed with

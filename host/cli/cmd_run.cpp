@@ -34,12 +34,14 @@ const char* kRunUsage =
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir, else ./runs/<config name>\n"
-    "in the current folder, so the source tree is never written unless asked). Each finished cell is\n"
-    "written atomically under DIR/cells/, so an interrupted run keeps it; --resume skips finished cells and refuses\n"
-    "when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
+    "in the current folder, so the source tree is never written unless asked). Examples run one at a time: each is\n"
+    "prefilled once, every pending cell runs on it, then it is released (memory: the weights and one example's\n"
+    "cache). A cell's finished examples go to DIR/partial/<cell>.jsonl as they finish, and the cell to\n"
+    "DIR/cells/<cell>.json (atomically) once it has them all, so an interrupted run keeps what it finished;\n"
+    "--resume computes only what is missing and refuses when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
     "(loading the model, reading and tokenizing texts, between examples and between decoded tokens; exit 130) and\n"
-    "finished cells stay; a second one ends it at once.\n"
+    "finished cells and examples stay; a second one ends it at once.\n"
     "Tasks ([tasks] run): lm_fidelity, needle, ruler (RULER's synthetic subtasks; [tasks.ruler] subtasks,\n"
     "context_tokens, examples, seed, max_new_tokens), multi_question (one context, several questions, query-agnostic\n"
     "and query-aware; [tasks.multi_question] context_tokens, questions, examples, seed, max_new_tokens) and longbench.\n"
@@ -51,7 +53,7 @@ const char* kRunUsage =
     "--threads above 4 per core is lowered to that, with a warning.\n"
     "One process writes DIR at a time (DIR/.ripplekv.lock): a second one exits 2 naming the first one's pid. A\n"
     "non-empty DIR that holds no ripplekv run is refused; --force writes there anyway, and in a folder that holds a\n"
-    "run it starts over (the finished cells in DIR/cells are deleted).\n"
+    "run it starts over (DIR/cells/*.json and DIR/partial/*.jsonl are deleted).\n"
     "--backend runs the decoder core on cpu (f32, the reference) or cuda (--dtype f32 or bf16); auto = cuda when this\n"
     "build has the CUDA backend and a device is present. Every cell records its backend and compute dtype; --resume\n"
     "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n"
@@ -62,7 +64,7 @@ const char* kRunUsage =
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
-      "out", po::value<std::string>(), "output folder")("resume", "skip finished cells")(
+      "out", po::value<std::string>(), "output folder")("resume", "continue: skip finished cells and examples")(
       "force", "write into a non-empty folder that is not a run; start a run's folder over")(
       "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
       "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(

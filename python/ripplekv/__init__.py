@@ -148,9 +148,10 @@ def run(config=None, out=None, progress=None, cancel=None, config_text=None, thr
     """Runs the ablation sweep of the TOML config file `config` (or TOML text `config_text`) into folder `out`
     (None: the config's [output] dir) and returns results(out).
 
-    progress(done, total, label) is called after each finished cell; cancel() returning True stops the run before its
-    next example (it is polled from a library thread too), raising Error with status ERROR_CANCELLED; finished cells
-    stay in out/cells and nothing is half-written (rerun with resume=True to continue).
+    progress(done, total, label) is called after each example, once every pending cell has run on it (done and total
+    count examples); cancel() returning True stops the run before its next example or cell (it is polled from a
+    library thread too), raising Error with status ERROR_CANCELLED; finished cells stay in out/cells, the examples
+    each unfinished cell finished in out/partial, and nothing is half-written (rerun with resume=True to continue).
     """
     if (config is None) == (config_text is None):
         raise Error(ERROR_INVALID_ARGUMENT, "give exactly one of config and config_text")

@@ -208,33 +208,40 @@ class WithModel(unittest.TestCase):
         seen = []
         with tempfile.TemporaryDirectory() as out:
             rows = ripplekv.run(CONFIG, out, progress=lambda d, t, label: seen.append((d, t, label)), threads=2)
+            # one step per example (2 lm_fidelity windows + 2 needle prompts), each once every cell ran on it
+            self.assertEqual([d for d, _, _ in seen], list(range(1, 5)))
+            self.assertTrue(all(t == 4 for _, t, _ in seen))
+            self.assertTrue(all("7 cells" in label for _, _, label in seen))
             # the full-cache reference + 3 allocators x 2 fractions
-            self.assertEqual([d for d, _, _ in seen], list(range(1, 8)))
-            self.assertTrue(all(t == 7 for _, t, _ in seen))
             self.assertEqual(len({r["cell_id"] for r in rows}), 7)
             self.assertEqual({r["task"] for r in rows}, {"lm_fidelity", "needle"})
             self.assertEqual(rows, ripplekv.results(out))
 
-    def test_cancel_after_first_cell(self):
-        state = {"cells": 0}
+    def test_cancel_after_first_example(self):
+        state = {"examples": 0}
 
         def progress(done, total, label):
-            state["cells"] = done
+            state["examples"] = done
 
         with tempfile.TemporaryDirectory() as out:
             with self.assertRaises(ripplekv.Error) as e:
-                ripplekv.run(CONFIG, out, progress=progress, cancel=lambda: state["cells"] >= 1, threads=2)
+                ripplekv.run(CONFIG, out, progress=progress, cancel=lambda: state["examples"] >= 1, threads=2)
             self.assertEqual(e.exception.status, ripplekv.ERROR_CANCELLED)
-            self.assertEqual(state["cells"], 1)
-            cells = glob.glob(os.path.join(out, "cells", "*.json"))
-            self.assertEqual(len(cells), 1)  # the finished cell stays
-            for c in cells:
+            self.assertEqual(state["examples"], 1)
+            self.assertEqual(glob.glob(os.path.join(out, "cells", "*.json")), [])  # no cell has every example
+            checkpoints = glob.glob(os.path.join(out, "partial", "*.jsonl"))
+            self.assertEqual(len(checkpoints), 7)  # every cell kept its finished example
+            for c in checkpoints:
                 with open(c) as f:
-                    json.load(f)  # complete JSON, not half-written
+                    lines = [json.loads(line) for line in f]  # whole JSON lines, not half-written
+                self.assertEqual(len(lines), 2)  # the header and the first example
             self.assertFalse(os.path.exists(os.path.join(out, "results.jsonl")))  # a cancelled run merges nothing
             self.assertEqual(glob.glob(os.path.join(out, "**", "*.tmp*"), recursive=True), [])
             with self.assertRaises(ripplekv.Error):
                 ripplekv.results(out)
+            rows = ripplekv.run(CONFIG, out, threads=2, resume=True)  # continues from the second example
+            self.assertEqual(len({r["cell_id"] for r in rows}), 7)
+            self.assertEqual(glob.glob(os.path.join(out, "partial", "*")), [])
 
 
 if __name__ == "__main__":

@@ -94,54 +94,70 @@ class SyntheticRun : public ::testing::Test {
     }
     EXPECT_EQ(n, expected);
   }
+  /// Every file under out/partial is a checkpoint (runner/records/checkpoint.hpp) of one of `cells` cells holding
+  /// exactly `examples` finished examples after its header line, each a whole JSON line.
+  static void expect_checkpoints(const fs::path& out, size_t cells, size_t examples) {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(out / "partial")) {
+      ASSERT_EQ(e.path().extension(), ".jsonl") << "stray file " << e.path();
+      std::ifstream in(e.path());
+      std::vector<nlohmann::json> lines;
+      for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+      ASSERT_GE(lines.size(), 1u);
+      EXPECT_EQ(lines.front().at("cell_id"), e.path().stem().string());
+      EXPECT_EQ(lines.size() - 1, examples) << e.path();
+      ++n;
+    }
+    EXPECT_EQ(n, cells);
+  }
   fs::path dir;
 };
 
 const char* kSlowPoll = "[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"poll\"\nlimit_seconds = 60\n";
 
-TEST_F(SyntheticRun, CancelledInsideASlowScorerLeavesOnlyCompleteCells) {
+TEST_F(SyntheticRun, CancelledInsideASlowScorerKeepsTheFinishedExampleOfEveryCell) {
   const rkv::RunPlan p = plan(config(kSlowPoll));
-  ASSERT_EQ(p.cells.size(), 2u);  // full cache, then the slow scorer's cell
+  ASSERT_EQ(p.cells.size(), 2u);  // full cache, then the slow scorer's cell; two examples
   std::atomic<bool> cancel{false};
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();
   o.quiet = true;
   o.cancel = &cancel;
-  std::thread canceller;
-  o.progress = [&](int64_t done, int64_t, const std::string&) {
-    if (done == 1)  // the full-cache cell is written; the slow scorer's cell starts next: cancel it from a thread
-      canceller = std::thread([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        cancel.store(true);
-      });
-  };
+  // Example 1 runs the full cache, then the slow scorer, which polls until cancelled: cancel it from a thread.
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    cancel.store(true);
+  });
   const auto t0 = Clock::now();
   EXPECT_THROW(rkv::run_ablation(p, o), rkv::Cancelled);
   const double s = seconds_since(t0);
-  ASSERT_TRUE(canceller.joinable());
   canceller.join();
   EXPECT_LT(s, 60.0);  // the fixture's own limit is 60 s per call: well below means the cancellation stopped it
-  expect_only_complete_cells(dir / "out", 1);
+  expect_only_complete_cells(dir / "out", 0);  // no cell has both examples
+  // The full cache finished example 1 before the slow cell started it: its checkpoint keeps it, the other is empty.
+  const rkv::Cell& full = p.cells[0];
+  std::ifstream full_checkpoint(dir / "out" / "partial" / (full.id + ".jsonl"));
+  size_t lines = 0;
+  for (std::string line; std::getline(full_checkpoint, line); ++lines) (void)nlohmann::json::parse(line);
+  EXPECT_EQ(lines, 2u);  // header + example 1
+  std::ifstream slow_checkpoint(dir / "out" / "partial" / (p.cells[1].id + ".jsonl"));
+  lines = 0;
+  for (std::string line; std::getline(slow_checkpoint, line); ++lines) (void)nlohmann::json::parse(line);
+  EXPECT_EQ(lines, 1u);  // header only
   EXPECT_FALSE(fs::exists(dir / "out" / "results.jsonl"));  // merged outputs only after a complete run
   EXPECT_FALSE(fs::exists(dir / "out" / "report.md"));
 }
 
-/// Cancels 0.2 s after the first cell (the full cache) finished, i.e. inside the slow scorer's cell.
+/// Cancels 1 s after the run started, i.e. inside the slow scorer's cell on the first example (the slow scorer polls
+/// until cancelled; the full-cache cell before it takes milliseconds).
 struct CancelState {
-  std::atomic<bool> first_cell_done{false};
-  std::atomic<int64_t> done_at_ns{0};
+  std::atomic<int64_t> started_at_ns{0};
+  std::atomic<int64_t> progress_calls{0};
 };
-void on_progress(int64_t done, int64_t, const char*, void* user) {
-  auto* st = static_cast<CancelState*>(user);
-  if (done == 1) {
-    st->done_at_ns.store(Clock::now().time_since_epoch().count());
-    st->first_cell_done.store(true);
-  }
-}
+void on_progress(int64_t, int64_t, const char*, void* user) { ++static_cast<CancelState*>(user)->progress_calls; }
 int cancel_inside_second_cell(void* user) {
   const auto* st = static_cast<CancelState*>(user);
-  if (!st->first_cell_done.load()) return 0;
-  return Clock::now().time_since_epoch().count() - st->done_at_ns.load() > 200000000 ? 1 : 0;
+  return Clock::now().time_since_epoch().count() - st->started_at_ns.load() > 1000000000 ? 1 : 0;
 }
 
 TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
@@ -151,6 +167,7 @@ TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
   ASSERT_EQ(rkv_context_create(&ctx), RKV_OK);
   const std::string out = (dir / "out").string(), cfg_path = cfg.string();
   CancelState st;
+  st.started_at_ns.store(Clock::now().time_since_epoch().count());
   rkv_run_options o{};
   o.struct_size = sizeof o;
   o.config_path = cfg_path.c_str();
@@ -161,7 +178,7 @@ TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
   const auto t0 = Clock::now();
   EXPECT_EQ(rkv_run(ctx, &o), RKV_ERROR_CANCELLED) << rkv_context_last_error(ctx);
   EXPECT_LT(seconds_since(t0), 60.0);  // the fixture gives up after 60 s per call
-  EXPECT_TRUE(st.first_cell_done.load());
+  EXPECT_EQ(st.progress_calls.load(), 0);  // cancelled inside the first example
   EXPECT_EQ(std::string(rkv_context_last_error(ctx)), "cancelled");
   EXPECT_FALSE(fs::exists(dir / "out" / "results.jsonl"));
   for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) EXPECT_EQ(e.path().extension(), ".json");
@@ -169,10 +186,11 @@ TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
 }
 
 TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneExample) {
-  // 0.2 s per score() call, 2 layers: 0.4 s per example. Cancelled 0.1 s into the slow cell: the run finishes the
-  // current example's calls, then stops at the next example boundary (before the second example).
-  const rkv::RunPlan p = plan(config(
-      "[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 0.2\n"));
+  // 0.2 s per score() call, 2 layers: 0.4 s per example. Cancelled 0.1 s into example 2: the run finishes the
+  // current example's calls, then stops at the next example boundary (before example 3).
+  std::string text = config("[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 0.2\n");
+  text.replace(text.find("examples = 2\nprefix_tokens = 32\n["), 13, "examples = 3\n");
+  const rkv::RunPlan p = plan(text);
   std::atomic<bool> cancel{false};
   rkv::RunOptions o;
   o.out_dir = (dir / "out").string();
@@ -193,7 +211,8 @@ TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneExample)
   canceller.join();
   const double after_cancel = seconds_since(t_cancel);
   EXPECT_LT(after_cancel, 0.4 + 5.0);  // at most the rest of one example (0.4 s of plugin calls), with slack
-  expect_only_complete_cells(dir / "out", 1);
+  expect_only_complete_cells(dir / "out", 0);
+  expect_checkpoints(dir / "out", 2, 2);  // the full cache and the slow cell finished examples 1 and 2
 }
 
 /// results.jsonl rows without the timing fields, sorted.
@@ -207,6 +226,48 @@ std::vector<nlohmann::json> result_rows(const fs::path& out) {
   }
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.dump() < b.dump(); });
   return rows;
+}
+
+// An interrupted run keeps every (cell, example) it finished; --resume computes only the rest, and the outputs equal
+// an uninterrupted run's. Examples run one at a time (each prefilled once for every cell), so a cancellation after
+// the first example leaves every cell one example in.
+TEST_F(SyntheticRun, AnInterruptedRunResumesAfterItsLastFinishedExampleAndEqualsAnUninterruptedOne) {
+  std::string text = config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n",
+                            "[sweep]\n\"budget.fraction\" = [0.3, 0.6]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\"]\n");
+  text.replace(text.find("examples = 2\nprefix_tokens = 32\n["), 13, "examples = 4\n");
+  const rkv::RunPlan p = plan(text);
+  ASSERT_EQ(p.cells.size(), 5u);  // the full cache + 2 allocators x 2 fractions; 4 examples
+  rkv::RunOptions whole;
+  whole.out_dir = (dir / "whole").string();
+  whole.quiet = true;
+  ASSERT_EQ(rkv::run_ablation(p, whole).cells_computed, 5);
+  std::atomic<bool> cancel{false};
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  o.cancel = &cancel;
+  std::vector<int64_t> steps;
+  o.progress = [&](int64_t done, int64_t total, const std::string&) {
+    steps.push_back(done);
+    EXPECT_EQ(total, 4);  // one step per example
+    if (done == 2) cancel.store(true);  // stops before the third example
+  };
+  EXPECT_THROW(rkv::run_ablation(p, o), rkv::Cancelled);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2}));
+  expect_only_complete_cells(dir / "out", 0);
+  expect_checkpoints(dir / "out", 5, 2);
+  // A fresh run into the folder would lose that work: refused, as a folder with finished cells is.
+  rkv::RunOptions fresh;
+  fresh.out_dir = o.out_dir;
+  fresh.quiet = true;
+  EXPECT_THROW(rkv::run_ablation(p, fresh), rkv::InputError);
+  rkv::RunOptions resume = fresh;
+  resume.resume = true;
+  EXPECT_EQ(rkv::run_ablation(p, resume).cells_computed, 5);
+  EXPECT_FALSE(fs::exists(dir / "out" / "partial"));  // every checkpoint became a cell file
+  expect_only_complete_cells(dir / "out", 5);
+  EXPECT_EQ(result_rows(dir / "out"), result_rows(dir / "whole"));
+  EXPECT_EQ(rkv::read_file((dir / "out" / "budgets.json").string()), rkv::read_file((dir / "whole" / "budgets.json").string()));
 }
 
 TEST_F(SyntheticRun, CorruptCellFilesAndResultLinesAreReportedAndSkippedNeverFatal) {

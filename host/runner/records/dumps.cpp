@@ -34,12 +34,9 @@ std::set<std::string> parse_dump_kinds(const std::string& list) {
   return out;
 }
 
-CellDump::CellDump(std::string out_dir, std::string cell_id, std::set<std::string> kinds)
-    : out_(std::move(out_dir)), cell_(std::move(cell_id)), kinds_(std::move(kinds)) {}
-
-void CellDump::add_kept(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example,
-                        int64_t T, const std::vector<std::vector<int32_t>>* prompt_positions) {
-  if (!wants("kept")) return;
+std::string kept_dump_lines(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example,
+                            int64_t T, const std::vector<std::vector<int32_t>>* prompt_positions) {
+  std::string lines;
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const LayerKV kv = backend.download_layer(cache, l);
     const std::vector<int32_t>* original =
@@ -56,14 +53,27 @@ void CellDump::add_kept(Backend& backend, const BackendCache& cache, const std::
       std::sort(positions.begin(), positions.end());
       const nlohmann::json line = {{"task", task}, {"example", example}, {"layer", l},
                                    {"head", h},    {"T", T},             {"positions", positions}};
-      kept_lines_ += line.dump() + "\n";
+      lines += line.dump() + "\n";
     }
   }
+  return lines;
 }
 
-void CellDump::add_logits(const std::string& task, int64_t example, const std::vector<float>& logits, int64_t V) {
-  if (!wants("logits") || V <= 0) return;
-  logits_.push_back({task, example, static_cast<int64_t>(logits.size()) / V, V, logits});
+void write_logits_dump(const std::string& out_dir, const std::string& cell_id, const std::string& task,
+                       int64_t example, const std::vector<float>& logits, int64_t V) {
+  if (V <= 0) return;
+  std::error_code ec;
+  const fs::path dir = fs::path(out_dir) / "dumps" / "logits" / cell_id;
+  fs::create_directories(dir, ec);
+  write_file_atomically((dir / (task + "-" + std::to_string(example) + ".npy")).string(),
+                        npy_float32(logits, static_cast<int64_t>(logits.size()) / V, V));
+}
+
+void write_kept_dump(const std::string& out_dir, const std::string& cell_id, const std::string& lines) {
+  if (lines.empty()) return;
+  std::error_code ec;
+  fs::create_directories(fs::path(out_dir) / "dumps" / "kept", ec);
+  write_file_atomically((fs::path(out_dir) / "dumps" / "kept" / (cell_id + ".jsonl")).string(), lines);
 }
 
 std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t cols) {
@@ -84,21 +94,6 @@ std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t 
   out.resize(data + values.size() * sizeof(float));
   std::memcpy(out.data() + data, values.data(), values.size() * sizeof(float));  // x86-64 and aarch64: little-endian
   return out;
-}
-
-void CellDump::write() const {
-  std::error_code ec;
-  if (wants("kept") && !kept_lines_.empty()) {
-    fs::create_directories(fs::path(out_) / "dumps" / "kept", ec);
-    write_file_atomically((fs::path(out_) / "dumps" / "kept" / (cell_ + ".jsonl")).string(), kept_lines_);
-  }
-  if (wants("logits") && !logits_.empty()) {
-    const fs::path dir = fs::path(out_) / "dumps" / "logits" / cell_;
-    fs::create_directories(dir, ec);
-    for (const Logits& g : logits_)
-      write_file_atomically((dir / (g.task + "-" + std::to_string(g.example) + ".npy")).string(),
-                            npy_float32(g.values, g.rows, g.V));
-  }
 }
 
 }  // namespace rkv

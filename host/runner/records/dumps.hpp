@@ -11,10 +11,11 @@
 //                                   lm_fidelity: the continuation logits the cell's cache gave, float32 [n, V] (row t:
 //                                   the logits after continuation token t, teacher-forced), NumPy .npy format 1.0
 //                                   (little-endian '<f4', C order); the full-cache cell's are the reference.
-// Files of a cell are written atomically when the cell completes (with its cell file), so an interrupted run keeps
-// the dumps of its finished cells; cells a --resume skips keep whatever dumps they had. Sizes: kept ~ examples x L x H_kv x b_l integers; logits 4 n V bytes per example
+// Each file is written atomically: a logits file when its example finishes, a cell's kept file when the cell
+// completes (with its cell file; the lines of its finished examples wait in its checkpoint, runner/records/
+// checkpoint.hpp), so an interrupted run keeps the dumps of what it finished and --resume completes them. Sizes: kept ~ examples x L x H_kv x b_l integers; logits 4 n V bytes per example
 // (SmolLM2, n = 64: 12.6 MB).
-// Thread rules: one CellDump per cell, used by one thread.
+// Thread rules: pure functions (the writers write only their own files).
 #pragma once
 #include <cstdint>
 #include <set>
@@ -31,44 +32,20 @@ const std::set<std::string>& dump_kinds();
 /// Parses "kept", "logits" or "kept,logits". Throws rkv::InputError naming an unknown kind.
 std::set<std::string> parse_dump_kinds(const std::string& list);
 
-/// A cell's dumps, collected example by example and written by write().
-class CellDump {
- public:
-  /// `kinds` from parse_dump_kinds (empty: dump nothing, every call is a no-op).
-  CellDump(std::string out_dir, std::string cell_id, std::set<std::string> kinds);
+/// The kept-positions lines of one example's cache in the dumps/kept format (one line per layer and KV head; the
+/// positions each head holds, ascending; `prompt_positions`: CompressedPrompt::prompt_positions, whose non-empty rows
+/// give the original positions after re-rotation; may be null). Every line ends in '\n'.
+std::string kept_dump_lines(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example,
+                            int64_t T, const std::vector<std::vector<int32_t>>* prompt_positions);
 
-  bool wants(const std::string& kind) const { return kinds_.count(kind) > 0; }
+/// Writes dumps/logits/<cell id>/<task>-<example>.npy (float32 [n, V], row-major `logits`) atomically under `out_dir`.
+/// rkv::InputError when it cannot be written.
+void write_logits_dump(const std::string& out_dir, const std::string& cell_id, const std::string& task,
+                       int64_t example, const std::vector<float>& logits, int64_t V);
 
-  /// Records the positions every (layer, KV head) of `cache` holds for `example` of `task` (prompt of T tokens).
-  /// `prompt_positions`: CompressedPrompt::prompt_positions (rows non-empty after re-rotation: the original positions
-  /// in cache order); may be null.
-  void add_kept(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example, int64_t T,
-                const std::vector<std::vector<int32_t>>* prompt_positions);
-
-  /// Records continuation logits float32 [n, V] (row-major) of `example` of `task`.
-  void add_logits(const std::string& task, int64_t example, const std::vector<float>& logits, int64_t V);
-
-  /// The same dumps under another cell id (a cell whose effective inputs equal an earlier cell's reuses its outcomes).
-  CellDump for_cell(const std::string& cell_id) const {
-    CellDump copy = *this;
-    copy.cell_ = cell_id;
-    return copy;
-  }
-
-  /// Writes the collected dumps (atomically, each file whole). Throws rkv::InputError when a file cannot be written.
-  void write() const;
-
- private:
-  std::string out_, cell_;
-  std::set<std::string> kinds_;
-  std::string kept_lines_;
-  struct Logits {
-    std::string task;
-    int64_t example = 0, rows = 0, V = 0;
-    std::vector<float> values;
-  };
-  std::vector<Logits> logits_;
-};
+/// Writes dumps/kept/<cell id>.jsonl atomically under `out_dir` from `lines` (every example's kept_dump_lines, in
+/// example order); nothing when `lines` is empty. rkv::InputError when it cannot be written.
+void write_kept_dump(const std::string& out_dir, const std::string& cell_id, const std::string& lines);
 
 /// The bytes of a NumPy .npy file (format 1.0) holding float32 `values` of shape [rows, cols], C order.
 std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t cols);

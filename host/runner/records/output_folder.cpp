@@ -55,7 +55,8 @@ OutputFolderLock::~OutputFolderLock() {
 bool is_ripplekv_output_folder(const std::string& out) {
   std::error_code ec;
   const fs::path o(out);
-  return fs::exists(o / "run.json", ec) || fs::is_directory(o / "cells", ec) || fs::exists(o / "merge.json", ec);
+  return fs::exists(o / "run.json", ec) || fs::is_directory(o / "cells", ec) || fs::is_directory(o / "partial", ec) ||
+         fs::exists(o / "merge.json", ec);
 }
 
 void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what) {
@@ -86,7 +87,9 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, b
     } catch (const nlohmann::json::exception&) {
       old = nullptr;
     }
-    const bool has_cells = !fs::is_empty(fs::path(out) / "cells", ec);
+    // Finished cells, or examples an interrupted run finished (partial/, runner/records/checkpoint.hpp).
+    const bool has_cells = !fs::is_empty(fs::path(out) / "cells", ec) ||
+                           (fs::is_directory(fs::path(out) / "partial", ec) && !fs::is_empty(fs::path(out) / "partial", ec));
     if (resume) {
       // A hand-edited run.json may hold anything under base_sha256: anything but the same string is a change.
       const nlohmann::json* old_base = old.is_object() && old.contains("base_sha256") ? &old["base_sha256"] : nullptr;
@@ -111,6 +114,8 @@ void write_run_identity(const RunPlan& plan, const std::string& out, bool resume
     std::vector<fs::path> stale;
     for (const auto& e : fs::directory_iterator(fs::path(out) / "cells", ec))
       if (e.path().extension() == ".json") stale.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(fs::path(out) / "partial", ec))
+      if (e.path().extension() == ".jsonl") stale.push_back(e.path());
     for (const auto& f : stale) fs::remove(f, ec);
   }
   nlohmann::json j;

@@ -6,6 +6,7 @@
 //   run.json                 the run's identity: run_id, config and base hashes, shard, cell ids, labels and groups
 //   config.toml              a copy of the config
 //   cells/<cell id>.json     one finished cell (runner/records/cell_records.hpp), written atomically when it completes
+//   partial/<cell id>.jsonl  the examples an unfinished cell has finished (runner/records/checkpoint.hpp)
 //   profile.json             the sensitivity profile (profiles/<signal>-<key>.json when several signals are swept)
 //   results.jsonl, examples.jsonl, budgets.json, report.md, plots/   assembled from the cells (runner/report/)
 //   dumps/                   with --dump (runner/records/dumps.hpp)
@@ -47,7 +48,7 @@ class OutputFolderLock {
   int fd_ = -1;
 };
 
-/// True when `out` holds a ripplekv run (run.json or cells/) or a merge (merge.json).
+/// True when `out` holds a ripplekv run (run.json, cells/ or partial/) or a merge (merge.json).
 bool is_ripplekv_output_folder(const std::string& out);
 
 /// Refuses (rkv::InputError naming the folder) an output folder that exists, is not empty (the lock file aside) and
@@ -57,14 +58,15 @@ void check_output_folder_is_ours(const std::string& out, bool force, const std::
 
 /// Creates `out` (checking it is writable) and checks it may take this run, writing nothing else: with `resume`, an
 /// existing run.json must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed.
-/// Without `resume`, a folder that already holds finished cells is refused (use --resume or another folder) unless
-/// `force`. Returns the run's identity (run id, config and base hashes; the rest is filled in by the caller).
+/// Without `resume`, a folder that already holds finished cells or checkpoints is refused (use --resume or another
+/// folder) unless `force`. Returns the run's identity (run id, config and base hashes; the rest is filled in by the caller).
 /// run.json and config.toml are written later by write_run_identity(), once every check that needs the model has
 /// passed, so a run refused by such a check leaves the folder (and a resumed run's cell list) as it found it.
 RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, bool force = false);
 
 /// Writes run.json (the cell list of this plan and shard) and config.toml into `out`, after prepare_output_folder()
-/// accepted it. With `force` and not `resume` (start over) the finished cell files (cells/*.json) are deleted first.
+/// accepted it. With `force` and not `resume` (start over) the finished cell files (cells/*.json) and checkpoints
+/// (partial/*.jsonl) are deleted first.
 /// Called once the run is known to start: before the first cell file, or when every cell is already complete.
 void write_run_identity(const RunPlan& plan, const std::string& out, bool resume, int shard_index, int shard_count,
                         bool force = false);

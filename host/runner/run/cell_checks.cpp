@@ -79,7 +79,7 @@ void check_budgets_on_examples(const RunState& s) {
     const CellConfig& cc = s.plan.cells[c].config;
     if (cc.full_cache) continue;
     for (const Example& ex : s.examples) {
-      const int64_t T = static_cast<int64_t>(ex.prompt.tokens.size());
+      const int64_t T = ex.prompt_tokens();
       const int64_t B = cell_budget_total(cc, mc, s.layers_A, T);
       if (B < A)
         throw InputError(s.where(c) + ": the global budget B = " + std::to_string(B) +
@@ -96,7 +96,7 @@ void check_budgets_on_examples(const RunState& s) {
     if (cc.full_cache || cc.joint.none()) continue;
     for (const Example& ex : s.examples) try {
         plan_joint(cc.joint, s.joint_tables.at(joint_table_key(cc)), mc, s.layers_A,
-                   static_cast<int64_t>(ex.prompt.tokens.size()), *cc.budget_bytes_fraction);
+                   ex.prompt_tokens(), *cc.budget_bytes_fraction);
       } catch (const InputError& e) {
         throw InputError(s.where(c) + ": " + e.what());
       }

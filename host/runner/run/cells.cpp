@@ -1,48 +1,65 @@
 #include "runner/run/cells.hpp"
 
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <utility>
 
 #include "core/cancel.hpp"
+#include "core/errors.hpp"
 #include "core/timing.hpp"
 #include "runner/compress/cell.hpp"
 #include "runner/decode/policy.hpp"
 #include "runner/profile/joint_damage.hpp"
 #include "runner/records/cell_records.hpp"
+#include "runner/records/checkpoint.hpp"
 #include "runner/records/dumps.hpp"
-#include "runner/run/run_state.hpp"
+#include "runner/run/examples.hpp"
 
 namespace rkv {
 
 namespace {
 
+/// One pending cell during the loop: its checkpoint and its wall time so far.
+struct CellRun {
+  const Cell* cell = nullptr;
+  std::unique_ptr<CellCheckpoint> checkpoint;
+  double seconds = 0;
+};
+
+/// One cell's outcome on one example, with what it dumps.
+struct CellOutcome {
+  ExampleOutcomeRecord record;
+  std::string kept;           ///< --dump kept lines
+  std::vector<float> logits;  ///< --dump logits (teacher-forced continuations)
+};
+
 /// What every cell records of an example: its task, index, T, input and the full cache's values and bytes.
-ExampleOutcomeRecord outcome_of(const Example& ex) {
+ExampleOutcomeRecord outcome_of(const PrefilledExample& p) {
   ExampleOutcomeRecord r;
-  r.task = ex.data.task;
-  r.example = ex.data.index;
-  r.prefix_tokens = static_cast<int64_t>(ex.prompt.tokens.size());
-  r.kv_bytes_full = ex.full_kv_bytes;
-  r.full_values = ex.full_values;
-  r.input = ex.data.input;
+  r.task = p.example->data.task;
+  r.example = p.example->data.index;
+  r.prefix_tokens = p.example->prompt_tokens();
+  r.kv_bytes_full = p.full_kv_bytes;
+  r.full_values = p.full_values;
+  r.input = p.example->data.input;
   return r;
 }
 
-/// The full-cache cell on `ex`: its values are the full cache's, every layer keeps its span.
-ExampleOutcomeRecord full_cache_outcome(const RunState& s, const Example& ex, CellDump& dump) {
+/// The full-cache cell on `p`: its values are the full cache's, every layer keeps its span.
+CellOutcome full_cache_outcome(const RunState& s, const PrefilledExample& p) {
   const ModelConfig& mc = s.config();
-  ExampleOutcomeRecord r = outcome_of(ex);
+  CellOutcome out{outcome_of(p), "", p.full_logits};
+  ExampleOutcomeRecord& r = out.record;
   const int64_t T = r.prefix_tokens;
-  r.values = ex.full_values;
+  r.values = p.full_values;
   const std::vector<int64_t> spans_A = mc.layer_spans(s.layers_A, T);
   r.budget_total = std::accumulate(spans_A.begin(), spans_A.end(), int64_t{0});
   for (int64_t l = 0; l < mc.n_layers; ++l) r.budgets.push_back(mc.layer_span(l, T));
   r.kv_bytes = r.kv_bytes_full;
-  r.kv_bytes_end = ex.full_kv_bytes_end;
-  r.decode_tokens_per_second = ex.full_decode_tps;
-  if (!ex.full_logits.empty()) dump.add_logits(r.task, r.example, ex.full_logits, mc.vocab_size);
-  return r;
+  r.kv_bytes_end = p.full_kv_bytes_end;
+  r.decode_tokens_per_second = p.full_decode_tps;
+  return out;
 }
 
 /// The setting of compressed cell `cc` for compress_cell (its scorers, allocators, profile, joint table).
@@ -58,15 +75,16 @@ CellSetting cell_setting(const RunState& s, const CellConfig& cc, const LayerSco
   return setting;
 }
 
-/// Compressed cell `cc` on `ex`: the cell sequence, then the task scored on the compressed cache under the cell's
+/// Compressed cell `cc` on `p`: the cell sequence, then the task scored on the compressed cache under the cell's
 /// decode policy (each question of a multi-question example on its own copy with its own session).
-ExampleOutcomeRecord compressed_outcome(RunState& s, const CellConfig& cc, Example& ex, CellDump& dump) {
+CellOutcome compressed_outcome(RunState& s, const CellConfig& cc, PrefilledExample& p) {
   const ModelConfig& mc = s.config();
-  ExampleOutcomeRecord r = outcome_of(ex);
+  CellOutcome out{outcome_of(p), "", {}};
+  ExampleOutcomeRecord& r = out.record;
   const int64_t T = r.prefix_tokens;
   const ScorerUse& scorer = s.scorers->at(*cc.scorer);
   const LayerScorers layer_scorers = s.scorers->layers_of(cc);
-  CellCompression cell = compress_cell(*s.backend, ex.prompt, ex.memo, cell_setting(s, cc, layer_scorers));
+  CellCompression cell = compress_cell(*s.backend, p.prompt, p.memo, cell_setting(s, cc, layer_scorers));
   CompressedPrompt& comp = cell.comp;
   r.budget_total = cell.budget_total;
   r.budgets = comp.budgets;
@@ -83,7 +101,7 @@ ExampleOutcomeRecord compressed_outcome(RunState& s, const CellConfig& cc, Examp
                          std::to_string(*cc.budget_tokens) + " tokens: left uncompressed");
   const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
   if (const std::string w = policy.frozen_heads_warning(mc.n_kv_heads); !w.empty()) r.warnings.push_back(w);
-  const std::vector<AttentionStats>* cumulative = prompt_cumulative_attention(ex.prompt);
+  const std::vector<AttentionStats>* cumulative = prompt_cumulative_attention(p.prompt);
   const std::unique_ptr<DecodeSession> decode = policy.begin(*s.backend, *comp.cache, cumulative, &comp.prompt_positions);
   ScoredCache scored;
   scored.cache = comp.cache.get();
@@ -94,42 +112,88 @@ ExampleOutcomeRecord compressed_outcome(RunState& s, const CellConfig& cc, Examp
     copy.decode = policy.begin(*s.backend, *copy.cache, cumulative, &comp.prompt_positions);
     return copy;
   };
-  dump.add_kept(*s.backend, *comp.cache, r.task, r.example, T, &comp.prompt_positions);
-  TaskScore score = ex.task->score(*s.backend, *s.tok, ex.prompt, ex.data, scored);
-  if (!score.logits.empty()) dump.add_logits(r.task, r.example, score.logits, mc.vocab_size);
+  if (s.opt.dumps.count("kept")) out.kept = kept_dump_lines(*s.backend, *comp.cache, r.task, r.example, T, &comp.prompt_positions);
+  TaskScore score = p.example->task->score(*s.backend, *s.tok, p.prompt, p.example->data, p.prepared.get(), scored);
+  if (s.opt.dumps.count("logits")) out.logits = std::move(score.logits);
   r.values = std::move(score.values);
   r.decode_tokens_per_second = score.decode_tokens_per_second;
   r.kv_bytes_end = score.bytes_end > 0 ? score.bytes_end : comp.cache->bytes_in_use();
-  return r;
+  return out;
+}
+
+/// The pending cells with their checkpoints (resumed with --resume).
+std::vector<CellRun> open_cells(const RunState& s) {
+  const CheckpointIdentity id{s.plan.base_sha256, s.id.model_sha256, s.id.backend, s.id.compute_dtype};
+  std::vector<CellRun> cells;
+  for (size_t c : s.pending) {
+    CellRun run;
+    run.cell = &s.plan.cells[c];
+    run.checkpoint = std::make_unique<CellCheckpoint>(s.opt.out_dir, run.cell->id, id, s.opt.resume);
+    cells.push_back(std::move(run));
+  }
+  return cells;
+}
+
+/// True when some cell lacks example `ex` (it must be prefilled).
+bool needed(const std::vector<CellRun>& cells, const Example& ex) {
+  for (const CellRun& c : cells)
+    if (!c.checkpoint->find(ex.data.task, ex.data.index, ex.data.input.ids_sha256)) return true;
+  return false;
+}
+
+/// Every cell that lacks example `ex` runs on it (each effective key once) and records the outcome and its dumps.
+void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
+  PrefilledExample p = prefill_example(s, ex);
+  std::map<std::string, CellOutcome> by_effective_key;
+  for (CellRun& c : cells) {
+    if (c.checkpoint->find(ex.data.task, ex.data.index, ex.data.input.ids_sha256)) continue;
+    throw_if_cancelled();
+    const auto t0 = SteadyClock::now();
+    auto it = by_effective_key.find(c.cell->effective_key);
+    if (it == by_effective_key.end())
+      it = by_effective_key
+               .emplace(c.cell->effective_key, c.cell->config.full_cache ? full_cache_outcome(s, p)
+                                                                          : compressed_outcome(s, c.cell->config, p))
+               .first;
+    const CellOutcome& o = it->second;
+    if (!o.logits.empty()) write_logits_dump(s.opt.out_dir, c.cell->id, o.record.task, o.record.example, o.logits,
+                                             s.config().vocab_size);
+    c.checkpoint->append(o.record, o.kept);
+    c.seconds += seconds_since(t0);
+  }
+}
+
+/// A cell that has every example: its outcomes in example order, its kept dump and its cell file.
+void finish_cell(const RunState& s, CellRun& c) {
+  std::vector<ExampleOutcomeRecord> outcomes;
+  for (const Example& ex : s.examples) {
+    const ExampleOutcomeRecord* r = c.checkpoint->find(ex.data.task, ex.data.index, ex.data.input.ids_sha256);
+    if (!r) throw InputError("cell '" + c.cell->label + "' has no outcome for " + ex.data.task + " example " +
+                             std::to_string(ex.data.index));
+    outcomes.push_back(*r);
+  }
+  write_kept_dump(s.opt.out_dir, c.cell->id, c.checkpoint->kept_lines());
+  write_cell_file(s.opt.out_dir, s.plan, s.id, *c.cell, outcomes, c.seconds);
+  c.checkpoint->remove();
 }
 
 }  // namespace
 
 void run_cells(RunState& s, RunSummary& summary) {
-  s.progress.set_total(static_cast<int64_t>(s.pending.size()));
-  std::map<std::string, std::pair<std::vector<ExampleOutcomeRecord>, CellDump>> done_by_effective;
-  for (size_t c : s.pending) {
-    const Cell& cell = s.plan.cells[c];
-    const auto t_cell = SteadyClock::now();
-    std::vector<ExampleOutcomeRecord> outcomes;
-    CellDump dump(s.opt.out_dir, cell.id, s.opt.dumps);
-    auto reuse = done_by_effective.find(cell.effective_key);
-    if (reuse != done_by_effective.end()) {
-      outcomes = reuse->second.first;
-      dump = reuse->second.second.for_cell(cell.id);
-    } else {
-      for (Example& ex : s.examples) {
-        throw_if_cancelled();
-        outcomes.push_back(cell.config.full_cache ? full_cache_outcome(s, ex, dump)
-                                                  : compressed_outcome(s, cell.config, ex, dump));
-      }
-      done_by_effective.emplace(cell.effective_key, std::make_pair(outcomes, dump));
-    }
-    dump.write();
-    write_cell_file(s.opt.out_dir, s.plan, s.id, cell, outcomes, seconds_since(t_cell));
-    ++summary.cells_computed;
-    s.progress.step(cell.label);
+  std::vector<CellRun> cells = open_cells(s);
+  s.progress.set_total(static_cast<int64_t>(s.examples.size()));
+  for (const Example& ex : s.examples) {
+    throw_if_cancelled();
+    if (needed(cells, ex)) run_example(s, cells, ex);
+    s.progress.step(ex.data.task + " example " + std::to_string(ex.data.index + 1) + " (" +
+                    std::to_string(ex.prompt_tokens()) + " tokens) on " + std::to_string(cells.size()) + " cells");
   }
+  for (CellRun& c : cells) {
+    finish_cell(s, c);
+    ++summary.cells_computed;
+  }
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(s.opt.out_dir) / "partial", ec);  // only when empty
 }
 
 }  // namespace rkv

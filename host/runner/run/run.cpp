@@ -136,10 +136,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_cells_on_model(s);
   compute_profiles(s);
   measure_joint_tables(s);
-  prefill_examples(s);
+  build_examples(s);
   check_budgets_on_examples(s);
   write_run_start(s);
-  score_full_cache(s);
   run_cells(s, summary);
   assemble_outputs({opt.out_dir}, opt.out_dir, opt.quiet);
   summary.seconds = seconds_since(t_run);

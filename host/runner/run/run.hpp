@@ -3,8 +3,9 @@
 //
 // The run is a sequence of named phases (run.cpp): open the output folder (the lock, --resume and --shard: which
 // cells are pending), load the model and backend, check every pending cell on the model, compute the profiles and
-// joint damage tables the cells read, build and prefill the examples, check the budgets on them, write the run's
-// identity, score the full cache, run the cells, assemble the outputs.
+// joint damage tables the cells read, build the examples (tokens only) and check the budgets on them, write the run's
+// identity, run the cells example by example (each example prefilled once, every pending cell run on it, then
+// released: runner/run/cells.hpp), assemble the outputs.
 //
 // Thread rules: one run per process at a time (plugin instances are not shared across runs).
 #pragma once
@@ -28,12 +29,14 @@ struct RunOptions {
   int shard_count = 1;        ///< N: the run computes cells k with k mod N == index - 1 (cells sorted by id)
   bool quiet = false;         ///< no progress output
   int64_t threads = 0;        ///< overrides model.threads when > 0
-  /// Polled between examples, and by plugin calls through the host's is_cancelled() (slow plugins that poll stop
-  /// mid-call); a cancelled run writes nothing partial. A plugin call that does not poll runs to its end first.
+  /// Polled between examples and cells, and by plugin calls through the host's is_cancelled() (slow plugins that poll
+  /// stop mid-call); a cancelled run keeps every example its cells finished (partial/, --resume continues) and writes
+  /// no half file. A plugin call that does not poll runs to its end first.
   const std::atomic<bool>* cancel = nullptr;
   /// `--dump`: "kept" and/or "logits" (runner/records/dumps.hpp) for the cells this invocation computes; empty: none.
   std::set<std::string> dumps;
-  /// Progress sink (done, total, what); default: a bar with ETA on a terminal, plain lines elsewhere.
+  /// Progress sink (done, total, what), called after each example once every pending cell has run on it (done and
+  /// total count examples); default: a bar with ETA on a terminal, plain lines elsewhere.
   std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
 

@@ -1,6 +1,7 @@
 // What the phases of one `ripplekv run` share (runner/run/run.cpp runs them in order): the plan and options, the
 // folder's identity, the model and backend, the scorers and what their shared prefill needs, the profiles and joint
-// damage tables, and the evaluation examples with the full cache's outcome on each.
+// damage tables, and the evaluation examples (their tokens and task data; each is prefilled only while the cells run
+// on it, runner/run/examples.hpp).
 //
 // Thread rules: one RunState per run, used from the run's thread.
 #pragma once
@@ -17,7 +18,6 @@
 #include "plugin/instance.hpp"
 #include "runner/compress/joint.hpp"
 #include "runner/compress/prefill.hpp"
-#include "runner/compress/score_memo.hpp"
 #include "runner/compress/scorers.hpp"
 #include "runner/profile/profile.hpp"
 #include "runner/records/output_folder.hpp"
@@ -28,18 +28,11 @@
 
 namespace rkv {
 
-/// One evaluation example of the run: the task's example, its prefill (shared by every cell) and its scores per
-/// scorer, and the full cache's outcome on it (reported beside every cell).
+/// One evaluation example of the run as its task built it (tokens and task data; no model state).
 struct Example {
   const Task* task = nullptr;
   TaskExample data;
-  PrefilledPrompt prompt;
-  ScoreMemo memo;
-  std::map<std::string, double> full_values;  ///< the full cache's value of each metric
-  double full_decode_tps = 0;
-  size_t full_kv_bytes = 0;      ///< the full cache's bytes after the prompt, sliding layers cut to their windows
-  size_t full_kv_bytes_end = 0;  ///< the full cache's bytes after the task
-  std::vector<float> full_logits;  ///< the full cache's continuation logits, kept only for `--dump logits`
+  int64_t prompt_tokens() const { return static_cast<int64_t>(data.prompt.size()); }  ///< T
 };
 
 struct RunState {

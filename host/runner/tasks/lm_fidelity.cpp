@@ -76,9 +76,13 @@ LmFidelityValues lm_fidelity_score(Backend& backend, const PrefilledPrompt& prom
 
 namespace {
 
-/// An lm_fidelity example: its continuation and the full cache's reference on it.
+/// An lm_fidelity example: its continuation.
 struct LmFidelityExample : TaskPayload {
   std::vector<int32_t> continuation;
+};
+
+/// What its prefill gives every cell: the full cache's continuation logits.
+struct LmFidelityPrepared : TaskPayload {
   LmFidelityReference reference;
 };
 
@@ -112,16 +116,20 @@ class LmFidelityTask : public Task {
     return out;
   }
 
-  void prepare(Backend& backend, const PrefilledPrompt& prompt, TaskExample& example) const override {
-    auto& data = static_cast<LmFidelityExample&>(*example.payload);
-    data.reference = lm_fidelity_reference(backend, prompt, data.continuation);
+  std::shared_ptr<const TaskPayload> prepare(Backend& backend, const PrefilledPrompt& prompt,
+                                             const TaskExample& example) const override {
+    auto prepared = std::make_shared<LmFidelityPrepared>();
+    prepared->reference =
+        lm_fidelity_reference(backend, prompt, static_cast<const LmFidelityExample&>(*example.payload).continuation);
+    return prepared;
   }
 
   TaskScore score(Backend& backend, const Tokenizer&, const PrefilledPrompt& prompt, const TaskExample& example,
-                  ScoredCache& cache) const override {
+                  const TaskPayload* prepared, ScoredCache& cache) const override {
     const auto& data = static_cast<const LmFidelityExample&>(*example.payload);
+    const LmFidelityReference& reference = static_cast<const LmFidelityPrepared&>(*prepared).reference;
     LmFidelityValues f =
-        lm_fidelity_score(backend, prompt, *cache.cache, data.continuation, data.reference, cache.decode, cache.start_pos);
+        lm_fidelity_score(backend, prompt, *cache.cache, data.continuation, reference, cache.decode, cache.start_pos);
     TaskScore s;
     s.values = {{"kl", f.kl}, {"top1_agreement", f.top1}, {"ppl", f.ppl}, {"ppl_full", f.ppl_full}};
     s.logits = std::move(f.logits);

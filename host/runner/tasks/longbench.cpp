@@ -66,7 +66,7 @@ class LongBenchTask : public Task {
   }
 
   TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt, const TaskExample& example,
-                  ScoredCache& cache) const override {
+                  const TaskPayload*, ScoredCache& cache) const override {
     const auto& data = static_cast<const LongBenchExample&>(*example.payload);
     const GreedyResult r = answer_greedily(backend, prompt.last_logits, *cache.cache, cache.start_pos, {},
                                            data.dataset.max_new_tokens, data.stop_ids, cache.decode);

@@ -130,7 +130,7 @@ class MultiQuestionTask : public Task {
   /// The query-aware example answers its one question on the cache (its prompt holds the question); the
   /// query-agnostic one asks every question on its own copy from cache.fork, bytes_end the most bytes a copy held.
   TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt, const TaskExample& example,
-                  ScoredCache& cache) const override {
+                  const TaskPayload*, ScoredCache& cache) const override {
     const auto& data = static_cast<const MultiQuestionExample&>(*example.payload);
     const MultiQuestionPrompt& mq = *data.prompt;
     TaskScore s;

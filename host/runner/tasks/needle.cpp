@@ -134,7 +134,7 @@ class NeedleTask : public Task {
   }
 
   TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt, const TaskExample& example,
-                  ScoredCache& cache) const override {
+                  const TaskPayload*, ScoredCache& cache) const override {
     const NeedlePrompt& p = static_cast<const NeedleExample&>(*example.payload).prompt;
     const GreedyResult r = answer_greedily(backend, prompt.last_logits, *cache.cache, cache.start_pos, p.question_part,
                                            kNeedleAnswerTokens, tok.end_of_generation_ids(), cache.decode);

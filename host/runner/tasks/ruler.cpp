@@ -160,7 +160,7 @@ class RulerTask : public Task {
 
   /// "<subtask>@<n>" and "average": 100 x string_match_all of the greedy answer.
   TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt, const TaskExample& example,
-                  ScoredCache& cache) const override {
+                  const TaskPayload*, ScoredCache& cache) const override {
     const RulerPrompt& p = static_cast<const RulerExample&>(*example.payload).prompt;
     const GreedyResult r = answer_greedily(backend, prompt.last_logits, *cache.cache, cache.start_pos, p.question_part,
                                            p.max_new_tokens, tok.end_of_generation_ids(), cache.decode);

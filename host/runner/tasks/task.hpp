@@ -3,9 +3,10 @@
 // (the line lm-evaluation-harness draws). Its settings are read by the plan (runner/plan/task_settings.hpp, the same
 // names), and the generators of published benchmarks stay in host/eval/ (RULER, LongBench).
 //
-// An example's life: build_examples() gives its prompt tokens and the task's data (no model work); the run prefills
-// the prompt once; prepare() does what every cell shares (e.g. lm_fidelity's full-cache continuation); score() runs
-// on the full cache and on each cell's compressed copy.
+// An example's life: build_examples() gives its prompt tokens and the task's data (no model work; the run holds every
+// example's TaskExample); the run prefills one example at a time; prepare() derives what every cell shares from that
+// prefill (e.g. lm_fidelity's full-cache continuation), released with it; score() runs on the full cache and on each
+// cell's compressed copy.
 //
 // Thread rules: a Task is stateless and immutable (the table's entries are shared); a TaskExample belongs to one run;
 // score() uses the backend's rules.
@@ -28,8 +29,8 @@
 
 namespace rkv {
 
-/// A task's own data for one example (a passkey, a RULER sample's answers, a reference's logits, ...): each task
-/// derives its own and reads it back in score().
+/// A task's own data for one example (a passkey, a RULER sample's answers, a continuation, ...), or what prepare()
+/// derived from its prefill (a reference's logits): each task derives its own and reads it back in score().
 struct TaskPayload {
   virtual ~TaskPayload() = default;
 };
@@ -40,7 +41,7 @@ struct TaskExample {
   int64_t index = 0;                     ///< its index among the task's examples
   std::vector<int32_t> prompt;           ///< the T tokens prefilled once and compressed by every cell
   ExampleInput input;                    ///< where its tokens came from (examples.jsonl "input")
-  std::shared_ptr<TaskPayload> payload;  ///< the task's data
+  std::shared_ptr<const TaskPayload> payload;  ///< the task's data (immutable once built)
 };
 
 /// A fresh copy of the cache an example's questions start from, with its own decode-policy session (null: none).
@@ -77,11 +78,13 @@ class Task {
   /// cancellation (core/cancel.hpp). rkv::InputError for inputs the task cannot use (naming them).
   virtual std::vector<TaskExample> build_examples(const RunPlan& plan, const Tokenizer& tok,
                                                   const ModelConfig& model) const = 0;
-  /// What every cell of `example` shares, computed once after its prefill (`prompt`); none by default.
-  virtual void prepare(Backend& backend, const PrefilledPrompt& prompt, TaskExample& example) const;
-  /// Scores `example` on `cache` (see ScoredCache) after its prefill `prompt`.
+  /// What every cell of `example` shares, derived once from its prefill `prompt` and passed to each score() of the
+  /// example (the run releases it with the prefill); null by default.
+  virtual std::shared_ptr<const TaskPayload> prepare(Backend& backend, const PrefilledPrompt& prompt,
+                                                     const TaskExample& example) const;
+  /// Scores `example` on `cache` (see ScoredCache) after its prefill `prompt`; `prepared` is what prepare() returned.
   virtual TaskScore score(Backend& backend, const Tokenizer& tok, const PrefilledPrompt& prompt,
-                          const TaskExample& example, ScoredCache& cache) const = 0;
+                          const TaskExample& example, const TaskPayload* prepared, ScoredCache& cache) const = 0;
   /// The task's settings in the reproducibility manifest ("generation"."tasks"."<name>").
   virtual nlohmann::json manifest_settings(const RunPlan& plan) const = 0;
   /// True when the report's table shows the full cache's value beside each cell; false for a task whose metrics

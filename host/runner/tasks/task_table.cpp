@@ -33,7 +33,9 @@ std::vector<const Task*> tasks_of(const RunPlan& plan) {
   return out;
 }
 
-void Task::prepare(Backend&, const PrefilledPrompt&, TaskExample&) const {}
+std::shared_ptr<const TaskPayload> Task::prepare(Backend&, const PrefilledPrompt&, const TaskExample&) const {
+  return nullptr;
+}
 
 void check_sequence_fits(const RunPlan& plan, int64_t n, const std::string& what, int64_t context_length) {
   if (n > context_length)
