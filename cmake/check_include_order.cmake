@@ -5,8 +5,10 @@
 # runner/), LOWER_PARTS (host parts that never include the runner) and TOP_PARTS (host parts above it), and
 # optionally STAMP (a file touched when every include is in order).
 # Rules: a file of runner/<folder>/ includes runner headers of its own folder and of folders listed before it, never
-# of a later folder or a peer; every runner source lies in one of the folders; LOWER_PARTS include no runner header;
-# TOP_PARTS include only entry headers. A violation ends with a fatal error naming the file, the line and the rule.
+# of a later folder or a peer; every runner source lies at the top of one of the folders (not in a subfolder, which the
+# build does not compile); LOWER_PARTS include no runner header; TOP_PARTS include only entry headers; no include
+# climbs with "..". Includes are read in both forms ("runner/..." and <runner/...>) from .hpp, .cpp, .h, .inl, .ipp,
+# .cu and .cuh files. A violation ends with a fatal error naming the file, the line and the rule.
 cmake_minimum_required(VERSION 3.25)
 if(NOT RULES)
   message(FATAL_ERROR "check_include_order.cmake: pass -DRULES=<file>")
@@ -27,10 +29,13 @@ string(REGEX REPLACE " < $" "" _order "${_order}")
 string(REPLACE "+" ", " _order "${_order}")
 
 set(_errors "")
-# _runner_includes(<file> <out-var>): "<line>|<included path>" for every #include "runner/..." of the file.
-function(_runner_includes file out)
+# The source files the rules read: C++ and CUDA sources, headers and inline parts.
+set(_SOURCE_GLOBS *.hpp *.cpp *.h *.inl *.ipp *.cu *.cuh)
+
+# _includes(<file> <out-var>): "<line>|<included path>" for every #include "..." and #include <...> of the file.
+function(_includes file out)
   file(READ "${file}" _content)
-  string(REGEX MATCHALL "#[ \t]*include[ \t]*\"runner/[^\"]+\"" _incs "${_content}")
+  string(REGEX MATCHALL "#[ \t]*include[ \t]*[\"<][^\">\n]+[\">]" _incs "${_content}")
   set(_found "")
   foreach(_inc IN LISTS _incs)
     string(FIND "${_content}" "${_inc}" _pos)
@@ -38,21 +43,47 @@ function(_runner_includes file out)
     string(REGEX MATCHALL "\n" _newlines "${_head}")
     list(LENGTH _newlines _n)
     math(EXPR _line "${_n} + 1")
-    string(REGEX REPLACE "^.*\"runner/([^\"]+)\"$" "\\1" _path "${_inc}")
+    string(REGEX REPLACE "^#[ \t]*include[ \t]*[\"<]([^\">\n]+)[\">]$" "\\1" _path "${_inc}")
     list(APPEND _found "${_line}|${_path}")
   endforeach()
   set(${out} "${_found}" PARENT_SCOPE)
 endfunction()
 
-# The runner's own files.
-file(GLOB_RECURSE _runner_files RELATIVE "${HOST_DIR}/runner" "${HOST_DIR}/runner/*.hpp" "${HOST_DIR}/runner/*.cpp")
+# _runner_includes(<file> <rel> <out-var>): like _includes, but only the includes of the runner ("runner/<path>", in
+# quotes or angle brackets) as "<line>|<path below runner/>"; an include that climbs with ".." (which could reach the
+# runner past the check) is added to _errors in the caller's scope.
+macro(_runner_includes file rel out)
+  _includes("${file}" _all)
+  set(${out} "")
+  foreach(_i IN LISTS _all)
+    string(REPLACE "|" ";" _parts "${_i}")
+    list(GET _parts 0 _line)
+    list(GET _parts 1 _path)
+    if(_path MATCHES "(^|/)\\.\\.(/|$)")
+      list(APPEND _errors "${rel}:${_line}: includes \"${_path}\", which climbs out of its folder: name host headers from host/ (\"runner/<folder>/<file>\")")
+    elseif(_path MATCHES "^runner/(.+)$")
+      list(APPEND ${out} "${_line}|${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+endmacro()
+
+# The runner's own files: each lies at the top of one of the folders (the build compiles nothing deeper).
+set(_globs "")
+foreach(_g IN LISTS _SOURCE_GLOBS)
+  list(APPEND _globs "${HOST_DIR}/runner/${_g}")
+endforeach()
+file(GLOB_RECURSE _runner_files RELATIVE "${HOST_DIR}/runner" ${_globs})
 foreach(_rel IN LISTS _runner_files)
   string(REGEX MATCH "^[^/]+" _folder "${_rel}")
   if(_rel STREQUAL _folder OR NOT DEFINED _RANK_${_folder})
     list(APPEND _errors "host/runner/${_rel}: lies in no runner folder (the folders are: ${_order})")
     continue()
   endif()
-  _runner_includes("${HOST_DIR}/runner/${_rel}" _incs)
+  if(_rel MATCHES "^[^/]+/[^/]+/")
+    list(APPEND _errors "host/runner/${_rel}: lies in a subfolder of ${_folder}/, which the build neither compiles nor checks (keep a folder's files at its top level)")
+    continue()
+  endif()
+  _runner_includes("${HOST_DIR}/runner/${_rel}" "host/runner/${_rel}" _incs)
   foreach(_i IN LISTS _incs)
     string(REPLACE "|" ";" _parts "${_i}")
     list(GET _parts 0 _line)
@@ -69,13 +100,22 @@ foreach(_rel IN LISTS _runner_files)
   endforeach()
 endforeach()
 
+# _part_files(<part> <out-var>): every source file of host/<part>/, recursively.
+function(_part_files part out)
+  set(_globs "")
+  foreach(_g IN LISTS _SOURCE_GLOBS)
+    list(APPEND _globs "${HOST_DIR}/${part}/${_g}")
+  endforeach()
+  file(GLOB_RECURSE _files ${_globs})
+  set(${out} "${_files}" PARENT_SCOPE)
+endfunction()
+
 # The host parts below the runner never include it.
 foreach(_part IN LISTS LOWER_PARTS)
-  file(GLOB_RECURSE _files "${HOST_DIR}/${_part}/*.hpp" "${HOST_DIR}/${_part}/*.cpp" "${HOST_DIR}/${_part}/*.cu"
-       "${HOST_DIR}/${_part}/*.cuh")
+  _part_files("${_part}" _files)
   foreach(_f IN LISTS _files)
     file(RELATIVE_PATH _rel "${HOST_DIR}" "${_f}")
-    _runner_includes("${_f}" _incs)
+    _runner_includes("${_f}" "host/${_rel}" _incs)
     foreach(_i IN LISTS _incs)
       string(REPLACE "|" ";" _parts "${_i}")
       list(GET _parts 0 _line)
@@ -87,10 +127,10 @@ endforeach()
 
 # The host parts above the runner include only its entry headers.
 foreach(_part IN LISTS TOP_PARTS)
-  file(GLOB_RECURSE _files "${HOST_DIR}/${_part}/*.hpp" "${HOST_DIR}/${_part}/*.cpp")
+  _part_files("${_part}" _files)
   foreach(_f IN LISTS _files)
     file(RELATIVE_PATH _rel "${HOST_DIR}" "${_f}")
-    _runner_includes("${_f}" _incs)
+    _runner_includes("${_f}" "host/${_rel}" _incs)
     foreach(_i IN LISTS _incs)
       string(REPLACE "|" ";" _parts "${_i}")
       list(GET _parts 0 _line)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "core/format.hpp"
 
 namespace rkv {
 
@@ -26,7 +27,7 @@ void check_prefix_and_layers(int64_t T, int64_t n_layers) {
 }  // namespace
 
 int64_t budget_total_from_fraction(double f, int64_t T, int64_t n_layers) {
-  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + fmt(f, 6) + " is outside (0, 1]");
   check_prefix_and_layers(T, n_layers);
   return static_cast<int64_t>(std::floor(f * static_cast<double>(T) * static_cast<double>(n_layers) + 0.5));
 }
@@ -55,7 +56,7 @@ int64_t checked_span_sum(const std::vector<int64_t>& spans) {
 }  // namespace
 
 int64_t budget_total_from_fraction(double f, const std::vector<int64_t>& spans) {
-  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + std::to_string(f) + " is outside (0, 1]");
+  if (!(f > 0.0 && f <= 1.0)) throw InputError("budget fraction " + fmt(f, 6) + " is outside (0, 1]");
   return static_cast<int64_t>(std::floor(f * static_cast<double>(checked_span_sum(spans)) + 0.5));
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
+#include "core/format.hpp"
 #include "runner/analyze/analyze.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/plan/profile_file.hpp"
@@ -64,7 +65,7 @@ int run_analyze(const std::vector<std::string>& args) {
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
   if (vm.count("fractions")) {
     for (double f : parse_sensitivity_list(vm["fractions"].as<std::string>(), "--fractions")) {
-      if (!(f > 0.0 && f <= 1.0)) throw UsageError("--fractions: " + std::to_string(f) + " is outside (0, 1]");
+      if (!(f > 0.0 && f <= 1.0)) throw UsageError("--fractions: " + fmt(f, 6) + " is outside (0, 1]");
       o.fractions.push_back(f);
     }
   }

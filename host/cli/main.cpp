@@ -51,15 +51,22 @@ int main(int argc, char** argv) {
     print_help(std::cout);
     return 0;
   }
+  // "ripplekv <command>: <message>", without repeating the command when the library's message already starts with it
+  // (the library names its entry point for callers of the C API and Python, e.g. "analyze: no [signal] ...").
+  const auto message = [&name](const std::exception& e) {
+    const std::string what = e.what();
+    const bool named = what.rfind(name + ": ", 0) == 0 || what.rfind(name + " ", 0) == 0;
+    return "ripplekv " + (named ? what : name + ": " + what);
+  };
   for (const auto& c : commands()) {
     if (name != c.name) continue;
     try {
       return c.run(std::vector<std::string>(args.begin() + 1, args.end()));
     } catch (const UsageError& e) {
-      std::cerr << "ripplekv " << name << ": " << e.what() << "\n";
+      std::cerr << message(e) << "\n";
       return 2;
     } catch (const rkv::InputError& e) {
-      std::cerr << "ripplekv " << name << ": " << e.what() << "\n";
+      std::cerr << message(e) << "\n";
       return 2;
     } catch (const std::exception& e) {
       std::cerr << "ripplekv " << name << ": internal error: " << e.what() << "\n";

@@ -105,7 +105,7 @@ class Foundation(unittest.TestCase):
     def test_bad_inputs_exit_2_with_one_clear_line(self):
         cases = [
             (["allocate", "--allocator", "uniform", "--layers", "3", "--prefix-tokens", "10",
-              "--budget-fraction", "1.5"], "budget fraction 1.500000 is outside (0, 1]"),
+              "--budget-fraction", "1.5"], "budget fraction 1.5 is outside (0, 1]"),
             (["allocate", "--allocator", "uniform", "--layers", "3", "--prefix-tokens", "10"],
              "give exactly one of --budget-fraction and --budget-tokens"),
             (["allocate", "--allocator", "ripplekv", "--layers", "3", "--prefix-tokens", "10",

@@ -138,11 +138,11 @@ TEST_F(SyntheticRun, CancelledInsideASlowScorerKeepsTheFinishedExampleOfEveryCel
   const rkv::Cell& full = p.cells[0];
   std::ifstream full_checkpoint(dir / "out" / "partial" / (full.id + ".jsonl"));
   size_t lines = 0;
-  for (std::string line; std::getline(full_checkpoint, line); ++lines) (void)nlohmann::json::parse(line);
+  for (std::string line; std::getline(full_checkpoint, line); ++lines) EXPECT_TRUE(nlohmann::json::parse(line).is_object());
   EXPECT_EQ(lines, 2u);  // header + example 1
   std::ifstream slow_checkpoint(dir / "out" / "partial" / (p.cells[1].id + ".jsonl"));
   lines = 0;
-  for (std::string line; std::getline(slow_checkpoint, line); ++lines) (void)nlohmann::json::parse(line);
+  for (std::string line; std::getline(slow_checkpoint, line); ++lines) EXPECT_TRUE(nlohmann::json::parse(line).is_object());
   EXPECT_EQ(lines, 1u);  // header only
   EXPECT_FALSE(fs::exists(dir / "out" / "results.jsonl"));  // merged outputs only after a complete run
   EXPECT_FALSE(fs::exists(dir / "out" / "report.md"));
@@ -643,6 +643,13 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
     EXPECT_NE(err.find("cannot be created"), std::string::npos) << err;
     fs::permissions(dir / "ro", fs::perms::owner_all);
   }
+  // A library message that already names its entry point is printed once: "ripplekv analyze: no [signal] ...", not
+  // "ripplekv analyze: analyze: no [signal] ..." (this config has no [signal]).
+  std::tie(rc, err) =
+      cli_argv({"analyze", (dir / "cfg.toml").string(), "--out", (dir / "an").string(), "--fractions", "0.5"}, dir);
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("ripplekv analyze: no [signal] is configured"), std::string::npos) << err;
+  EXPECT_EQ(err.find("analyze: analyze:"), std::string::npos) << err;
   // generate: a prompt of 300 tokens (one byte each) for a model with context length 256.
   std::tie(rc, err) = cli_argv({"generate", "--model", (dir / "model.gguf").string(), "--prompt", std::string(300, 'x'),
                                     "--max-new-tokens", "4"}, dir);

@@ -452,6 +452,10 @@ TEST_F(Config, RulerTaskSettingsAreReadAndRangeChecked) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.toml << ": " << e;
   }
   EXPECT_NE(error(base("[tasks]\nrun = [\"rulr\"]\n")).find("did you mean 'ruler'?"), std::string::npos);
+  // A task listed twice would run and score its examples twice.
+  EXPECT_NE(error(base("[tasks]\nrun = [\"ruler\", \"needle\", \"ruler\"]\n")).find("cfg.toml:19: 'tasks.run' lists 'ruler' twice"),
+            std::string::npos)
+      << error(base("[tasks]\nrun = [\"ruler\", \"needle\", \"ruler\"]\n"));
 }
 
 // [tasks.multi_question]: defaults, every key read, and each bad value named with its key.
@@ -535,6 +539,25 @@ TEST_F(Config, MissingFilesAreNamed) {
   t = base();
   t.replace(t.find("model.gguf"), 10, "none.gguf");
   EXPECT_NE(error(t).find("'model.path': '"), std::string::npos) << error(t);
+}
+
+// ${VAR} in a path: expanded once (a value that itself holds "${...}" is not expanded again, so it cannot loop), and
+// an unset variable is an error naming the variable and the key rather than an empty string.
+TEST_F(Config, PathVariablesExpandOnceAndAnUnsetOneIsNamed) {
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "model.gguf") << "model";
+  ::setenv("RKV_TEST_MODEL_DIR", "sub", 1);
+  std::string t = base();
+  t.replace(t.find("\"model.gguf\""), 12, "\"${RKV_TEST_MODEL_DIR}/model.gguf\"");
+  EXPECT_EQ(load(t).model_path, (dir / "sub" / "model.gguf").string());
+  ::setenv("RKV_TEST_MODEL_DIR", "${RKV_TEST_MODEL_DIR}", 1);  // expanding this again would never end
+  EXPECT_NE(error(t).find("model.path"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("${RKV_TEST_MODEL_DIR}/model.gguf"), std::string::npos) << error(t);
+  ::unsetenv("RKV_TEST_MODEL_DIR");
+  EXPECT_NE(error(t).find("cfg.toml:2: 'model.path': '${RKV_TEST_MODEL_DIR}/model.gguf' names the environment variable "
+                          "${RKV_TEST_MODEL_DIR}, which is not set"),
+            std::string::npos)
+      << error(t);
 }
 
 TEST_F(Config, PluginCreationChecksRunAtValidation) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "runner/decode/policy.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/plan/decode_spec.hpp"
@@ -71,6 +72,24 @@ TEST(TaskTable, EachTaskChecksItsOwnLengthsAgainstTheContext) {
 TEST(DecodePolicyTable, TheSessionsAreThePoliciesThePlanReadsInTheSameOrder) {
   EXPECT_EQ(rkv::decode_policy_session_names(), rkv::decode_policy_names());
   EXPECT_EQ(rkv::decode_policy_names(), (std::vector<std::string>{"none", "rolling", "h2o", "periodic"}));
+}
+
+// Messages list the policies from the table, so a new row shows up in them without editing a string.
+TEST(DecodePolicyTable, MessagesListThePoliciesFromTheTable) {
+  EXPECT_EQ(rkv::quoted_decode_policies(), "\"none\", \"rolling\", \"h2o\" or \"periodic\"");
+  EXPECT_EQ(rkv::quoted_decode_policies([](const rkv::DecodePolicyTraits& t) { return !t.per_entry_state; }),
+            "\"none\" or \"rolling\"");
+  EXPECT_EQ(rkv::quoted_decode_policies([](const rkv::DecodePolicyTraits& t) { return t.rescores; }),
+            "\"periodic\"");
+  rkv::DecodeSpec bad;
+  bad.policy = "rollin";
+  try {
+    (void)bad.traits();
+    ADD_FAILURE() << "an unknown policy has no traits";
+  } catch (const rkv::InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "compression.decode.policy must be \"none\", \"rolling\", \"h2o\" or \"periodic\" (got \"rollin\")");
+  }
 }
 
 TEST(DecodePolicyTable, TraitsAsTheArchitectureStatesThem) {

@@ -234,10 +234,10 @@ AnalysisSelection select_analysis(const RunPlan& plan, const AnalyzeOptions& opt
   if (sel.fractions.empty()) throw InputError("analyze: no budget fractions (give --fractions or budget.fraction)");
   std::sort(sel.fractions.begin(), sel.fractions.end());
   for (double f : sel.fractions)
-    if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + std::to_string(f) + " is outside (0, 1]");
+    if (!(f > 0.0 && f <= 1.0)) throw InputError("analyze: fraction " + fmt(f, 6) + " is outside (0, 1]");
   if (opt.route_fraction &&
       std::find(sel.fractions.begin(), sel.fractions.end(), *opt.route_fraction) == sel.fractions.end())
-    throw InputError("analyze: --route-fraction " + std::to_string(*opt.route_fraction) + " is not an analysed fraction");
+    throw InputError("analyze: --route-fraction " + fmt(*opt.route_fraction, 6) + " is not an analysed fraction");
   if ((opt.route_fraction || !opt.route_counts.empty()) && opt.scorers.empty())
     throw InputError("analyze: --route-fraction and --route-counts build a route; give --scorers a,b too");
   if (opt.random_routes < 1 || opt.random_routes > 1000000)

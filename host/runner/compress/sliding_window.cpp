@@ -27,7 +27,8 @@ void check_sliding_window_support(const ModelConfig& config, bool rerotate, cons
   const DecodePolicyTraits* policy = find_decode_policy(decode_policy);
   if (policy && policy->per_entry_state)
     throw InputError(where + ": compression.decode.policy = \"" + decode_policy + "\" is not supported on a model "
-                     "with sliding-window layers (it keeps state per held entry; use \"none\" or \"rolling\")");
+                     "with sliding-window layers (it keeps state per held entry; use " +
+                     quoted_decode_policies([](const DecodePolicyTraits& t) { return !t.per_entry_state; }) + ")");
 }
 
 bool window_drops_entries(const ModelConfig& config, int64_t T) {

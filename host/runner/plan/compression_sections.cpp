@@ -58,7 +58,7 @@ const std::vector<std::string>& compression_table_keys(const std::string& table)
   return table == "decode" ? decode : table == "codec" ? codec : table == "share" ? share : table == "joint" ? joint : none;
 }
 
-/// [compression.decode] of `root` (runner/decode/policy.hpp): policy ("none" | "rolling" | "h2o" | "periodic") and
+/// [compression.decode] of `root` (runner/decode/policy.hpp): policy (a name of decode_policies()) and
 /// the parameters, each policy reading its own (sinks: rolling; recent: h2o; interval, target: periodic), so one
 /// section serves a sweep over policies. Integers are range-checked here.
 DecodeSpec parse_decode_section(const TomlContext& c, const toml::table& root) {
@@ -71,7 +71,7 @@ DecodeSpec parse_decode_section(const TomlContext& c, const toml::table& root) {
   const auto& names = decode_policy_names();
   if (std::find(names.begin(), names.end(), spec.policy) == names.end())
     throw InputError(where(c, *dp->get("policy"), "compression.decode.policy") +
-                     " must be \"none\", \"rolling\", \"h2o\" or \"periodic\" (got \"" + spec.policy +
+                     " must be " + quoted_decode_policies() + " (got \"" + spec.policy +
                      "\"; did you mean '" + closest_match(spec.policy, names) + "'?)");
   spec.sinks = get_int(c, *dp, "sinks", "compression.decode.sinks", 4, 0, kMaxCount);
   spec.recent = get_int(c, *dp, "recent", "compression.decode.recent", -1, 0, kMaxTokens);

@@ -34,7 +34,7 @@ const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",
 std::shared_ptr<PluginRegistry> read_plugin_paths(const TomlContext& c, const toml::table& root,
                                                   std::vector<std::string>* paths) {
   for (const auto& p : get_string_list(c, root, "plugin_paths", "plugin_paths"))
-    paths->push_back(resolve_config_path(p, c.base_dir));
+    paths->push_back(resolve_config_path(c, *root.get("plugin_paths"), "plugin_paths", p));
   return std::make_shared<PluginRegistry>(PluginRegistry::discover(*paths));
 }
 
@@ -44,7 +44,7 @@ DataConfig parse_data(const TomlContext& c, const toml::table& t, const std::str
   check_keys(c, t, name, keys);
   DataConfig d;
   for (const auto& f : get_string_list(c, t, "files", name + ".files")) {
-    const std::string p = resolve_config_path(f, c.base_dir);
+    const std::string p = resolve_config_path(c, *t.get("files"), name + ".files", f);
     if (const std::string problem = input_file_problem(p); !problem.empty())
       throw InputError(where(c, *t.get("files"), name + ".files") + ": file '" + f + "' (" + p + ") " + problem +
                        (f.rfind("austen:", 0) == 0 && problem == "does not exist" ? "; fetch it with scripts/fetch-assets" : ""));
@@ -65,7 +65,7 @@ void read_model_section(const TomlContext& c, const toml::table& root, RunPlan& 
   check_keys(c, *m, "model", {"path", "backend", "dtype", "threads", "weights"});
   const std::string mp = get_string(c, *m, "path", "model.path", "");
   if (mp.empty()) throw InputError(where_table(c, *m, "model") + " needs path = \"model.gguf or HF folder\"");
-  plan.model_path = resolve_config_path(mp, c.base_dir);
+  plan.model_path = resolve_config_path(c, *m->get("path"), "model.path", mp);
   {
     std::string why;
     const PathKind kind = path_kind(plan.model_path, &why);
@@ -128,7 +128,7 @@ void read_run_settings(const TomlContext& c, const toml::table& root, RunPlan& p
   if (const toml::table* o = sub_table(c, root, "output", "output")) {
     check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells"});
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
-    if (!dir.empty()) plan.output_dir = resolve_config_path(dir, c.base_dir);
+    if (!dir.empty()) plan.output_dir = resolve_config_path(c, *o->get("dir"), "output.dir", dir);
     plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
     // At most 100,000: validate holds every cell's config (about 3 KB each; a million took 3.4 GB and two minutes).
     plan.max_cells = get_int(c, *o, "max_cells", "output.max_cells", plan.max_cells, 1, kMaxCells);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/errors.hpp"
 #include "core/regular_file.hpp"
 
 namespace fs = std::filesystem;
@@ -18,16 +19,25 @@ std::string asset_cache_dir() {
 std::string resolve_config_path(const std::string& value, const std::string& base_dir) {
   std::string v = value;
   if (v.rfind("austen:", 0) == 0) return (fs::path(asset_cache_dir()) / "austen" / (v.substr(7) + ".txt")).string();
-  // ${VAR}
-  for (size_t pos; (pos = v.find("${")) != std::string::npos;) {
-    const size_t end = v.find('}', pos);
-    if (end == std::string::npos) break;
+  // ${VAR}, expanded once, left to right: substituted text is never rescanned, so a value holding "${...}" is kept.
+  std::string expanded;
+  for (size_t from = 0;;) {
+    const size_t pos = v.find("${", from);
+    const size_t end = pos == std::string::npos ? pos : v.find('}', pos);
+    if (end == std::string::npos) {
+      expanded += v.substr(from);
+      break;
+    }
     const std::string name = v.substr(pos + 2, end - pos - 2);
     const char* env = std::getenv(name.c_str());
     std::string rep = env ? env : "";
     if (name == "RIPPLEKV_CACHE" && rep.empty()) rep = asset_cache_dir();
-    v = v.substr(0, pos) + rep + v.substr(end + 1);
+    if (!env && name != "RIPPLEKV_CACHE")
+      throw InputError("'" + value + "' names the environment variable ${" + name + "}, which is not set");
+    expanded += v.substr(from, pos - from) + rep;
+    from = end + 1;
   }
+  v = expanded;
   if (!v.empty() && v[0] == '~') {
     const char* home = std::getenv("HOME");
     v = std::string(home ? home : "/root") + v.substr(1);
@@ -47,6 +57,15 @@ std::string input_file_problem(const std::string& p) {
     case PathKind::other: return "is " + describe_special_file(p) + ", not a regular file";
   }
   return "is not a regular file";
+}
+
+std::string resolve_config_path(const TomlContext& c, const toml::node& n, const std::string& key,
+                                const std::string& value) {
+  try {
+    return resolve_config_path(value, c.base_dir);
+  } catch (const InputError& e) {
+    throw InputError(where(c, n, key) + ": " + e.what());
+  }
 }
 
 }  // namespace rkv

@@ -44,10 +44,19 @@ const std::vector<std::string>& decode_policy_names() {
   return names;
 }
 
+std::string quoted_decode_policies(bool (*keep)(const DecodePolicyTraits&)) {
+  std::vector<std::string> names;
+  for (const DecodePolicyTraits& t : decode_policies())
+    if (!keep || keep(t)) names.push_back("\"" + t.name + "\"");
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 const DecodePolicyTraits& DecodeSpec::traits() const {
   if (const DecodePolicyTraits* t = find_decode_policy(policy)) return *t;
-  throw InputError("compression.decode.policy must be \"none\", \"rolling\", \"h2o\" or \"periodic\" (got \"" + policy +
-                   "\")");
+  throw InputError("compression.decode.policy must be " + quoted_decode_policies() + " (got \"" + policy + "\")");
 }
 
 std::string DecodeSpec::describe() const {

@@ -47,6 +47,10 @@ const DecodePolicyTraits* find_decode_policy(const std::string& name);
 /// The names of decode_policies(), in order.
 const std::vector<std::string>& decode_policy_names();
 
+/// The names of the policies for which `keep(traits)` holds, quoted and joined for a message: "\"none\", \"rolling\",
+/// \"h2o\" or \"periodic\"" for every policy (the default).
+std::string quoted_decode_policies(bool (*keep)(const DecodePolicyTraits&) = nullptr);
+
 /// [compression.decode] as a cell sets it. Integers are range-checked by the config reader.
 struct DecodeSpec {
   std::string policy = "none";  ///< a name of decode_policies()

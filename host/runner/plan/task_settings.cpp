@@ -107,7 +107,7 @@ void read_longbench(const TomlContext& c, const toml::table& t, RunPlan& plan) {
   LongBenchConfig& lb = plan.longbench;
   check_keys(c, t, "tasks.longbench", {"files", "max_context_tokens", "datasets"});
   for (const auto& f : get_string_list(c, t, "files", "tasks.longbench.files")) {
-    const std::string p = resolve_config_path(f, c.base_dir);
+    const std::string p = resolve_config_path(c, *t.get("files"), "tasks.longbench.files", f);
     if (const std::string problem = input_file_problem(p); !problem.empty())
       throw InputError(where(c, *t.get("files"), "tasks.longbench.files") + ": file '" + p + "' " + problem);
     lb.files.push_back(p);
@@ -165,6 +165,9 @@ void read_tasks_section(const TomlContext& c, const toml::table& t, RunPlan& pla
                        "; did you mean '" + closest_match(name, known) + "'?");
     }
   if (plan.tasks.empty()) throw InputError(where(c, *t.get("run"), "tasks.run") + " lists no task");
+  for (auto it = plan.tasks.begin(); it != plan.tasks.end(); ++it)
+    if (std::find(plan.tasks.begin(), it, *it) != it)
+      throw InputError(where(c, *t.get("run"), "tasks.run") + " lists '" + *it + "' twice");
   for (const TaskSection& s : task_sections())
     if (const toml::table* section = sub_table(c, t, s.name, "tasks." + s.name)) s.read(c, *section, plan);
   for (const TaskSection& s : task_sections())

@@ -7,6 +7,7 @@
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/format.hpp"
 #include "runner/decode/loop.hpp"
 #include "runner/tasks/lm_fidelity.hpp"
 
@@ -17,7 +18,7 @@ namespace {
 /// floor(f * span_l + 0.5) for every layer; throws when one of them is zero.
 std::vector<int64_t> layer_budgets(const ModelConfig& mc, int64_t T, double f) {
   if (!(f > 0.0 && f <= 1.0))
-    throw InputError("compression damage: fraction " + std::to_string(f) + " is outside (0, 1]");
+    throw InputError("compression damage: fraction " + fmt(f, 6) + " is outside (0, 1]");
   std::vector<int64_t> b(static_cast<size_t>(mc.n_layers));
   for (int64_t l = 0; l < mc.n_layers; ++l) {
     const int64_t span = mc.layer_span(l, T);

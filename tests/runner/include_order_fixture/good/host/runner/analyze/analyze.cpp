@@ -1,0 +1,3 @@
+// fixture: analyze/ includes a lower folder, in angle brackets
+#include <runner/plan/config.hpp>
+#include "analyze.hpp"

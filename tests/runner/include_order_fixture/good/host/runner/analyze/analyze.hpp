@@ -1,0 +1,2 @@
+// fixture
+#pragma once
