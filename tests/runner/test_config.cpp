@@ -303,6 +303,41 @@ TEST_F(Config, SweepIsTheCartesianProduct) {
 
 // Regression: the full-cache cell had the same id in every config, so two configs writing into one folder
 // overwrote each other's reference cell. Its id now depends on the non-swept config, and only on it.
+TEST_F(Config, SweepMethodsSetSeveralKeysTogetherCrossedWithTheOtherAxes) {
+  // Three methods x two budgets = 6 cells (not the 2 x 2 x 2 x 2 of crossing each key): each method sets its own
+  // keys, and a key one method sets (allocator.heads) keeps its base value ("none") in the others' cells.
+  const rkv::RunPlan p = load(base("",
+      "[sweep]\nmethods = [{ \"scorer.plugin\" = \"snapkv\", \"allocator.plugin\" = \"uniform\" },\n"
+      "  { scorer = { plugin = \"snapkv\" }, allocator = { plugin = \"uniform\", heads = \"adakv\" } },\n"
+      "  { \"scorer.plugin\" = \"streamingllm\", \"allocator.plugin\" = \"ripplekv\" }]\n"
+      "\"budget.fraction\" = [0.25, 0.5]\n"));
+  ASSERT_EQ(p.cells.size(), 7u);  // + the full cache
+  std::vector<std::string> seen;
+  for (size_t i = 1; i < p.cells.size(); ++i) {
+    const rkv::CellConfig& cc = p.cells[i].config;
+    seen.push_back(rkv::short_id(cc.scorer->id) + "/" + rkv::short_id(cc.allocator->id) + "/" +
+                   (cc.allocator->heads ? rkv::short_id(cc.allocator->heads->id) : "-") + "/" +
+                   std::to_string(*cc.budget_fraction));
+  }
+  // The first axis (keys in TOML's sorted order: "budget.fraction" before "methods") varies fastest.
+  EXPECT_EQ(seen, (std::vector<std::string>{"snapkv/uniform/-/0.250000", "snapkv/uniform/-/0.500000",
+                                            "snapkv/uniform/adakv/0.250000", "snapkv/uniform/adakv/0.500000",
+                                            "streamingllm/ripplekv/-/0.250000", "streamingllm/ripplekv/-/0.500000"}));
+  // Values hold the keys one by one, so labels name the plugins as for any sweep.
+  EXPECT_EQ(p.cells[3].values.at("allocator.heads"), "adakv");
+  EXPECT_FALSE(p.cells[1].values.contains("allocator.heads"));
+  EXPECT_NE(p.cells[3].label.find("adakv"), std::string::npos) << p.cells[3].label;
+  EXPECT_EQ(p.cells[1].label.find("adakv"), std::string::npos) << p.cells[1].label;
+  // Errors name the key.
+  EXPECT_NE(error(base("", "[sweep]\nmethods = [1]\n")).find("sweep.methods[0]"), std::string::npos);
+  EXPECT_NE(error(base("", "[sweep]\nmethods = []\n")).find("sweep.methods"), std::string::npos);
+  EXPECT_NE(error(base("", "[sweep]\nmethods = [{ \"scorer.plugn\" = \"snapkv\" }]\n")).find("scorer.plugn"),
+            std::string::npos);
+  EXPECT_NE(error(base("", "[sweep]\nmethods = [{ \"scorer.plugin\" = \"snapkv\" }]\n"
+                           "\"scorer.plugin\" = [\"h2o\"]\n")).find("sweep each setting once"),
+            std::string::npos);
+}
+
 TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {
   const rkv::RunPlan a = load(base());
   std::string changed = base();

@@ -60,7 +60,8 @@
 //   [tasks.multi_question] context_tokens = [..], questions, examples, seed, max_new_tokens
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
-//                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy")
+//                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy"); methods = [{...}, ...] is
+//                 one axis whose tables each set several dotted keys together (named methods; sweep.hpp)
 //   [output]      dir (relative to the config file; unset: run writes ./runs/<config name>), bootstrap_resamples,
 //                 max_cells = 10000 (the largest sweep accepted; at most 100,000)
 //

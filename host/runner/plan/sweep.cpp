@@ -112,6 +112,56 @@ bool repeats_a_first_value(const CellConfig& cell, const std::vector<SweepAxis>&
   return false;
 }
 
+/// The settings of one "methods" table as (dotted key, value) pairs in the table's order: nested tables are walked
+/// ({ scorer = { plugin = "snapkv" } } sets "scorer.plugin"), every other value (arrays included) is a setting.
+void flatten_settings(const toml::table& t, const std::string& prefix,
+                      std::vector<std::pair<std::string, const toml::node*>>& out) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (v.is_table()) flatten_settings(*v.as_table(), key, out);
+    else out.emplace_back(key, &v);
+  }
+}
+
+/// The settings of value `i` of a "methods" axis (a table; read_sweep_axes checked it).
+std::vector<std::pair<std::string, const toml::node*>> method_settings(const SweepAxis& axis, size_t i) {
+  std::vector<std::pair<std::string, const toml::node*>> out;
+  flatten_settings(*axis.values.get(i)->as_table(), "", out);
+  return out;
+}
+
+/// Checks the "methods" axis `v` of [sweep]: a non-empty array of non-empty tables whose keys are sweep keys, each
+/// setting at most once per table; records each setting's key in `key_of_setting` (a setting may appear in several
+/// tables, but not also as its own axis: checked by the caller through the map).
+void check_methods_axis(const TomlContext& c, const toml::node& v, const PluginRegistry& reg,
+                        std::map<std::string, std::string>& key_of_setting) {
+  if (!v.is_array() || v.as_array()->empty())
+    throw InputError(where(c, v, "sweep.methods") + " must be a non-empty array of tables of settings, e.g. "
+                     "[{ \"scorer.plugin\" = \"snapkv\", \"allocator.plugin\" = \"uniform\" }]");
+  std::set<std::string> all;
+  for (size_t i = 0; i < v.as_array()->size(); ++i) {
+    const toml::node& m = *v.as_array()->get(i);
+    const std::string name = "sweep.methods[" + std::to_string(i) + "]";
+    if (!m.is_table() || m.as_table()->empty())
+      throw InputError(where(c, m, name) + " must be a non-empty table of settings such as \"scorer.plugin\" = \"snapkv\"");
+    std::vector<std::pair<std::string, const toml::node*>> settings;
+    flatten_settings(*m.as_table(), "", settings);
+    std::set<std::string> here;
+    for (const auto& [key, node] : settings) {
+      if (key == "methods" || key.rfind("methods.", 0) == 0)
+        throw InputError(where(c, *node, name + "." + key) + ": a method cannot hold methods");
+      const std::string setting = check_sweep_key(c, *node, key, reg);
+      if (!here.insert(setting).second)
+        throw InputError(where(c, *node, name + "." + key) + ": names a setting this method already sets (" + setting + ")");
+      all.insert(setting);
+    }
+  }
+  for (const std::string& setting : all)
+    if (const auto [it, fresh] = key_of_setting.emplace(setting, "methods"); !fresh)
+      throw InputError(where(c, v, "sweep.methods") + ": sets " + setting + ", which \"" + it->second +
+                       "\" also sweeps; sweep each setting once");
+}
+
 }  // namespace
 
 std::string hex16(uint64_t v) {
@@ -127,6 +177,11 @@ std::vector<SweepAxis> read_sweep_axes(const TomlContext& c, const toml::table& 
   std::map<std::string, std::string> key_of_setting;  // canonical setting -> the sweep key that names it
   for (const auto& [k, v] : *sw) {
     const std::string key(k.str());
+    if (key == "methods") {
+      check_methods_axis(c, v, reg, key_of_setting);
+      axes.push_back({key, *v.as_array()});
+      continue;
+    }
     const std::string setting = check_sweep_key(c, v, key, reg);
     if (const auto [it, fresh] = key_of_setting.emplace(setting, key); !fresh)
       throw InputError(where(c, v, "sweep." + key) + ": names the same setting as \"" + it->second + "\" (" + setting +
@@ -174,15 +229,23 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
   std::vector<size_t> index(axes.size(), 0);
   std::set<std::string> seen_ids;
   while (true) {
+    toml::table cell_root = root;  // a method's keys must not leak into the next cell, which may not set them
     nlohmann::json values = nlohmann::json::object();
     for (size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a].key == "methods") {
+        for (const auto& [key, node] : method_settings(axes[a], index[a])) {
+          set_dotted(c, cell_root, key, *node);
+          values[key] = to_json(*node);
+        }
+        continue;
+      }
       const toml::node& v = *axes[a].values.get(index[a]);
-      set_dotted(c, root, axes[a].key, v);
+      set_dotted(c, cell_root, axes[a].key, v);
       values[axes[a].key] = to_json(v);
     }
     Cell cell;
     try {
-      cell.config = parse_cell(c, root, reg);
+      cell.config = parse_cell(c, cell_root, reg);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + (axes.empty() ? "" : " (in sweep cell " + values.dump() + ")"));
     }
