@@ -351,6 +351,9 @@ typedef struct rkv_attention_shape {
  *     decoded tokens), per query head;
  *   RKV_STAT_KEYS / RKV_STAT_VALUES: the held entries.
  * `sinks` and `recent` protect the first and last entries held.
+ * Chunked prefill with compression between chunks (host [prefill] compress_between_chunks) calls score() the same way
+ * after every chunk of the prompt: the window statistics are over that chunk's queries, the entries are those held
+ * after the chunk was appended. A scorer without `decode_scoring` is refused there (it cannot score a chunk).
  */
 typedef struct rkv_scorer_requirements {
   uint32_t struct_size;

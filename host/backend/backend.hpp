@@ -192,6 +192,13 @@ class Backend {
                                     LogitsFor which, const ExtendCapture& capture = {},
                                     ExtendObservation* observed = nullptr) = 0;
 
+  /// Makes room for `extra` more entries in every KV head of every layer of `cache` that holds its own float32
+  /// entries (packed and shared layers are left alone), reallocating a layer at most once, so a growth known in
+  /// advance (a chunked prefill of T tokens: runner/compress/chunked_prefill.hpp) is allocated exactly instead of by
+  /// extend()'s geometric growth (half the length again). A no-op where the room is there; entries and bytes_in_use()
+  /// are unchanged, bytes() counts the room. rkv::InputError for extra < 0.
+  virtual void reserve(BackendCache& cache, int64_t extra) = 0;
+
   /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
   virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;
 

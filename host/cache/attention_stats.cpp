@@ -137,12 +137,18 @@ AttentionStats compute_attention_stats(const QueriesView& q, const KeysView& k, 
 }
 
 std::vector<float> unrotate_queries(const QueriesView& q, const std::vector<double>& inv_freq) {
+  return unrotate_queries_from(q, inv_freq, 0);
+}
+
+std::vector<float> unrotate_queries_from(const QueriesView& q, const std::vector<double>& inv_freq,
+                                         int64_t first_position) {
   const int64_t H = q.n_heads, n = q.n_queries, d = q.head_dim, half = d / 2;
   if (static_cast<int64_t>(inv_freq.size()) * 2 != d)
     throw InputError("query moments: " + str(static_cast<int64_t>(inv_freq.size())) +
                      " RoPE frequencies for head dimension " + str(d));
+  if (first_position < 0) throw InputError("query moments: first position " + str(first_position) + " < 0");
   std::vector<int64_t> pos(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = t;
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = first_position + t;
   std::vector<float> cs, sn;
   rope_tables(inv_freq, pos.data(), n, cs, sn);
   std::vector<float> out(q.data, q.data + H * n * d);
@@ -180,6 +186,62 @@ void add_query_moments(const QueriesView& q, int64_t skip, AttentionStats& stats
       }
     }
   }
+}
+
+QueryMomentsAccumulator::QueryMomentsAccumulator(int64_t n_heads, int64_t head_dim, int64_t skip)
+    : H_(n_heads), d_(head_dim), skip_(skip) {
+  if (H_ < 1 || d_ < 1) throw InputError("query moments: " + str(H_) + " heads of dimension " + str(d_));
+  if (skip_ < 0) throw InputError("query moments: query_skip must be >= 0, got " + str(skip_));
+  mean_.assign(static_cast<size_t>(H_ * d_), 0.0);
+  m2_.assign(static_cast<size_t>(H_ * d_ * d_), 0.0);
+}
+
+void QueryMomentsAccumulator::add(const QueriesView& q, int64_t first_position) {
+  if (q.n_heads != H_ || q.head_dim != d_)
+    throw InputError("query moments: a chunk of " + str(q.n_heads) + " heads of dimension " + str(q.head_dim) +
+                     ", expected " + str(H_) + " of " + str(d_));
+  const int64_t from = std::max<int64_t>(0, skip_ - first_position);  // the chunk's first row at or after skip
+  const int64_t nb = q.n_queries - std::min(from, q.n_queries);
+  if (nb == 0) return;
+  const int64_t d = d_, na = n_, n = na + nb;
+  std::vector<double> mu(static_cast<size_t>(d)), centred(static_cast<size_t>(nb * d)), m2b(static_cast<size_t>(d * d));
+  for (int64_t h = 0; h < H_; ++h) {
+    const float* rows = q.data + (h * q.n_queries + from) * d;
+    std::fill(mu.begin(), mu.end(), 0.0);
+    for (int64_t t = 0; t < nb; ++t)
+      for (int64_t i = 0; i < d; ++i) mu[static_cast<size_t>(i)] += rows[t * d + i];
+    for (double& m : mu) m /= static_cast<double>(nb);
+    for (int64_t t = 0; t < nb; ++t)
+      for (int64_t i = 0; i < d; ++i) centred[static_cast<size_t>(t * d + i)] = rows[t * d + i] - mu[static_cast<size_t>(i)];
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(d), static_cast<int>(nb), 1.0,
+                centred.data(), static_cast<int>(d), 0.0, m2b.data(), static_cast<int>(d));
+    double* mean = mean_.data() + h * d;
+    double* m2 = m2_.data() + h * d * d;
+    const double w = static_cast<double>(na) * static_cast<double>(nb) / static_cast<double>(n);
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = i; j < d; ++j) {
+        const double di = mu[static_cast<size_t>(i)] - mean[i], dj = mu[static_cast<size_t>(j)] - mean[j];
+        m2[i * d + j] += m2b[static_cast<size_t>(i * d + j)] + di * dj * w;
+      }
+    for (int64_t i = 0; i < d; ++i)
+      mean[i] += (mu[static_cast<size_t>(i)] - mean[i]) * static_cast<double>(nb) / static_cast<double>(n);
+  }
+  n_ = n;
+}
+
+void QueryMomentsAccumulator::finish(AttentionStats& stats) const {
+  const int64_t d = d_;
+  stats.query_mean.assign(static_cast<size_t>(H_ * d), 0.0f);
+  stats.query_covariance.assign(static_cast<size_t>(H_ * d * d), 0.0f);
+  if (n_ == 0) return;
+  for (int64_t h = 0; h < H_; ++h)
+    for (int64_t i = 0; i < d; ++i) {
+      stats.query_mean[static_cast<size_t>(h * d + i)] = static_cast<float>(mean_[static_cast<size_t>(h * d + i)]);
+      for (int64_t j = 0; j < d; ++j) {
+        const double m = i <= j ? m2_[static_cast<size_t>((h * d + i) * d + j)] : m2_[static_cast<size_t>((h * d + j) * d + i)];
+        stats.query_covariance[static_cast<size_t>((h * d + i) * d + j)] = static_cast<float>(m / static_cast<double>(n_));
+      }
+    }
 }
 
 std::vector<float> window_queries(const QueriesView& q, int64_t window) {

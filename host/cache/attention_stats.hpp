@@ -130,6 +130,35 @@ AttentionStats compute_attention_stats(const QueriesView& queries, const KeysVie
 /// rotated them; rope_unrotate_half). float32 [H, n, d], a copy. Throws rkv::InputError when d != 2 inv_freq.size().
 std::vector<float> unrotate_queries(const QueriesView& rotated, const std::vector<double>& inv_freq);
 
+/// unrotate_queries for queries of positions first_position .. first_position + n - 1 (a chunk of a prompt):
+/// q0[h, i] = R(-(first_position + i) inv_freq) q[h, i]. float32 [H, n, d], a copy. Errors as unrotate_queries, and
+/// for first_position < 0.
+std::vector<float> unrotate_queries_from(const QueriesView& rotated, const std::vector<double>& inv_freq,
+                                         int64_t first_position);
+
+/// RKV_STAT_QUERY_MOMENTS streamed chunk by chunk (chunked prefill): the mean and covariance add_query_moments gives
+/// over positions skip .. T - 1, from chunks of pre-RoPE queries added in position order. Each chunk's mean and
+/// centred scatter (one dsyrk per head, double) are merged into the running ones by the pairwise update of Chan,
+/// Golub & LeVeque (1979): with counts n_a, n_b, n = n_a + n_b and delta = mean_b - mean_a,
+///   mean = mean_a + delta n_b / n,   M2 = M2_a + M2_b + delta delta^T n_a n_b / n,   covariance = M2 / n.
+/// Memory: [H, d, d] doubles. Thread rules: one thread at a time.
+class QueryMomentsAccumulator {
+ public:
+  /// Empty moments of H = n_heads heads of dimension d over the positions >= skip. rkv::InputError for H < 1, d < 1
+  /// or skip < 0.
+  QueryMomentsAccumulator(int64_t n_heads, int64_t head_dim, int64_t skip);
+  /// Adds the pre-RoPE queries `pre_rope` [H, n, d] of positions first_position .. first_position + n - 1 (those
+  /// below skip are left out). rkv::InputError for another H or d.
+  void add(const QueriesView& pre_rope, int64_t first_position);
+  /// query_mean [H, d] and query_covariance [H, d, d] (float32, rounded once) into `stats`; zero when no position
+  /// was added.
+  void finish(AttentionStats& stats) const;
+
+ private:
+  int64_t H_, d_, skip_, n_ = 0;
+  std::vector<double> mean_, m2_;  ///< [H, d], [H, d, d] (upper triangle filled)
+};
+
 /// RKV_STAT_QUERY_MOMENTS of one layer into `stats` (query_mean [H, d], query_covariance [H, d, d], float32) from the
 /// pre-RoPE queries of all T prompt positions `pre_rope` (n_queries = T): over t = skip .. T - 1 (see the file
 /// comment). Mean in double; covariance of the centred rows by one dsyrk per head (double), rounded once to float.

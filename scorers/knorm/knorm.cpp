@@ -30,6 +30,8 @@ class Knorm final : public rkv::sdk::Scorer {
     head_dim_ = shape.head_dim;
     rkv_scorer_requirements r{};
     r.stats = RKV_STAT_KEYS;
+    r.decode_scoring = 1;  // a held entry's key norm is its own: scores held entries and chunks alike
+    r.decode_stats = RKV_STAT_KEYS;
     return r;
   }
 

@@ -117,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
     All, BuiltInPlugin,
     ::testing::Values(BuiltIn{"org.ripplekv.scorer.snapkv", &kScorerCases}, BuiltIn{"org.ripplekv.scorer.h2o", &kScorerCases},
                       BuiltIn{"org.ripplekv.scorer.streamingllm", &kScorerCases},
-                      BuiltIn{"org.ripplekv.scorer.knorm", &kPrefillOnlyScorerCases},
+                      BuiltIn{"org.ripplekv.scorer.knorm", &kScorerCases},
                       BuiltIn{"org.ripplekv.scorer.keydiff", &kPrefillOnlyScorerCases},
                       BuiltIn{"org.ripplekv.scorer.lagkv", &kPrefillOnlyScorerCases},
                       BuiltIn{"org.ripplekv.scorer.cur", &kPrefillOnlyScorerCases},

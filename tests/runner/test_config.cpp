@@ -338,6 +338,28 @@ TEST_F(Config, SweepMethodsSetSeveralKeysTogetherCrossedWithTheOtherAxes) {
             std::string::npos);
 }
 
+TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotScoreAChunk) {
+  const rkv::RunPlan one = load(base());
+  EXPECT_EQ(one.prefill.chunk_tokens, 0);
+  EXPECT_FALSE(one.prefill.compress_between_chunks);
+  const rkv::RunPlan chunked = load(base("[prefill]\nchunk_tokens = 512\ncompress_between_chunks = true\n"));
+  EXPECT_EQ(chunked.prefill.chunk_tokens, 512);
+  EXPECT_TRUE(chunked.prefill.compress_between_chunks);
+  EXPECT_NE(error(base("[prefill]\nchunk_tokens = -1\n")).find("prefill.chunk_tokens"), std::string::npos);
+  EXPECT_NE(error(base("[prefill]\nchunk_size = 8\n")).find("chunk_size"), std::string::npos);
+  EXPECT_NE(error(base("[prefill]\ncompress_between_chunks = true\n")).find("chunk_tokens >= 1"), std::string::npos);
+  const std::string between = "[prefill]\nchunk_tokens = 64\ncompress_between_chunks = true\n";
+  // expected_attention needs the whole prompt's query moments: it cannot score a chunk.
+  const std::string e = error(base(between, "[sweep]\n\"scorer.plugin\" = [\"snapkv\", \"expected_attention\"]\n"));
+  EXPECT_NE(e.find("expected_attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot score a chunk"), std::string::npos) << e;
+  EXPECT_NE(error(base(between + "[compression]\nrerotate = true\n")).find("rerotate"), std::string::npos);
+  EXPECT_NE(error(base(between, "[sweep]\n\"allocator.heads\" = [\"adakv\"]\n")).find("allocator.heads"),
+            std::string::npos);
+  EXPECT_NE(error(base(between + "[compression.codec]\nformat = \"int\"\nbits = 4\n")).find("compression.codec"),
+            std::string::npos);
+}
+
 TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {
   const rkv::RunPlan a = load(base());
   std::string changed = base();

@@ -291,6 +291,16 @@ void CpuBackend::compact_layer(BackendCache& cache, int64_t layer, const Selecti
   rkv::compact_layer(kv.layers[static_cast<size_t>(layer)], sel);
 }
 
+void CpuBackend::reserve(BackendCache& cache, int64_t extra) {
+  if (extra < 0) throw InputError("reserve: extra must be >= 0, got " + str(extra));
+  CpuCache& cc = cpu_cache(cache);
+  for (int64_t l = 0; l < static_cast<int64_t>(cc.kv.layers.size()); ++l) {
+    if (cc.packed_layer(l) || cc.shared_source(l) != l) continue;
+    LayerKV& layer = cc.kv.layers[static_cast<size_t>(l)];
+    rkv::reserve_layer(layer, layer.length + extra);
+  }
+}
+
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
   CpuCache& cc = cpu_cache(cache);
   KVCache& kv = cc.kv;

@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override;
   TensorView layer_view(const BackendCache& cache, int64_t layer, bool values) override;
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
+  void reserve(BackendCache& cache, int64_t extra) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;
   void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override;
   void encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,

@@ -397,6 +397,16 @@ class CudaBackend final : public Backend {
     return RKV_CUDA_NS::layer_view(*ctx_, c.kv.layers[static_cast<size_t>(layer)], values);
   }
 
+  void reserve(BackendCache& cache, int64_t extra) override {
+    if (extra < 0) throw InputError("reserve: extra must be >= 0, got " + str(extra));
+    CudaCache& c = device_cache(cache);
+    for (int64_t l = 0; l < c.n_layers(); ++l) {
+      if (c.packed_layer(l) || c.shared_source(l) != l) continue;
+      DeviceLayerKV& layer = c.kv.layers[static_cast<size_t>(l)];
+      RKV_CUDA_NS::reserve_layer(*ctx_, layer, layer.length + extra);
+    }
+  }
+
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);

@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "runner/compress/budgets.hpp"
+#include "runner/compress/chunked_prefill.hpp"
 #include "runner/compress/codec_step.hpp"
 #include "runner/compress/share.hpp"
 #include "runner/compress/sliding_window.hpp"
@@ -91,6 +92,29 @@ CellCompression compress_planned(Backend& backend, const PrefilledPrompt& prompt
   return out;
 }
 
+/// A cell under [prefill] compress_between_chunks: allocate b_l over A for the whole prompt, then the cell's own
+/// chunked prefill evicting to them after every chunk.
+CellCompression compress_in_chunks(Backend& backend, const PrefilledPrompt& prompt, ScoreMemo& memo,
+                                   const CellSetting& s) {
+  const CellConfig& cc = *s.cell;
+  const ModelConfig& mc = backend.model().config;
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size());
+  if (cc.allocator->heads || !cc.joint.none() || !cc.share.none() || !cc.codec.none() || s.rerotate)
+    throw InputError("prefill.compress_between_chunks: the cell is not plain eviction by layer budgets (per-head "
+                     "allocator, joint plan, sharing, codec or rerotate)");
+  CellCompression out;
+  out.budget_total = cell_budget_total(cc, mc, s.layers_A, T);
+  const CellBudgets alloc = allocate_cell(backend, prompt, *s.scorers, memo, s.instances->get(*cc.allocator), nullptr,
+                                          s.layers_A, profile_of(s.profile, s.layers_A), out.budget_total);
+  ChunkedCompression chunked = prefill_compressing_chunks(backend, prompt.tokens, s.chunk_tokens, *s.scorers,
+                                                          s.layers_A, alloc.layers);
+  out.comp = std::move(chunked.comp);
+  out.comp.bytes_full = window_bytes(backend, *prompt.cache, T);
+  out.last_logits = std::move(chunked.last_logits);
+  out.warnings = alloc.warnings;
+  return out;
+}
+
 }  // namespace
 
 void check_cell_on_model(const CellConfig& cell, const ModelConfig& config, bool rerotate,
@@ -104,8 +128,9 @@ void check_cell_on_model(const CellConfig& cell, const ModelConfig& config, bool
 
 CellCompression compress_cell(Backend& backend, const PrefilledPrompt& prompt, ScoreMemo& memo,
                               const CellSetting& setting) {
-  CellCompression out = setting.cell->joint.none() ? compress_allocated(backend, prompt, memo, setting)
-                                                   : compress_planned(backend, prompt, memo, setting);
+  CellCompression out = setting.chunk_tokens > 0       ? compress_in_chunks(backend, prompt, memo, setting)
+                        : setting.cell->joint.none() ? compress_allocated(backend, prompt, memo, setting)
+                                                     : compress_planned(backend, prompt, memo, setting);
   out.warnings.insert(out.warnings.end(), out.comp.warnings.begin(), out.comp.warnings.end());
   return out;
 }

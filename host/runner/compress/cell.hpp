@@ -10,6 +10,9 @@
 //     -> encode (the codec, at per-layer bits from the profile and per-token classes when the cell asks)
 //   a joint cell: the joint plan (b_l, bits and sharing per layer from the measured damage table) -> evict -> share
 //     -> encode at the plan's bits (runner/compress/joint.hpp).
+//   with [prefill] compress_between_chunks: allocate (layer budgets b_l for the whole prompt) -> prefill the prompt
+//     again in chunks, evicting to b_l after every chunk (runner/compress/chunked_prefill.hpp); plain eviction only
+//     (the plan refuses per-head allocators, joint plans, sharing and codecs there).
 //
 // Thread rules: the backend's rules apply to every call; plugin instances are never called concurrently; a ScoreMemo
 // belongs to one prompt and one thread.
@@ -48,6 +51,9 @@ struct CellSetting {
   const JointDamageTable* joint_table = nullptr;  ///< a joint cell's measured damage table (required for one)
   std::vector<int64_t> layers_A;             ///< the compressible layers, ascending
   bool rerotate = false;                     ///< [compression] rerotate
+  /// C >= 1: [prefill] compress_between_chunks with chunk_tokens = C: the cell prefills the prompt again in chunks
+  /// of C and evicts to its budgets after every chunk (chunked_prefill.hpp); 0: it compresses the shared prefill.
+  int64_t chunk_tokens = 0;
 };
 
 /// One cell's compressed cache of one prompt and what the cell sequence decided.
@@ -63,6 +69,9 @@ struct CellCompression {
   std::vector<std::string> joint_plan;  ///< [L] a joint cell's option per layer; else empty
   /// The allocators' warnings, then sharing's, then the scorers' and selection's (comp.warnings)
   std::vector<std::string> warnings;
+  /// With compression between chunks: float32 [V], the prediction after the prompt's last position computed on the
+  /// cell's own chunked prefill (its earlier chunks compressed); empty otherwise (the shared prefill's holds).
+  std::vector<float> last_logits;
 };
 
 /// Runs the cell sequence of `setting` on `prompt` (see the top of this file). The prefill is left untouched (the

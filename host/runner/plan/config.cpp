@@ -26,8 +26,8 @@ namespace {
 /// The keys of [compression], in run configs and compression configs alike.
 const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share", "joint"};
 /// The top-level keys of the run schema (config.hpp).
-const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",        "signal", "scorer", "allocator",
-                                               "budget",       "compression", "tasks", "sweep",  "output"};
+const std::vector<std::string> kRunSections = {"plugin_paths", "model",  "data",  "signal", "scorer", "allocator", "budget",
+                                               "compression",  "prefill", "tasks", "sweep",  "output"};
 
 /// plugin_paths (resolved against the config's folder), and the registry of every plugin they and the default search
 /// path hold.
@@ -124,6 +124,15 @@ void read_run_settings(const TomlContext& c, const toml::table& root, RunPlan& p
     plan.query_aware = get_bool(c, *cp, "query_aware", "compression.query_aware", false);
     plan.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
   }
+  if (const toml::table* pf = sub_table(c, root, "prefill", "prefill")) {
+    check_keys(c, *pf, "prefill", {"chunk_tokens", "compress_between_chunks"});
+    plan.prefill.chunk_tokens = get_int(c, *pf, "chunk_tokens", "prefill.chunk_tokens", 0, 0, kMaxTokens);
+    plan.prefill.compress_between_chunks =
+        get_bool(c, *pf, "compress_between_chunks", "prefill.compress_between_chunks", false);
+    if (plan.prefill.compress_between_chunks && plan.prefill.chunk_tokens == 0)
+      throw InputError(where(c, *pf->get("compress_between_chunks"), "prefill.compress_between_chunks") +
+                       ": compression between chunks needs prefill.chunk_tokens >= 1");
+  }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) read_tasks_section(c, *t, plan);
   if (const toml::table* o = sub_table(c, root, "output", "output")) {
     check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells"});
@@ -172,9 +181,46 @@ void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServ
                    (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
 }
 
+/// With [prefill] compress_between_chunks every compressed cell evicts after each chunk with what its scorers can
+/// compute from a chunk (the held-entry statistics of abi/ripplekv/plugin.h "Decode-time scoring"): each scorer of
+/// the cell (and of its route) must declare decode_scoring (checked on the nominal shape of check_decode_scoring),
+/// and the cell must be plain eviction by layer budgets: no per-head allocator (it ranks the whole prompt's scores),
+/// no joint plan, sharing or codec, no decode policy that needs the prompt's statistics (h2o, periodic), and no key
+/// re-rotation. Refused naming the key and the cell.
+void check_chunk_compression(const TomlContext& c, const Cell& cell, const HostServices& host, bool rerotate) {
+  const CellConfig& cc = cell.config;
+  if (cc.full_cache) return;
+  const std::string in_cell = cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")";
+  auto refuse = [&](const std::string& what) {
+    throw InputError(c.origin + ": prefill.compress_between_chunks = true: " + what + in_cell);
+  };
+  if (rerotate) refuse("compression.rerotate is not supported (kept keys keep their positions between chunks)");
+  if (cc.allocator && cc.allocator->heads) refuse("allocator.heads needs the whole prompt's scores; not supported");
+  if (!cc.joint.none()) refuse("[compression.joint] is not supported");
+  if (!cc.share.none()) refuse("[compression.share] is not supported");
+  if (!cc.codec.none()) refuse("[compression.codec] is not supported");
+  if (cc.decode.policy != "none" && cc.decode.policy != "rolling")
+    refuse("compression.decode.policy = \"" + cc.decode.policy + "\" needs the prompt's statistics; use none or rolling");
+  std::vector<const PluginChoice*> scorers = {&*cc.scorer};
+  for (const RouteEntry& e : cc.route) scorers.push_back(&e.scorer);
+  for (const PluginChoice* scorer : scorers) {
+    ScorerRequirements req;
+    try {
+      const PluginInstance inst = PluginInstance::create(*scorer->info, scorer->params, host);
+      req = query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64});
+    } catch (const InputError&) {
+      continue;  // the run's own check on the real shape reports it
+    }
+    if (!req.decode_scoring)
+      refuse("scorer '" + scorer->id + "' cannot score a chunk (it does not declare decode_scoring: it needs statistics "
+             "of the whole prompt); snapkv, streamingllm, knorm and h2o with normalize = false can (`ripplekv plugins check ID` "
+             "says whether a scorer declares it)");
+  }
+}
+
 /// Creates every distinct plugin of `cells` once, so checks a plugin makes at creation (e.g. snapkv's odd kernel) fail
 /// here, in `validate`, rather than after a run has loaded the model; and checks decode-time scoring.
-void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Cell>& cells) {
+void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Cell>& cells, const RunPlan& plan) {
   HostServices host;
   std::set<std::string> created;
   for (const Cell& cell : cells) {
@@ -194,6 +240,7 @@ void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Ce
       }
     }
     if (cell.config.decode.traits().rescores) check_decode_scoring(c, cell, host);
+    if (plan.prefill.compress_between_chunks) check_chunk_compression(c, cell, host, plan.rerotate);
   }
 }
 
@@ -212,7 +259,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const TomlContext&
   plan.cells.push_back(full_cache_cell(plan.base_sha256));  // the full-cache reference first
   for (Cell& cell : expand_sweep(c, root, axes, *plan.registry)) plan.cells.push_back(std::move(cell));
   label_cells(plan.cells, plan.rerotate);  // [compression] rerotate: a run-level setting, named per cell
-  check_cells_create_their_plugins(c, plan.cells);
+  check_cells_create_their_plugins(c, plan.cells, plan);
   return plan;
 }
 

@@ -59,6 +59,9 @@
 //                       max_new_tokens (0: RULER's per subtask)
 //   [tasks.multi_question] context_tokens = [..], questions, examples, seed, max_new_tokens
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
+//   [prefill]     chunk_tokens = C (0: one shot; else the prompt in chunks of C tokens, the same cache and statistics),
+//                 compress_between_chunks = false (true: each compressed cell prefills again in chunks and evicts to its
+//                 budgets after every chunk; chunk-capable scorers only) -- run-level, not sweepable
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy"); methods = [{...}, ...] is
 //                 one axis whose tables each set several dotted keys together (named methods; sweep.hpp)

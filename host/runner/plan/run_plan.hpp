@@ -74,6 +74,16 @@ struct CellConfig {
   bool full_cache = false;
 };
 
+/// [prefill] of a run: how each evaluation prompt is prefilled (runner/compress/chunked_prefill.hpp).
+struct PrefillSpec {
+  /// C: prefill in chunks of C tokens (the last one shorter when C does not divide T); 0: one shot.
+  int64_t chunk_tokens = 0;
+  /// Each compressed cell prefills the prompt again in chunks and compresses every layer to its budget after each
+  /// chunk, so a chunk's queries see only what earlier chunks kept (vLLM's and SGLang's chunked prefill); false:
+  /// the chunks fill the full cache and compression runs once after the prompt, as after a one-shot prefill.
+  bool compress_between_chunks = false;
+};
+
 /// One cell of the sweep: its swept values, a stable id, and the key of its effective inputs.
 struct Cell {
   nlohmann::json values;    ///< {"allocator.plugin": "uniform", "budget.fraction": 0.1, ...}; {} for full cache
@@ -106,6 +116,7 @@ struct RunPlan {
   bool compress_global_only = false;  ///< budget.layers = "global": A = the layers without a sliding window
   bool query_aware = false;
   bool rerotate = false;  ///< [compression] rerotate: re-rotate kept keys to contiguous positions (compress_prompt)
+  PrefillSpec prefill;    ///< [prefill]: one-shot, or in chunks with or without compression between them
   std::vector<std::string> tasks = {"lm_fidelity"};
   int64_t continuation_tokens = 64;
   NeedleConfig needle;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -36,6 +37,13 @@ void set_dotted(const TomlContext& c, toml::table& root, const std::string& dott
     t = n->as_table();
   }
   t->insert_or_assign(parts.back(), value);
+}
+
+/// Removes a dotted key from `root` when it is there (a method's key the next cell does not set).
+void erase_dotted(toml::table& root, const std::string& dotted) {
+  const auto dot = dotted.rfind('.');
+  toml::table* parent = dot == std::string::npos ? &root : root.at_path(dotted.substr(0, dot)).as_table();
+  if (parent) parent->erase(dot == std::string::npos ? dotted : dotted.substr(dot + 1));
 }
 
 /// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget). Returns the
@@ -228,24 +236,40 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
   std::vector<Cell> cells;
   std::vector<size_t> index(axes.size(), 0);
   std::set<std::string> seen_ids;
+  // A method's keys must not leak into the next cell, which may not set them: before each cell every key some method
+  // sets is put back as the base config has it (or removed), in place, so every node keeps its source line.
+  std::map<std::string, std::unique_ptr<toml::node>> base;  // dotted key -> its base value (null: absent)
+  for (const SweepAxis& axis : axes)
+    if (axis.key == "methods")
+      for (size_t i = 0; i < axis.values.size(); ++i)
+        for (const auto& [key, node] : method_settings(axis, i)) {
+          if (base.count(key)) continue;
+          const toml::node* at = root.at_path(key).node();
+          base[key] = at ? at->visit([](const auto& n) -> std::unique_ptr<toml::node> {
+            return std::make_unique<std::decay_t<decltype(n)>>(n);
+          }) : nullptr;
+        }
   while (true) {
-    toml::table cell_root = root;  // a method's keys must not leak into the next cell, which may not set them
+    for (const auto& [key, value] : base) {
+      if (value) set_dotted(c, root, key, *value);
+      else erase_dotted(root, key);
+    }
     nlohmann::json values = nlohmann::json::object();
     for (size_t a = 0; a < axes.size(); ++a) {
       if (axes[a].key == "methods") {
         for (const auto& [key, node] : method_settings(axes[a], index[a])) {
-          set_dotted(c, cell_root, key, *node);
+          set_dotted(c, root, key, *node);
           values[key] = to_json(*node);
         }
         continue;
       }
       const toml::node& v = *axes[a].values.get(index[a]);
-      set_dotted(c, cell_root, axes[a].key, v);
+      set_dotted(c, root, axes[a].key, v);
       values[axes[a].key] = to_json(v);
     }
     Cell cell;
     try {
-      cell.config = parse_cell(c, cell_root, reg);
+      cell.config = parse_cell(c, root, reg);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + (axes.empty() ? "" : " (in sweep cell " + values.dump() + ")"));
     }

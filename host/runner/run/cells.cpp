@@ -72,6 +72,7 @@ CellSetting cell_setting(const RunState& s, const CellConfig& cc, const LayerSco
   if (!cc.joint.none()) setting.joint_table = &s.joint_tables.at(joint_table_key(cc));
   setting.layers_A = s.layers_A;
   setting.rerotate = s.plan.rerotate;
+  if (s.plan.prefill.compress_between_chunks) setting.chunk_tokens = s.plan.prefill.chunk_tokens;
   return setting;
 }
 
@@ -113,7 +114,14 @@ CellOutcome compressed_outcome(RunState& s, const CellConfig& cc, PrefilledExamp
     return copy;
   };
   if (s.opt.dumps.count("kept")) out.kept = kept_dump_lines(*s.backend, *comp.cache, r.task, r.example, T, &comp.prompt_positions);
-  TaskScore score = p.example->task->score(*s.backend, *s.tok, p.prompt, p.example->data, p.prepared.get(), scored);
+  // Compressed between chunks, the cell's prompt ends with its own prediction (computed on its compressed chunks).
+  PrefilledPrompt own;
+  if (!cell.last_logits.empty()) {
+    own.tokens = p.prompt.tokens;
+    own.last_logits = std::move(cell.last_logits);
+  }
+  const PrefilledPrompt& prompt = own.tokens.empty() ? p.prompt : own;
+  TaskScore score = p.example->task->score(*s.backend, *s.tok, prompt, p.example->data, p.prepared.get(), scored);
   if (s.opt.dumps.count("logits")) out.logits = std::move(score.logits);
   r.values = std::move(score.values);
   r.decode_tokens_per_second = score.decode_tokens_per_second;

@@ -1,5 +1,6 @@
 #include "runner/run/examples.hpp"
 
+#include "runner/compress/chunked_prefill.hpp"
 #include "runner/compress/compress_prompt.hpp"
 
 namespace rkv {
@@ -12,7 +13,7 @@ void build_examples(RunState& s) {
 PrefilledExample prefill_example(RunState& s, const Example& ex) {
   PrefilledExample p;
   p.example = &ex;
-  p.prompt = prefill_prompt(*s.backend, ex.data.prompt, s.needs);
+  p.prompt = chunked_prefill_prompt(*s.backend, ex.data.prompt, s.needs, s.plan.prefill.chunk_tokens);
   p.prepared = ex.task->prepare(*s.backend, p.prompt, ex.data);
   const int64_t T = ex.prompt_tokens();
   const std::unique_ptr<BackendCache> full = s.backend->clone(*p.prompt.cache);

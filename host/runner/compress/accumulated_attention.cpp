@@ -1,10 +1,10 @@
-// The accumulated attention that h2o and periodic keep per entry (runner/decode/sessions.hpp).
+// The accumulated attention of every held entry (runner/compress/accumulated_attention.hpp).
 #include <string>
 
 #include "core/errors.hpp"
-#include "runner/decode/sessions.hpp"
+#include "runner/compress/accumulated_attention.hpp"
 
-namespace rkv::decode {
+namespace rkv {
 
 namespace {
 
@@ -23,7 +23,7 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
   acc_.assign(static_cast<size_t>(L), std::vector<std::vector<double>>(static_cast<size_t>(H_)));
   for (int64_t l = 0; l < L; ++l) {
     const LayerKV kv = backend.download_layer(cache, l);
-    if (!kv.has_positions()) throw InputError("decode policy: layer " + str(l) + " of the cache has no positions");
+    if (!kv.has_positions()) throw InputError("accumulated attention: layer " + str(l) + " of the cache has no positions");
     const AttentionStats* st = prompt_cumulative ? &(*prompt_cumulative)[static_cast<size_t>(l)] : nullptr;
     // The entries' prompt positions: as stored, or as recorded before a re-rotation moved them.
     const std::vector<int32_t>* moved = prompt_positions && static_cast<size_t>(l) < prompt_positions->size() &&
@@ -31,10 +31,10 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
                                             ? &(*prompt_positions)[static_cast<size_t>(l)]
                                             : nullptr;
     if (moved && static_cast<int64_t>(moved->size()) != kv.entries())
-      throw InputError("decode policy: layer " + str(l) + ": " + str(static_cast<int64_t>(moved->size())) +
+      throw InputError("accumulated attention: layer " + str(l) + ": " + str(static_cast<int64_t>(moved->size())) +
                        " recorded prompt positions for " + str(kv.entries()) + " entries");
     if (st && static_cast<int64_t>(st->cumulative_attention.size()) != H_ * st->prefix_tokens)
-      throw InputError("decode policy: layer " + str(l) + "'s prompt statistics hold no cumulative attention");
+      throw InputError("accumulated attention: layer " + str(l) + "'s prompt statistics hold no cumulative attention");
     for (int64_t q = 0; q < H_; ++q) {
       const int64_t g = q / G_, n = kv.head_length(g);
       std::vector<double>& a = acc_[static_cast<size_t>(l)][static_cast<size_t>(q)];
@@ -45,7 +45,7 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
       for (int64_t j = 0; j < n; ++j) {
         const int64_t p = moved ? (*moved)[static_cast<size_t>(first + j)] : *kv.pos_at(g, j);
         if (p < 0 || p >= st->prefix_tokens)
-          throw InputError("decode policy: layer " + str(l) + " holds position " + str(p) + ", outside the prompt of " +
+          throw InputError("accumulated attention: layer " + str(l) + " holds position " + str(p) + ", outside the prompt of " +
                            str(st->prefix_tokens) + " positions");
         a[static_cast<size_t>(j)] = st->cumulative_attention[static_cast<size_t>(q * st->prefix_tokens + p)];
       }
@@ -55,7 +55,7 @@ AccumulatedAttention::AccumulatedAttention(Backend& backend, const BackendCache&
 
 void AccumulatedAttention::add(const BackendCache& cache, const ExtendObservation& observed) {
   if (observed.attention_mass.size() != acc_.size())
-    throw InputError("decode policy: the decode step observed no attention mass (" +
+    throw InputError("accumulated attention: the decode step observed no attention mass (" +
                      str(static_cast<int64_t>(observed.attention_mass.size())) + " layers)");
   for (size_t l = 0; l < acc_.size(); ++l) {
     const std::vector<float>& m = observed.attention_mass[l];
@@ -65,7 +65,7 @@ void AccumulatedAttention::add(const BackendCache& cache, const ExtendObservatio
       for (int64_t c = 0; c < G_; ++c) {
         std::vector<double>& a = acc_[l][static_cast<size_t>(g * G_ + c)];
         if (static_cast<int64_t>(a.size()) > len || at + static_cast<size_t>(len) > m.size())
-          throw InputError("decode policy: layer " + str(static_cast<int64_t>(l)) +
+          throw InputError("accumulated attention: layer " + str(static_cast<int64_t>(l)) +
                            ": the attention mass does not match the cache's head lengths");
         a.resize(static_cast<size_t>(len), 0.0);
         for (int64_t j = 0; j < len; ++j) a[static_cast<size_t>(j)] += m[at + static_cast<size_t>(j)];
@@ -93,4 +93,4 @@ void AccumulatedAttention::keep(int64_t layer, const KeepLists& keep) {
   }
 }
 
-}  // namespace rkv::decode
+}  // namespace rkv
