@@ -121,15 +121,16 @@ void check_ruler_runnable(const TomlContext& c, const RunPlan& plan) {
       for (const auto& e : fs::directory_iterator(r.essays_dir, ec))
         if (e.path().extension() == ".txt") any = true;
     if (!any)
-      throw InputError(c.origin + ": tasks.ruler.haystack = \"paul_graham\" (the default) reads RULER's essays from " +
-                       r.essays_dir + "/*.txt, which holds none" + fetch + ", or set tasks.ruler.haystack = \"eval_text\"");
+      throw InputError(c.origin + ": tasks.ruler.haystack = \"paul_graham\" reads RULER's essays from " + r.essays_dir +
+                       "/*.txt, which holds none" + fetch + ", or set tasks.ruler.haystack = \"eval_text\" " +
+                       "(\"paul_graham\" is the default)");
   }
   if (r.word_pool == RulerWordSource::Wonderwords)
     for (const char* list : {"nounlist.txt", "adjectivelist.txt", "verblist.txt"}) {
       const std::string path = (fs::path(r.words_dir) / list).string();
       if (const std::string problem = input_file_problem(path); !problem.empty())
-        throw InputError(c.origin + ": tasks.ruler.word_pool = \"wonderwords\" (the default) reads " + path + ", which " +
-                         problem + fetch + ", or set tasks.ruler.word_pool = \"eval_text\"");
+        throw InputError(c.origin + ": tasks.ruler.word_pool = \"wonderwords\" reads " + path + ", which " + problem +
+                         fetch + ", or set tasks.ruler.word_pool = \"eval_text\" (\"wonderwords\" is the default)");
     }
 }
 
