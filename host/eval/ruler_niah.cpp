@@ -15,24 +15,31 @@ double depth_percent(int64_t i) { return std::round(100.0 * static_cast<double>(
 
 std::string plural(RulerItem t) { return t == RulerItem::Words ? "words" : t == RulerItem::Numbers ? "numbers" : "uuids"; }
 
-std::string random_item(RulerRng& rng, RulerItem t, const std::vector<std::string>& vocab) {
+/// A number, a uuid, or an adjective-noun word key (RULER: random.choice of the sorted adjective-noun pairs, which is
+/// an adjective and a noun drawn uniformly when no two pairs spell the same; the evaluation text's pools are its
+/// vocabulary twice).
+std::string random_item(RulerRng& rng, RulerItem t, const RulerSources& src) {
   if (t == RulerItem::Numbers) return ruler_random_number(rng, 7);
   if (t == RulerItem::Uuids) return ruler_uuid(rng);
-  if (vocab.empty()) throw InputError("ruler: the evaluation text has no vocabulary words for needle keys");
-  const int64_t n = static_cast<int64_t>(vocab.size());
-  const std::string& a = vocab[static_cast<size_t>(ruler_uniform(rng, 0, n - 1))];
-  return a + "-" + vocab[static_cast<size_t>(ruler_uniform(rng, 0, n - 1))];
+  if (src.key_adjectives.empty() || src.key_nouns.empty())
+    throw InputError("ruler: the word pool has no words for needle keys");
+  const std::string& a =
+      src.key_adjectives[static_cast<size_t>(ruler_uniform(rng, 0, static_cast<int64_t>(src.key_adjectives.size()) - 1))];
+  return a + "-" + src.key_nouns[static_cast<size_t>(ruler_uniform(rng, 0, static_cast<int64_t>(src.key_nouns.size()) - 1))];
 }
 
 std::string needle_sentence(const std::string& type_plural, const std::string& key, const std::string& value) {
   return "One of the special magic " + type_plural + " for " + key + " is: " + value + ".";
 }
 
-/// `size` essay words from a seeded start (wrapping), cut into sentences, with the needles inserted at sampled depths.
+/// `size` essay words from the first (RULER: repeated when `size` is larger) or from a seeded start (wrapping), cut into
+/// sentences, with the needles inserted at sampled depths.
 std::string essay_context(RulerRng& rng, int64_t size, const std::vector<std::string>& needles,
-                          const std::vector<std::string>& essay) {
-  if (essay.empty()) throw InputError("ruler: the evaluation text has no words for the essay haystack");
-  const int64_t n = static_cast<int64_t>(essay.size()), start = ruler_uniform(rng, 0, n - 1);
+                          const RulerSources& src) {
+  const std::vector<std::string>& essay = src.essay_words;
+  if (essay.empty()) throw InputError("ruler: the essay haystack has no words");
+  const int64_t n = static_cast<int64_t>(essay.size());
+  const int64_t start = src.essay_from_start ? 0 : ruler_uniform(rng, 0, n - 1);
   std::vector<std::string> words;
   for (int64_t i = 0; i < size; ++i) words.push_back(essay[static_cast<size_t>((start + i) % n)]);
   const std::vector<std::string> sents = ruler_sentences(words);
@@ -70,24 +77,24 @@ RulerText ruler_niah_text(const RulerSubtask& s, int64_t size, uint64_t seed, co
   std::vector<std::string> keys, needles;
   std::vector<std::vector<std::string>> values;
   for (int64_t k = 0; k < num_keys; ++k) {
-    keys.push_back(random_item(rng, s.key_type, src.vocabulary));
+    keys.push_back(random_item(rng, s.key_type, src));
     values.emplace_back();
     for (int64_t v = 0; v < s.num_values; ++v) {
-      values.back().push_back(random_item(rng, s.value_type, src.vocabulary));
+      values.back().push_back(random_item(rng, s.value_type, src));
       needles.push_back(needle_sentence(values_word, keys.back(), values.back().back()));
     }
   }
   ruler_shuffle(rng, needles);
   std::string context;
   if (s.haystack == RulerHaystack::Essay) {
-    context = essay_context(rng, size, needles, src.essay_words);
+    context = essay_context(rng, size, needles, src);
   } else {
     std::vector<std::string> hay;
     for (int64_t i = 0; i < size; ++i)
       hay.push_back(s.haystack == RulerHaystack::Noise
                         ? std::string(kNoise)
-                        : needle_sentence(values_word, random_item(rng, s.key_type, src.vocabulary),
-                                          random_item(rng, s.value_type, src.vocabulary)));
+                        : needle_sentence(values_word, random_item(rng, s.key_type, src),
+                                          random_item(rng, s.value_type, src)));
     context = list_context(rng, std::move(hay), needles);
   }
   RulerText t;

@@ -1,6 +1,7 @@
 #include "eval/ruler_text.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/errors.hpp"
 #include "eval/ruler_families.hpp"
@@ -22,6 +23,10 @@ int64_t ruler_min_size(const RulerSubtask& s) {
     }
   }
   return 1;
+}
+
+int64_t ruler_max_size(const RulerSubtask& s, const RulerSources& sources) {
+  return s.family == RulerFamily::CommonWords ? static_cast<int64_t>(sources.vocabulary.size()) : INT64_MAX;
 }
 
 RulerText ruler_text(const RulerSubtask& s, int64_t size, uint64_t seed, int64_t context_tokens,

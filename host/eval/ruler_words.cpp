@@ -26,9 +26,9 @@ std::string numbered(const std::vector<std::string>& words) {
 std::string cwe_list(RulerRng& rng, int64_t n, int64_t cr, int64_t ur, int64_t num_cw,
                      const std::vector<std::string>& vocab, std::vector<std::string>& common) {
   if (n > static_cast<int64_t>(vocab.size()))
-    throw InputError("ruler cwe: a list of " + std::to_string(n) + " distinct words needs a larger vocabulary than the " +
-                     std::to_string(vocab.size()) + " words of the evaluation text; add [data.eval] files or lower "
-                     "tasks.ruler.context_tokens");
+    throw InputError("ruler cwe: a list of " + std::to_string(n) + " distinct words needs a larger word pool than its " +
+                     std::to_string(vocab.size()) + " words; use tasks.ruler.word_pool = \"wonderwords\", add "
+                     "[data.eval] files or lower tasks.ruler.context_tokens");
   std::vector<std::string> words;
   for (int64_t i : ruler_sample(rng, static_cast<int64_t>(vocab.size()), n)) words.push_back(vocab[static_cast<size_t>(i)]);
   common.assign(words.begin(), words.begin() + std::min(num_cw, n));

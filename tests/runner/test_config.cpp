@@ -468,7 +468,9 @@ TEST_F(Config, IntegerSettingsBeyondWhatTheirConsumersHoldAreRejectedAtValidate)
 
 // [tasks.ruler]: defaults, every key read, and each bad value named with its key.
 TEST_F(Config, RulerTaskSettingsAreReadAndRangeChecked) {
-  const rkv::RunPlan d = load(base("[tasks]\nrun = [\"ruler\"]\n"));
+  // (The default sources, RULER's own, need the asset cache: tests/runner/test_ruler.cpp RulerPlan checks them.)
+  const std::string eval_sources = "haystack = \"eval_text\"\nword_pool = \"eval_text\"\n";
+  const rkv::RunPlan d = load(base("[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\n" + eval_sources));
   ASSERT_EQ(d.tasks, std::vector<std::string>{"ruler"});
   EXPECT_EQ(d.ruler.subtasks.size(), 11u);  // every synthetic subtask of RULER (the two QA tasks need their data)
   EXPECT_EQ(d.ruler.subtasks.front(), "niah_single_1");
@@ -478,7 +480,7 @@ TEST_F(Config, RulerTaskSettingsAreReadAndRangeChecked) {
   EXPECT_EQ(d.ruler.seed, 42u);
   EXPECT_EQ(d.ruler.max_new_tokens, 0);
   const rkv::RunPlan p = load(base("[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\nsubtasks = [\"vt\", \"niah_single_2\"]\n"
-                                   "context_tokens = [512, 2048]\nexamples = 3\nseed = 5\nmax_new_tokens = 40\n"));
+                                   "context_tokens = [512, 2048]\nexamples = 3\nseed = 5\nmax_new_tokens = 40\n" + eval_sources));
   EXPECT_EQ(p.ruler.subtasks, (std::vector<std::string>{"vt", "niah_single_2"}));
   EXPECT_EQ(p.ruler.context_tokens, (std::vector<int64_t>{512, 2048}));
   EXPECT_EQ(p.ruler.examples, 3);

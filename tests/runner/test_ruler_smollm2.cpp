@@ -48,7 +48,7 @@ TEST(RulerPrompts, EverySubtaskFillsItsContextAndHoldsItsAnswers) {
   rkv::RulerConfig cfg;
   cfg.context_tokens = {1024, 2048};
   cfg.examples = 2;
-  const std::vector<rkv::RulerPrompt> prompts = rkv::build_ruler_prompts(tok, austen(), cfg, false);
+  const std::vector<rkv::RulerPrompt> prompts = rkv::build_ruler_prompts(tok, rkv::ruler_sources(austen()), cfg, false);
   ASSERT_EQ(prompts.size(), 11u * 2u * 2u);
   for (const auto& p : prompts) {
     SCOPED_TRACE(rkv::ruler_metric(p) + " example " + std::to_string(p.example));
@@ -73,11 +73,11 @@ TEST(RulerPrompts, TheSameSeedGivesTheSamePromptsAndQueryAwareSplitsThem) {
   rkv::RulerConfig cfg;
   cfg.examples = 1;
   cfg.max_new_tokens = 20;
-  const auto a = rkv::build_ruler_prompts(tok, austen(), cfg, false);
-  const auto b = rkv::build_ruler_prompts(tok, austen(), cfg, false);
-  const auto q = rkv::build_ruler_prompts(tok, austen(), cfg, true);
+  const auto a = rkv::build_ruler_prompts(tok, rkv::ruler_sources(austen()), cfg, false);
+  const auto b = rkv::build_ruler_prompts(tok, rkv::ruler_sources(austen()), cfg, false);
+  const auto q = rkv::build_ruler_prompts(tok, rkv::ruler_sources(austen()), cfg, true);
   cfg.seed = 43;
-  const auto other = rkv::build_ruler_prompts(tok, austen(), cfg, false);
+  const auto other = rkv::build_ruler_prompts(tok, rkv::ruler_sources(austen()), cfg, false);
   ASSERT_EQ(a.size(), 11u);
   for (size_t i = 0; i < a.size(); ++i) {
     SCOPED_TRACE(a[i].subtask);
@@ -109,6 +109,7 @@ TEST(RulerRun, RowsPerSubtaskCarryTheFullCacheValue) {
                            "[signal]\nplugin = \"depth\"\n[scorer]\nplugin = \"streamingllm\"\n"
                            "[allocator]\nplugin = \"uniform\"\n[budget]\nfraction = 0.5\n"
                            "[tasks]\nrun = [\"ruler\"]\n[tasks.ruler]\nsubtasks = [\"niah_single_1\"]\n"
+                           "haystack = \"eval_text\"\nword_pool = \"eval_text\"\n"
                            "context_tokens = [256]\nexamples = 2\nmax_new_tokens = 24\n"
                            "[output]\nbootstrap_resamples = 100\n";
   const rkv::RunPlan plan = rkv::load_run_plan_from_string(text, "ruler.toml", dir.string());

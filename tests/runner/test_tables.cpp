@@ -39,6 +39,8 @@ TEST(TaskTable, ManifestSettingsComeFromThePlan) {
   plan.continuation_tokens = 20;
   plan.query_aware = true;
   plan.multi_question.questions = 3;
+  plan.ruler.haystack = rkv::RulerHaystackSource::EvalText;  // RULER's own sources would be read from the asset cache
+  plan.ruler.word_pool = rkv::RulerWordSource::EvalText;
   const nlohmann::json lm = rkv::find_task("lm_fidelity")->manifest_settings(plan);
   EXPECT_EQ(lm, nlohmann::json({{"prefix_tokens", 300}, {"continuation_tokens", 20}, {"continuation", "teacher-forced"}}));
   const nlohmann::json needle = rkv::find_task("needle")->manifest_settings(plan);
@@ -47,6 +49,7 @@ TEST(TaskTable, ManifestSettingsComeFromThePlan) {
   EXPECT_EQ(needle.at("query_aware"), true);
   EXPECT_EQ(rkv::find_task("multi_question")->manifest_settings(plan).at("questions"), 3);
   EXPECT_EQ(rkv::find_task("ruler")->manifest_settings(plan).at("max_new_tokens"), "per subtask (RULER)");
+  EXPECT_EQ(rkv::find_task("ruler")->manifest_settings(plan).at("sources").at("haystack").at("source"), "eval_text");
 }
 
 TEST(TaskTable, EachTaskChecksItsOwnLengthsAgainstTheContext) {
@@ -66,6 +69,10 @@ TEST(TaskTable, EachTaskChecksItsOwnLengthsAgainstTheContext) {
   plan.ruler.context_tokens = {230};
   EXPECT_NO_THROW(rkv::find_task("ruler")->check_fits_context(plan, 260));
   EXPECT_THROW(rkv::find_task("ruler")->check_fits_context(plan, 259), rkv::InputError);
+  // With the answer inside the length (RULER's max_seq_length), 230 tokens fit a context of 230.
+  plan.ruler.length_includes_answer = true;
+  EXPECT_NO_THROW(rkv::find_task("ruler")->check_fits_context(plan, 230));
+  EXPECT_THROW(rkv::find_task("ruler")->check_fits_context(plan, 229), rkv::InputError);
   EXPECT_NO_THROW(rkv::find_task("longbench")->check_fits_context(plan, 1));  // it truncates its prompts
 }
 

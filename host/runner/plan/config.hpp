@@ -56,7 +56,9 @@
 //   [tasks.lm_fidelity] continuation_tokens
 //   [tasks.needle]      context_tokens = [..], depths = [..], trials, seed
 //   [tasks.ruler]       subtasks = [..] (default all: eval/ruler_subtasks.hpp), context_tokens = [..], examples, seed,
-//                       max_new_tokens (0: RULER's per subtask)
+//                       max_new_tokens (0: RULER's per subtask), length_includes_answer (false), haystack
+//                       ("paul_graham" | "eval_text"), word_pool ("wonderwords" | "eval_text"); RULER's own sources
+//                       must be in the asset cache (scripts/fetch-assets)
 //   [tasks.multi_question] context_tokens = [..], questions, examples, seed, max_new_tokens
 //   [tasks.longbench]   files = [..], max_context_tokens, [tasks.longbench.datasets.NAME] prompt, max_new_tokens
 //   [prefill]     chunk_tokens = C (0: one shot; else the prompt in chunks of C tokens, the same cache and statistics),

@@ -1,13 +1,17 @@
 #include "runner/plan/task_settings.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
+#include "eval/ruler_assets.hpp"
 #include "runner/plan/config_paths.hpp"
 #include "runner/plan/run_plan.hpp"
 
 namespace rkv {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 /// `<table>.context_tokens`: a non-empty list of prompt lengths, each in [64, 2^24] (ruler, multi_question).
 std::vector<int64_t> context_lengths(const TomlContext& c, const toml::table& t, const std::string& table,
@@ -51,11 +55,26 @@ void read_needle(const TomlContext& c, const toml::table& t, RunPlan& plan) {
   n.seed = static_cast<uint64_t>(get_int(c, t, "seed", "tasks.needle.seed", 7, 0, INT64_MAX));
 }
 
+/// The value of the string setting `key` of `t` among `names` (index into it), `def` when absent; rkv::InputError
+/// naming the key, the allowed values and the closest one.
+size_t choose(const TomlContext& c, const toml::table& t, const std::string& key, const std::string& full,
+              const std::vector<std::string>& names, size_t def) {
+  if (!t.get(key)) return def;
+  const std::string v = get_string(c, t, key, full, "");
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == v) return i;
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "\"" : ", \"") + n + "\"";
+  throw InputError(where(c, *t.get(key), full) + " must be one of " + all + " (got \"" + v + "\"; did you mean \"" +
+                   closest_match(v, names) + "\"?)");
+}
+
 /// [tasks.ruler]: subtask names (known, each once), context lengths in [64, 2^24], examples, seed, max_new_tokens,
-/// and at most kMaxCount prompts in all.
+/// length_includes_answer, haystack, word_pool, and at most kMaxCount prompts in all.
 void read_ruler(const TomlContext& c, const toml::table& t, RunPlan& plan) {
   RulerConfig& r = plan.ruler;
-  check_keys(c, t, "tasks.ruler", {"subtasks", "context_tokens", "examples", "seed", "max_new_tokens"});
+  check_keys(c, t, "tasks.ruler", {"subtasks", "context_tokens", "examples", "seed", "max_new_tokens",
+                                   "length_includes_answer", "haystack", "word_pool"});
   const std::vector<std::string> known = ruler_subtask_names();
   r.subtasks = t.get("subtasks") ? get_string_list(c, t, "subtasks", "tasks.ruler.subtasks") : known;
   if (r.subtasks.empty()) throw InputError(where(c, *t.get("subtasks"), "tasks.ruler.subtasks") + " lists no subtask");
@@ -81,6 +100,38 @@ void read_ruler(const TomlContext& c, const toml::table& t, RunPlan& plan) {
                      "; lower tasks.ruler.examples");
   r.seed = static_cast<uint64_t>(get_int(c, t, "seed", "tasks.ruler.seed", 42, 0, INT64_MAX));
   r.max_new_tokens = get_int(c, t, "max_new_tokens", "tasks.ruler.max_new_tokens", 0, 0, kMaxCount);
+  r.length_includes_answer =
+      get_bool(c, t, "length_includes_answer", "tasks.ruler.length_includes_answer", r.length_includes_answer);
+  r.haystack = static_cast<RulerHaystackSource>(
+      choose(c, t, "haystack", "tasks.ruler.haystack", {"paul_graham", "eval_text"}, static_cast<size_t>(r.haystack)));
+  r.word_pool = static_cast<RulerWordSource>(
+      choose(c, t, "word_pool", "tasks.ruler.word_pool", {"wonderwords", "eval_text"}, static_cast<size_t>(r.word_pool)));
+}
+
+/// RULER's own sources must be in the asset cache when the plan runs ruler with them: the essay folder holds a .txt
+/// file, the word lists exist (eval/ruler_assets.hpp reads them when the examples are built).
+void check_ruler_runnable(const TomlContext& c, const RunPlan& plan) {
+  const RulerConfig& r = plan.ruler;
+  const std::string fetch = "; run scripts/fetch-assets (it puts RULER's essays and word lists in " +
+                            fs::path(r.essays_dir).parent_path().string() + ")";
+  if (r.haystack == RulerHaystackSource::PaulGraham) {
+    bool any = false;
+    std::error_code ec;
+    if (fs::is_directory(r.essays_dir, ec))
+      for (const auto& e : fs::directory_iterator(r.essays_dir, ec))
+        if (e.path().extension() == ".txt") any = true;
+    if (!any)
+      throw InputError(c.origin + ": tasks.ruler.haystack = \"paul_graham\" reads RULER's essays from " + r.essays_dir +
+                       "/*.txt, which holds none" + fetch + ", or set tasks.ruler.haystack = \"eval_text\" " +
+                       "(\"paul_graham\" is the default)");
+  }
+  if (r.word_pool == RulerWordSource::Wonderwords)
+    for (const char* list : {"nounlist.txt", "adjectivelist.txt", "verblist.txt"}) {
+      const std::string path = (fs::path(r.words_dir) / list).string();
+      if (const std::string problem = input_file_problem(path); !problem.empty())
+        throw InputError(c.origin + ": tasks.ruler.word_pool = \"wonderwords\" reads " + path + ", which " + problem +
+                         fetch + ", or set tasks.ruler.word_pool = \"eval_text\" (\"wonderwords\" is the default)");
+    }
 }
 
 /// [tasks.multi_question]: context lengths in [64, 2^24], questions, examples, seed, max_new_tokens, and at most
@@ -138,11 +189,19 @@ const std::vector<TaskSection>& task_sections() {
   static const std::vector<TaskSection> sections = {
       {"lm_fidelity", read_lm_fidelity, nullptr},
       {"needle", read_needle, nullptr},
-      {"ruler", read_ruler, nullptr},
+      {"ruler", read_ruler, check_ruler_runnable},
       {"multi_question", read_multi_question, nullptr},
       {"longbench", read_longbench, check_longbench_runnable},
   };
   return sections;
+}
+
+std::string ruler_haystack_name(RulerHaystackSource source) {
+  return source == RulerHaystackSource::PaulGraham ? "paul_graham" : "eval_text";
+}
+
+std::string ruler_word_pool_name(RulerWordSource source) {
+  return source == RulerWordSource::Wonderwords ? "wonderwords" : "eval_text";
 }
 
 std::vector<std::string> task_names() {
@@ -168,6 +227,8 @@ void read_tasks_section(const TomlContext& c, const toml::table& t, RunPlan& pla
   for (auto it = plan.tasks.begin(); it != plan.tasks.end(); ++it)
     if (std::find(plan.tasks.begin(), it, *it) != it)
       throw InputError(where(c, *t.get("run"), "tasks.run") + " lists '" + *it + "' twice");
+  plan.ruler.essays_dir = ruler_essays_dir(asset_cache_dir());
+  plan.ruler.words_dir = ruler_wonderwords_dir(asset_cache_dir());
   for (const TaskSection& s : task_sections())
     if (const toml::table* section = sub_table(c, t, s.name, "tasks." + s.name)) s.read(c, *section, plan);
   for (const TaskSection& s : task_sections())

@@ -26,13 +26,30 @@ struct NeedleConfig {
   uint64_t seed = 7;
 };
 
+/// Where RULER's essay haystack comes from: RULER's Paul Graham essays (the default) or the evaluation text.
+enum class RulerHaystackSource { PaulGraham, EvalText };
+/// Where RULER's word pools (niah word keys, cwe's words) come from: wonderwords' lists (the default) or the
+/// evaluation text's vocabulary.
+enum class RulerWordSource { Wonderwords, EvalText };
+
+/// The config names of the sources: "paul_graham" / "eval_text", "wonderwords" / "eval_text".
+std::string ruler_haystack_name(RulerHaystackSource source);
+std::string ruler_word_pool_name(RulerWordSource source);
+
 /// [tasks.ruler]: RULER's synthetic subtasks (eval/ruler_subtasks.hpp) at each context length.
 struct RulerConfig {
   std::vector<std::string> subtasks = ruler_subtask_names();  ///< names; default: every subtask, in table order
-  std::vector<int64_t> context_tokens = {1024};  ///< prompt lengths in tokens (chat template and answer prefix included)
+  std::vector<int64_t> context_tokens = {1024};  ///< lengths in tokens (chat template and answer prefix included)
   int64_t examples = 4;                          ///< samples per (subtask, context length)
   uint64_t seed = 42;                            ///< RULER's default random_seed
   int64_t max_new_tokens = 0;                    ///< 0: RULER's tokens_to_generate per subtask; else this for all
+  /// false: the prompt fills context_tokens; true: the prompt and its max_new_tokens answer do (RULER's
+  /// max_seq_length), so a length equal to the model's context can run
+  bool length_includes_answer = false;
+  RulerHaystackSource haystack = RulerHaystackSource::PaulGraham;  ///< `haystack`
+  RulerWordSource word_pool = RulerWordSource::Wonderwords;        ///< `word_pool`
+  std::string essays_dir;  ///< the Paul Graham essays' folder (eval/ruler_assets.hpp ruler_essays_dir of the cache)
+  std::string words_dir;   ///< wonderwords' lists' folder (ruler_wonderwords_dir of the cache)
 };
 
 /// [tasks.multi_question]: one context, several questions on it (runner/tasks/multi_question.hpp).

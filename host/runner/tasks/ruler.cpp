@@ -1,9 +1,11 @@
 #include "runner/tasks/ruler.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "eval/ruler_assets.hpp"
 #include "eval/ruler_metrics.hpp"
 #include "eval/ruler_text.hpp"
 #include "runner/decode/loop.hpp"
@@ -26,38 +28,64 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-/// The chat prompt of a sample: the template around the user text, then the answer prefix.
-std::string chat_prompt(const ChatTemplate& chat, const RulerText& t) {
-  return chat.apply({{"user", t.user}}, true) + t.answer_prefix;
-}
+/// The prompt text around a sample: the model's chat template around the user text, then the answer prefix; for a
+/// model without a template (a base model such as Gemma 3 270M), RULER's "base" template: the BOS text, the user
+/// text, a space and the answer prefix (RULER's answer prefixes start with that space).
+class PromptFormat {
+ public:
+  explicit PromptFormat(const Tokenizer& tok) {
+    if (tok.chat_template().empty()) {
+      bos_ = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    } else {
+      chat_ = std::make_unique<ChatTemplate>(ChatTemplate::for_tokenizer(tok));
+    }
+  }
+  std::string operator()(const RulerText& t) const {
+    if (!chat_) return bos_ + t.user + " " + t.answer_prefix;
+    return chat_->apply({{"user", t.user}}, true) + t.answer_prefix;
+  }
 
-/// One sample fitted to `target` tokens.
-RulerPrompt fit_prompt(const Tokenizer& tok, const ChatTemplate& chat, const RulerSubtask& s, const RulerSources& src,
-                       int64_t target, uint64_t seed, bool query_aware) {
+ private:
+  std::unique_ptr<ChatTemplate> chat_;
+  std::string bos_;
+};
+
+/// One sample for length `context_tokens`, its prompt fitted to `target` tokens (context_tokens, less the answer's
+/// max_new_tokens when the length includes it).
+RulerPrompt fit_prompt(const Tokenizer& tok, const PromptFormat& format, const RulerSubtask& s,
+                       const RulerSources& src, int64_t context_tokens, int64_t target, uint64_t seed,
+                       bool query_aware) {
   std::string preamble;
   if (s.family == RulerFamily::VariableTracking) {
-    const int64_t budget = std::min<int64_t>(500, target / 2);
+    const int64_t budget = std::min<int64_t>(500, context_tokens / 2);
     const uint64_t icl_seed = splitmix64(seed ^ 0x1C1);
     const auto icl_fits = [&](int64_t n) {
       return static_cast<int64_t>(tok.encode(ruler_vt_example(s, n, icl_seed), false, false).size()) <= budget;
     };
     const int64_t n = ruler_largest_fitting(ruler_min_size(s), budget, icl_fits);
     if (n < ruler_min_size(s))
-      throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(target) +
+      throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(context_tokens) +
                        " leaves no room for the in-context example");
     preamble = ruler_vt_example(s, n, icl_seed);
   }
   const auto length = [&](int64_t size) {
-    return static_cast<int64_t>(tok.encode(chat_prompt(chat, ruler_text(s, size, seed, target, src, preamble)), false,
-                                           true).size());
+    return static_cast<int64_t>(
+        tok.encode(format(ruler_text(s, size, seed, context_tokens, src, preamble)), false, true).size());
   };
   const int64_t lo = ruler_min_size(s);
-  const int64_t size = ruler_largest_fitting(lo, std::max(lo, target), [&](int64_t n) { return length(n) <= target; });
+  const int64_t most = ruler_max_size(s, src);
+  const int64_t hi = std::min(std::max(lo, target), most);
+  const int64_t size = ruler_largest_fitting(lo, hi, [&](int64_t n) { return length(n) <= target; });
   if (size < lo)
-    throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(target) + " is shorter than its prompt " +
-                     "with the least haystack (" + std::to_string(length(lo)) + " tokens); raise tasks.ruler.context_tokens");
-  const RulerText t = ruler_text(s, size, seed, target, src, preamble);
-  const std::string prompt = chat_prompt(chat, t);
+    throw InputError("ruler " + s.name + ": context_tokens " + std::to_string(context_tokens) + " leaves " +
+                     std::to_string(target) + " tokens for the prompt, shorter than its prompt with the least haystack (" +
+                     std::to_string(lo <= most ? length(lo) : 0) + " tokens); raise tasks.ruler.context_tokens");
+  if (size == most && most < target)  // RULER switches to a larger word list here; we refuse a short prompt
+    throw InputError("ruler " + s.name + ": the word pool's " + std::to_string(most) + " words fill only " +
+                     std::to_string(length(size)) + " of the " + std::to_string(target) +
+                     " prompt tokens; lower tasks.ruler.context_tokens");
+  const RulerText t = ruler_text(s, size, seed, context_tokens, src, preamble);
+  const std::string prompt = format(t);
   RulerPrompt p;
   p.answers = t.answers;
   if (!query_aware) {
@@ -89,27 +117,64 @@ int64_t ruler_largest_fitting(int64_t lo, int64_t hi, const std::function<bool(i
   return lo;
 }
 
-std::vector<RulerPrompt> build_ruler_prompts(const Tokenizer& tok, const std::string& text, const RulerConfig& cfg,
+std::vector<RulerPrompt> build_ruler_prompts(const Tokenizer& tok, const RulerSources& src, const RulerConfig& cfg,
                                              bool query_aware) {
-  const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
-  const RulerSources src = ruler_sources(text);
+  const PromptFormat format(tok);
   std::vector<RulerPrompt> out;
   for (const std::string& name : cfg.subtasks) {
     const RulerSubtask* s = find_ruler_subtask(name);
     if (!s) throw InputError("ruler: unknown subtask '" + name + "'");
+    const int64_t max_new = cfg.max_new_tokens > 0 ? cfg.max_new_tokens : s->max_new_tokens;
     for (int64_t len : cfg.context_tokens) {
+      const int64_t target = cfg.length_includes_answer ? len - max_new : len;
       for (int64_t j = 0; j < cfg.examples; ++j) {
         throw_if_cancelled();
-        RulerPrompt p = fit_prompt(tok, chat, *s, src, len, ruler_example_seed(cfg.seed, name, len, j), query_aware);
+        RulerPrompt p =
+            fit_prompt(tok, format, *s, src, len, target, ruler_example_seed(cfg.seed, name, len, j), query_aware);
         p.subtask = name;
         p.context_tokens = len;
         p.example = j;
-        p.max_new_tokens = cfg.max_new_tokens > 0 ? cfg.max_new_tokens : s->max_new_tokens;
+        p.max_new_tokens = max_new;
         out.push_back(std::move(p));
       }
     }
   }
   return out;
+}
+
+RulerSources ruler_sources_of(const RunPlan& plan) {
+  const RulerConfig& r = plan.ruler;
+  const bool needs_eval = r.haystack == RulerHaystackSource::EvalText || r.word_pool == RulerWordSource::EvalText;
+  RulerSources src = needs_eval ? ruler_sources(eval_text(plan)) : RulerSources{};
+  if (r.haystack == RulerHaystackSource::PaulGraham) use_ruler_reference_essay(src, read_ruler_essays(r.essays_dir).text);
+  if (r.word_pool == RulerWordSource::Wonderwords) {
+    const RulerWordLists w = read_ruler_word_lists(r.words_dir);
+    use_ruler_wonderwords(src, w.nouns, w.adjectives, w.verbs);
+  }
+  return src;
+}
+
+nlohmann::json ruler_sources_manifest(const RunPlan& plan) {
+  const RulerConfig& r = plan.ruler;
+  nlohmann::json haystack, words;
+  if (r.haystack == RulerHaystackSource::PaulGraham) {
+    const RulerEssayTexts e = read_ruler_essays(r.essays_dir);
+    RulerSources words_of;
+    use_ruler_reference_essay(words_of, e.text);
+    haystack = {{"source", "paul_graham"}, {"package", kRulerEssaysPackage}, {"folder", r.essays_dir},
+                {"files", e.files.size()}, {"words", words_of.essay_words.size()}, {"sha256", e.sha256}};
+  } else {
+    haystack = {{"source", "eval_text"}, {"files", plan.eval.files}};
+  }
+  if (r.word_pool == RulerWordSource::Wonderwords) {
+    const RulerWordLists w = read_ruler_word_lists(r.words_dir);
+    words = {{"source", "wonderwords"}, {"package", kRulerWordsPackage}, {"folder", r.words_dir},
+             {"nouns", w.nouns.size()},  {"adjectives", w.adjectives.size()}, {"verbs", w.verbs.size()},
+             {"sha256", w.sha256}};
+  } else {
+    words = {{"source", "eval_text"}, {"files", plan.eval.files}};
+  }
+  return {{"haystack", haystack}, {"word_pool", words}};
 }
 
 std::string ruler_metric(const RulerPrompt& p) { return p.subtask + "@" + std::to_string(p.context_tokens); }
@@ -127,8 +192,14 @@ class RulerTask : public Task {
  public:
   std::string name() const override { return "ruler"; }
 
-  /// Each context length plus the longest answer any configured subtask generates.
+  /// Each context length plus the longest answer any configured subtask generates (the length alone when it
+  /// includes the answer).
   void check_fits_context(const RunPlan& plan, int64_t context_length) const override {
+    if (plan.ruler.length_includes_answer) {
+      for (int64_t n : plan.ruler.context_tokens)
+        check_sequence_fits(plan, n, "tasks.ruler.context_tokens (length_includes_answer = true)", context_length);
+      return;
+    }
     int64_t most_new = plan.ruler.max_new_tokens;
     for (const auto& subtask : plan.ruler.subtasks)
       if (const RulerSubtask* s = find_ruler_subtask(subtask); s && plan.ruler.max_new_tokens == 0)
@@ -138,10 +209,10 @@ class RulerTask : public Task {
                           context_length);
   }
 
-  /// Every (subtask, context length, example) of [tasks.ruler] from the evaluation text.
+  /// Every (subtask, context length, example) of [tasks.ruler] from its sources (ruler_sources_of).
   std::vector<TaskExample> build_examples(const RunPlan& plan, const Tokenizer& tok, const ModelConfig&) const override {
     std::vector<TaskExample> out;
-    const auto prompts = build_ruler_prompts(tok, eval_text(plan), plan.ruler, plan.query_aware);
+    const auto prompts = build_ruler_prompts(tok, ruler_sources_of(plan), plan.ruler, plan.query_aware);
     for (size_t i = 0; i < prompts.size(); ++i) {
       const RulerPrompt& p = prompts[i];
       TaskExample ex;
@@ -179,8 +250,10 @@ class RulerTask : public Task {
             {"seed", plan.ruler.seed},
             {"max_new_tokens", plan.ruler.max_new_tokens == 0 ? nlohmann::json("per subtask (RULER)")
                                                                : nlohmann::json(plan.ruler.max_new_tokens)},
+            {"length_includes_answer", plan.ruler.length_includes_answer},
             {"scoring", "string_match_all"},
-            {"query_aware", plan.query_aware}};
+            {"query_aware", plan.query_aware},
+            {"sources", ruler_sources_manifest(plan)}};
   }
 };
 
