@@ -358,6 +358,16 @@ TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotS
             std::string::npos);
   EXPECT_NE(error(base(between + "[compression.codec]\nformat = \"int\"\nbits = 4\n")).find("compression.codec"),
             std::string::npos);
+  // generate --compress prefills in one shot: compression between chunks is refused there, not ignored.
+  const fs::path p = dir / "compress.toml";
+  std::ofstream(p, std::ios::trunc) << "[scorer]\nplugin = \"snapkv\"\n[allocator]\nplugin = \"uniform\"\n"
+                                       "[budget]\nfraction = 0.3\n" << between;
+  try {
+    rkv::load_compression_config(p.string());
+    ADD_FAILURE() << "no error";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefill.compress_between_chunks"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Config, FullCacheCellIdDependsOnTheBaseConfig) {

@@ -35,8 +35,8 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     throw InputError("compression.rerotate = true is not supported on a model with sliding-window layers: "
                      "re-rotated positions would move entries across the window");
   CompressedPrompt out;
+  out.bytes_full = window_bytes(backend, *prompt.cache, T);  // before the copy below: one working copy at a time
   out.cache = backend.clone(*prompt.cache);  // a copy: the prefill is shared by every cell
-  out.bytes_full = window_bytes(backend, *prompt.cache, T);
   for (int64_t l = 0; l < c.n_layers; ++l) out.budgets.push_back(c.layer_span(l, T));  // what a layer left whole holds
   if (head_budgets) out.head_budgets.resize(static_cast<size_t>(prompt.cache->n_layers()));
   std::vector<char> compressed(static_cast<size_t>(c.n_layers), 0);

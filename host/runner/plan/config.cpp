@@ -288,6 +288,13 @@ CompressionConfig load_compression_config(const std::string& path) {
     check_keys(c, *cp, "compression", kCompressionKeys);  // a misspelt rerotate is an error, not ignored
     out.rerotate = get_bool(c, *cp, "rerotate", "compression.rerotate", false);
   }
+  // generate --compress prefills in one shot: the same cache as chunks without compression, but not what compression
+  // between chunks computes, so that is refused rather than ignored.
+  if (const toml::table* pf = sub_table(c, root, "prefill", "prefill"))
+    if (get_bool(c, *pf, "compress_between_chunks", "prefill.compress_between_chunks", false))
+      throw InputError(where(c, *pf->get("compress_between_chunks"), "prefill.compress_between_chunks") +
+                       ": compression between chunks is a run setting (ripplekv run); generate --compress "
+                       "compresses once after a one-shot prefill");
   return out;
 }
 

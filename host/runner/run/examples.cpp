@@ -16,8 +16,8 @@ PrefilledExample prefill_example(RunState& s, const Example& ex) {
   p.prompt = chunked_prefill_prompt(*s.backend, ex.data.prompt, s.needs, s.plan.prefill.chunk_tokens);
   p.prepared = ex.task->prepare(*s.backend, p.prompt, ex.data);
   const int64_t T = ex.prompt_tokens();
+  p.full_kv_bytes = window_bytes(*s.backend, *p.prompt.cache, T);  // before the copy: one working copy at a time
   const std::unique_ptr<BackendCache> full = s.backend->clone(*p.prompt.cache);
-  p.full_kv_bytes = window_bytes(*s.backend, *p.prompt.cache, T);
   ScoredCache scored;
   scored.cache = full.get();
   scored.start_pos = T;
