@@ -94,7 +94,18 @@ struct Case {
 const rkv::Model* gqa() { return &gqa_model(); }
 const rkv::Model* gemma() { return &gemma_model(); }
 
-// T = 45 in chunks of 16 (16 + 16 + 13): the chunked prefill equals the one-shot one.
+// Near-equal chunks of at most C, worked by hand: ceil(T / C) of them, the first T mod n one token longer.
+TEST(ChunkedPrefill, ChunkBoundsAreNearEqualAndAtMostC) {
+  using B = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(rkv::chunk_bounds(45, 16), (B{{0, 15}, {15, 15}, {30, 15}}));
+  EXPECT_EQ(rkv::chunk_bounds(50, 16), (B{{0, 13}, {13, 13}, {26, 12}, {38, 12}}));
+  EXPECT_EQ(rkv::chunk_bounds(4097, 2048), (B{{0, 1366}, {1366, 1366}, {2732, 1365}}));  // not 2048, 2048, 1
+  EXPECT_EQ(rkv::chunk_bounds(12, 4), (B{{0, 4}, {4, 4}, {8, 4}}));
+  EXPECT_EQ(rkv::chunk_bounds(10, 20), (B{{0, 10}}));
+  EXPECT_THROW(rkv::chunk_bounds(10, 0), rkv::InputError);
+}
+
+// T = 45 in chunks of at most 16 (15 + 15 + 15): the chunked prefill equals the one-shot one.
 TEST(ChunkedPrefill, WithoutCompressionEqualsTheOneShotPrefill) {
   for (const Case& c : {Case{gqa, "gqa"}, Case{gemma, "gemma3 (sliding windows of 16)"}})
     for (const std::string& kind : backend_kinds()) {
@@ -205,7 +216,7 @@ TEST_F(ChunkCompression, HandWorkedThreeChunksOfStreamingLLM) {
   }
 }
 
-// SnapKV (window 4) with b = 12, T = 50 in chunks of 16 (16 + 16 + 16 + 2): after every chunk a layer holds at most
+// SnapKV (window 4) with b = 12, T = 50 in chunks of at most 16 (13 + 13 + 12 + 12): after every chunk a layer holds at most
 // b + C before and b after its compression; the kept keys of layer 0 (a projection of the token alone) equal the
 // one-shot keys at their positions, while above layer 0 the keys of later chunks differ (their hidden states saw only
 // the kept entries: were they equal to 1e-6, this would be the oracle that scores with the full earlier chunks).
@@ -221,7 +232,7 @@ TEST_F(ChunkCompression, BoundedByBudgetPlusChunkAndLaterChunksSeeOnlyWhatWasKep
         EXPECT_LE(t.held_after_append[static_cast<size_t>(l)], 12 + 16);
         EXPECT_LE(t.held_after_compression[static_cast<size_t>(l)], 12);
       }
-    EXPECT_EQ(r.chunks[1].held_after_append[0], 12 + 16);  // the budget did not grow with the chunks
+    EXPECT_EQ(r.chunks[1].held_after_append[0], 12 + 13);  // the budget did not grow with the chunks
     const rkv::PrefilledPrompt one = rkv::prefill_prompt(*be, tokens(50), {});
     double max_diff[2] = {0, 0};
     for (int64_t l = 0; l < 2; ++l) {
@@ -229,7 +240,7 @@ TEST_F(ChunkCompression, BoundedByBudgetPlusChunkAndLaterChunksSeeOnlyWhatWasKep
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t i = 0; i < kept.head_length(h); ++i) {
           const int32_t p = *kept.pos_at(h, i);
-          if (p < 16) continue;  // chunk 1 saw nothing compressed
+          if (p < 13) continue;  // the first chunk saw nothing compressed
           for (int64_t e = 0; e < 64; ++e)
             max_diff[l] = std::max(max_diff[l], std::fabs(static_cast<double>(kept.k_at(h, i)[e]) - full.k_at(h, p)[e]));
         }

@@ -346,6 +346,8 @@ TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotS
   EXPECT_EQ(chunked.prefill.chunk_tokens, 512);
   EXPECT_TRUE(chunked.prefill.compress_between_chunks);
   EXPECT_NE(error(base("[prefill]\nchunk_tokens = -1\n")).find("prefill.chunk_tokens"), std::string::npos);
+  EXPECT_NE(error(base("[prefill]\nchunk_tokens = 4\n")).find("at least 16"), std::string::npos);
+  EXPECT_EQ(load(base("[prefill]\nchunk_tokens = 16\n")).prefill.chunk_tokens, 16);
   EXPECT_NE(error(base("[prefill]\nchunk_size = 8\n")).find("chunk_size"), std::string::npos);
   EXPECT_NE(error(base("[prefill]\ncompress_between_chunks = true\n")).find("chunk_tokens >= 1"), std::string::npos);
   const std::string between = "[prefill]\nchunk_tokens = 64\ncompress_between_chunks = true\n";

@@ -120,6 +120,18 @@ std::vector<int32_t> chunk_of(const std::vector<int32_t>& tokens, int64_t first,
 
 }  // namespace
 
+std::vector<std::pair<int64_t, int64_t>> chunk_bounds(int64_t T, int64_t C) {
+  if (T < 1 || C < 1) throw InputError("chunked prefill: " + str(T) + " tokens in chunks of " + str(C));
+  const int64_t n = (T + C - 1) / C, base = T / n, longer = T % n;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t k = 0, first = 0; k < n; ++k) {
+    const int64_t len = base + (k < longer ? 1 : 0);
+    out.emplace_back(first, len);
+    first += len;
+  }
+  return out;
+}
+
 PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32_t>& tokens, const PrefillNeeds& needs,
                                        int64_t C) {
   if (tokens.empty()) throw InputError("prefill: empty prompt");
@@ -157,21 +169,23 @@ PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32
 
   PrefillRequest first;
   first.logits = LogitsFor::None;
-  first.keep_queries = want_queries ? C : 0;
   if (cumulative) {
     AttentionStatsOptions o;
     o.cumulative_attention = true;
     first.stats.push_back(o);
   }
-  PrefillResult r = backend.prefill(chunk_of(tokens, 0, C), first);
+  const std::vector<std::pair<int64_t, int64_t>> chunks = chunk_bounds(T, C);
+  const int64_t n0 = chunks[0].second;
+  first.keep_queries = want_queries ? n0 : 0;
+  PrefillResult r = backend.prefill(chunk_of(tokens, 0, n0), first);
   std::unique_ptr<BackendCache> cache = std::move(r.cache);
-  backend.reserve(*cache, T - C);  // the whole prompt once, exactly as the one-shot prefill holds it
+  backend.reserve(*cache, T - n0);  // the whole prompt once, exactly as the one-shot prefill holds it
   if (cumulative)
-    for (int64_t l = 0; l < L; ++l) add_mass(r.stats[0][static_cast<size_t>(l)].cumulative_attention, H, C, T, sums[static_cast<size_t>(l)]);
-  if (want_queries) take_queries(r.queries, 0, C);
+    for (int64_t l = 0; l < L; ++l) add_mass(r.stats[0][static_cast<size_t>(l)].cumulative_attention, H, n0, T, sums[static_cast<size_t>(l)]);
+  if (want_queries) take_queries(r.queries, 0, n0);
   std::vector<float> logits;
-  for (int64_t s = C; s < T; s += C) {
-    const int64_t n = std::min(C, T - s);
+  for (size_t k = 1; k < chunks.size(); ++k) {
+    const auto [s, n] = chunks[k];
     ExtendCapture capture;
     capture.attention_mass = cumulative;
     capture.queries = want_queries;
@@ -300,7 +314,8 @@ ChunkedCompression prefill_compressing_chunks(Backend& backend, const std::vecto
     out.chunks.push_back(std::move(t));
   };
 
-  const int64_t n0 = std::min(C, T);
+  const std::vector<std::pair<int64_t, int64_t>> chunks = chunk_bounds(T, C);
+  const int64_t n0 = chunks[0].second;
   PrefillRequest first;
   first.logits = n0 == T ? LogitsFor::Last : LogitsFor::None;
   first.keep_queries = want_queries ? n0 : 0;
@@ -315,8 +330,8 @@ ChunkedCompression prefill_compressing_chunks(Backend& backend, const std::vecto
   if (want_queries) take_queries(r.queries, 0, n0);
   std::vector<float> logits = std::move(r.logits);
   compress_chunk(0, n0);
-  for (int64_t s = C; s < T; s += C) {
-    const int64_t n = std::min(C, T - s);
+  for (size_t k = 1; k < chunks.size(); ++k) {
+    const auto [s, n] = chunks[k];
     ExtendCapture capture;
     capture.attention_mass = cumulative;
     capture.queries = want_queries;

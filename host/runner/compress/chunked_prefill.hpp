@@ -1,7 +1,10 @@
-// Chunked prefill ([prefill] chunk_tokens = C; README "Long context"): the prompt's T tokens go through the model C at
-// a time (chunk k holds positions kC .. min((k + 1)C, T) - 1; the last chunk is shorter when C does not divide T),
-// the first with Backend::prefill and the others with Backend::extend on the same cache, as vLLM and SGLang prefill
-// long prompts. Two modes:
+// Chunked prefill ([prefill] chunk_tokens = C; README "Chunked prefill"): the prompt's T tokens go through the model in
+// n = ceil(T / C) chunks of near-equal length (at most C each, lengths differing by at most one: chunk_bounds), the
+// first with Backend::prefill and the others with Backend::extend on the same cache, as vLLM and SGLang prefill long
+// prompts under a token budget per step. Near-equal rather than C, C, ..., remainder: a remainder of a few tokens
+// would run the CPU backend's quantized matmuls on their few-row path (int8 activations for at most 4 rows,
+// backend/cpu/qlinear.hpp), which rounds differently from the many-row one; with chunks of at least 5 tokens (C >= 10
+// whenever T > C) every chunk takes the many-row path and the cache equals the one-shot prefill's. Two modes:
 //
 //  - without compression between chunks (chunked_prefill_prompt): the cache grows to T entries and every chunk's
 //    queries see the whole of the earlier chunks, so the result equals the one-shot prefill (logits, cache and
@@ -25,6 +28,7 @@
 // and, with cumulative attention, [L][H, T] sums. Thread rules: the backend's; plugins are never called concurrently.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -33,6 +37,11 @@
 #include "runner/compress/scorers.hpp"
 
 namespace rkv {
+
+/// The chunks of a prompt of T tokens under a chunk budget of C >= 1: n = ceil(T / C) consecutive (first position,
+/// length) pairs covering 0 .. T - 1, the first T mod n of length ceil(T / n) and the others floor(T / n), so each
+/// is at most C. E.g. T = 45, C = 16: (0, 15), (15, 15), (30, 15); T = 50, C = 16: 13, 13, 12, 12.
+std::vector<std::pair<int64_t, int64_t>> chunk_bounds(int64_t T, int64_t C);
 
 /// prefill_prompt() in chunks of `chunk_tokens` (>= 1; one shot when it is 0 or at least T): the same
 /// PrefilledPrompt (full cache, statistics of `needs`, window queries, last logits) within float rounding.

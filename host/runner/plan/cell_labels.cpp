@@ -121,7 +121,7 @@ std::string budget_label(const CellConfig& cc) {
 
 }  // namespace
 
-void label_cells(std::vector<Cell>& cells, bool rerotate) {
+void label_cells(std::vector<Cell>& cells, bool rerotate, const PrefillSpec& prefill) {
   std::map<std::string, std::set<std::string>> values_of;
   for (const Cell& c : cells)
     for (const auto& [key, value] : c.values.items()) values_of[key].insert(value.dump());
@@ -132,6 +132,8 @@ void label_cells(std::vector<Cell>& cells, bool rerotate) {
     if (c.config.full_cache) continue;
     auto [methods, settings] = cell_group(c, varying);
     if (rerotate) settings += ", rerotated keys";
+    if (prefill.compress_between_chunks)
+      settings += ", compressed between chunks of " + std::to_string(prefill.chunk_tokens);
     c.group = methods + settings;
     c.label = methods + " @ " + budget_label(c.config) + settings;
   }

@@ -14,10 +14,11 @@ namespace rkv {
 /// Labels and plot groups of every cell: "<group> @ <budget>", where the group names the allocator (and its signal,
 /// where the cell reads a profile), the per-head allocator, the scorer and its route, each with the swept params that
 /// differ between cells, the decode policy, the codec, sharing or the joint plan, and any other swept setting that
-/// differs; with `rerotate` (a run-level setting) ", rerotated keys". Cells that would still share a label (e.g. two
+/// differs; with `rerotate` (a run-level setting) ", rerotated keys"; with [prefill] compress_between_chunks
+/// ", compressed between chunks of C" (another computation than compressing after the prompt). Cells that would still share a label (e.g. two
 /// values of a param that none of their plugins reads) gain " [key=value, ...]" of the swept values that set them
 /// apart, so labels are unique. The full-cache cell keeps its own.
-void label_cells(std::vector<Cell>& cells, bool rerotate);
+void label_cells(std::vector<Cell>& cells, bool rerotate, const PrefillSpec& prefill = {});
 
 /// The key of what `cell` computes: its signal (only when it reads a profile), scorer and params, route, allocator
 /// (not for a joint cell) and per-head allocator, budget, decode policy, and codec, sharing and joint plan when set;

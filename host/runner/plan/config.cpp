@@ -23,6 +23,9 @@ namespace rkv {
 
 namespace {
 
+/// The smallest [prefill] chunk_tokens but 0: near-equal chunks of at most C are then at least 8 tokens long
+/// (runner/compress/chunked_prefill.hpp chunk_bounds), above the CPU backend's few-row matmul path.
+constexpr int64_t kMinChunkTokens = 16;
 /// The keys of [compression], in run configs and compression configs alike.
 const std::vector<std::string> kCompressionKeys = {"query_aware", "rerotate", "decode", "codec", "share", "joint"};
 /// The top-level keys of the run schema (config.hpp).
@@ -127,6 +130,10 @@ void read_run_settings(const TomlContext& c, const toml::table& root, RunPlan& p
   if (const toml::table* pf = sub_table(c, root, "prefill", "prefill")) {
     check_keys(c, *pf, "prefill", {"chunk_tokens", "compress_between_chunks"});
     plan.prefill.chunk_tokens = get_int(c, *pf, "chunk_tokens", "prefill.chunk_tokens", 0, 0, kMaxTokens);
+    if (plan.prefill.chunk_tokens > 0 && plan.prefill.chunk_tokens < kMinChunkTokens)
+      throw InputError(where(c, *pf->get("chunk_tokens"), "prefill.chunk_tokens") + " must be 0 (one shot) or at least " +
+                       std::to_string(kMinChunkTokens) + " (chunks of a few tokens take the CPU's few-row matmul path, "
+                       "which rounds differently), got " + std::to_string(plan.prefill.chunk_tokens));
     plan.prefill.compress_between_chunks =
         get_bool(c, *pf, "compress_between_chunks", "prefill.compress_between_chunks", false);
     if (plan.prefill.compress_between_chunks && plan.prefill.chunk_tokens == 0)
@@ -187,13 +194,11 @@ void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServ
 /// and the cell must be plain eviction by layer budgets: no per-head allocator (it ranks the whole prompt's scores),
 /// no joint plan, sharing or codec, no decode policy that needs the prompt's statistics (h2o, periodic), and no key
 /// re-rotation. Refused naming the key and the cell.
-void check_chunk_compression(const TomlContext& c, const Cell& cell, const HostServices& host, bool rerotate) {
+void check_chunk_compression(const std::string& key_where, const Cell& cell, const HostServices& host, bool rerotate) {
   const CellConfig& cc = cell.config;
   if (cc.full_cache) return;
   const std::string in_cell = cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")";
-  auto refuse = [&](const std::string& what) {
-    throw InputError(c.origin + ": prefill.compress_between_chunks = true: " + what + in_cell);
-  };
+  auto refuse = [&](const std::string& what) { throw InputError(key_where + " = true: " + what + in_cell); };
   if (rerotate) refuse("compression.rerotate is not supported (kept keys keep their positions between chunks)");
   if (cc.allocator && cc.allocator->heads) refuse("allocator.heads needs the whole prompt's scores; not supported");
   if (!cc.joint.none()) refuse("[compression.joint] is not supported");
@@ -220,8 +225,12 @@ void check_chunk_compression(const TomlContext& c, const Cell& cell, const HostS
 
 /// Creates every distinct plugin of `cells` once, so checks a plugin makes at creation (e.g. snapkv's odd kernel) fail
 /// here, in `validate`, rather than after a run has loaded the model; and checks decode-time scoring.
-void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Cell>& cells, const RunPlan& plan) {
+void check_cells_create_their_plugins(const TomlContext& c, const toml::table& root, const std::vector<Cell>& cells,
+                                      const RunPlan& plan) {
   HostServices host;
+  const toml::node* between = root.at_path("prefill.compress_between_chunks").node();
+  const std::string between_where =
+      between ? where(c, *between, "prefill.compress_between_chunks") : c.origin + ": prefill.compress_between_chunks";
   std::set<std::string> created;
   for (const Cell& cell : cells) {
     std::vector<const std::optional<PluginChoice>*> choices = {&cell.config.signal, &cell.config.scorer,
@@ -240,7 +249,7 @@ void check_cells_create_their_plugins(const TomlContext& c, const std::vector<Ce
       }
     }
     if (cell.config.decode.traits().rescores) check_decode_scoring(c, cell, host);
-    if (plan.prefill.compress_between_chunks) check_chunk_compression(c, cell, host, plan.rerotate);
+    if (plan.prefill.compress_between_chunks) check_chunk_compression(between_where, cell, host, plan.rerotate);
   }
 }
 
@@ -258,8 +267,8 @@ RunPlan build_plan(toml::table root, const std::string& text, const TomlContext&
   set_plan_identity(root, plan);
   plan.cells.push_back(full_cache_cell(plan.base_sha256));  // the full-cache reference first
   for (Cell& cell : expand_sweep(c, root, axes, *plan.registry)) plan.cells.push_back(std::move(cell));
-  label_cells(plan.cells, plan.rerotate);  // [compression] rerotate: a run-level setting, named per cell
-  check_cells_create_their_plugins(c, plan.cells, plan);
+  label_cells(plan.cells, plan.rerotate, plan.prefill);  // rerotate and chunk compression: run-level, named per cell
+  check_cells_create_their_plugins(c, root, plan.cells, plan);
   return plan;
 }
 

@@ -49,8 +49,9 @@ void erase_dotted(toml::table& root, const std::string& dotted) {
 /// Keys a sweep may vary: any key of the cell-level sections (plugin choices, plugin params, budget). Returns the
 /// setting the key names, canonically ("scorer.<full plugin id>.<param>"), so two keys naming one setting are found.
 std::string check_sweep_key(const TomlContext& c, const toml::node& where_node, const std::string& key,
-                            const PluginRegistry& reg) {
-  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, "sweep." + key) + ": " + why); };
+                            const PluginRegistry& reg, const std::string& shown = "") {
+  const std::string name = shown.empty() ? "sweep." + key : shown;  // how messages name the key
+  auto fail = [&](const std::string& why) { throw InputError(where(c, where_node, name) + ": " + why); };
   // "allocator.plugin." or "scorer..window" would silently name another setting than the one recorded.
   if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     fail("a sweep key has no empty components (no leading, trailing or doubled '.')");
@@ -59,6 +60,9 @@ std::string check_sweep_key(const TomlContext& c, const toml::node& where_node, 
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
   const std::vector<std::string> sections = {"signal", "scorer", "allocator", "budget", "compression"};
   if (parts.size() < 2) fail("a sweep key is a dotted key such as \"allocator.plugin\" or \"budget.fraction\"");
+  if (parts[0] == "prefill")
+    fail("[prefill] is a run-level setting and cannot be swept (one prefill per example serves every cell); run one "
+         "config per prefill mode");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode, "
          "compression.codec, compression.share, compression.joint (did you mean '" + closest_match(parts[0], sections) + "'?)");
@@ -158,7 +162,7 @@ void check_methods_axis(const TomlContext& c, const toml::node& v, const PluginR
     for (const auto& [key, node] : settings) {
       if (key == "methods" || key.rfind("methods.", 0) == 0)
         throw InputError(where(c, *node, name + "." + key) + ": a method cannot hold methods");
-      const std::string setting = check_sweep_key(c, *node, key, reg);
+      const std::string setting = check_sweep_key(c, *node, key, reg, name + "." + key);
       if (!here.insert(setting).second)
         throw InputError(where(c, *node, name + "." + key) + ": names a setting this method already sets (" + setting + ")");
       all.insert(setting);

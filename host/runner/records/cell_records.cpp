@@ -214,6 +214,10 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   if (cc.budget_bytes_fraction) j["budget_bytes_fraction"] = *cc.budget_bytes_fraction;
   j["decode"] = cc.decode.describe();  // the decode policy with its parameters ("none" for the full cache)
   j["rerotate"] = !cc.full_cache && plan.rerotate;
+  // [prefill]: how the prompt was prefilled (chunks without compression give the one-shot cache; with compression
+  // between chunks a compressed cell computed something else)
+  j["prefill"] = {{"chunk_tokens", plan.prefill.chunk_tokens},
+                  {"compress_between_chunks", !cc.full_cache && plan.prefill.compress_between_chunks}};
   j["codec"] = cc.codec.to_json();  // how the kept entries are stored ({"format": "none"}: float32)
   if (!cc.full_cache && !cc.share.none()) j["share"] = cc.share.label();  // [compression.share] (cache_share.hpp)
   // [compression.joint] (joint_spec.hpp): the plan and its grid; the allocator and codec recorded above do not apply

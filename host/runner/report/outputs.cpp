@@ -145,6 +145,7 @@ nlohmann::json result_line(const nlohmann::json& m, const std::string& task, con
   r["heads"] = m.contains("heads") ? m.at("heads") : nlohmann::json(nullptr);
   r["decode"] = decode_of(m);
   r["rerotate"] = m.contains("rerotate") ? m.at("rerotate") : nlohmann::json(false);
+  r["prefill"] = m.value("prefill", nlohmann::json());  // {chunk_tokens, compress_between_chunks}; null: older cells
   r["budget_fraction"] = m.at("budget_fraction");
   r["budget_tokens"] = m.at("budget_tokens");
   r["budget_bytes_fraction"] = m.value("budget_bytes_fraction", nlohmann::json());  // null: not a byte budget
