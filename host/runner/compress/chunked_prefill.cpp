@@ -118,6 +118,33 @@ std::vector<int32_t> chunk_of(const std::vector<int32_t>& tokens, int64_t first,
   return std::vector<int32_t>(tokens.begin() + first, tokens.begin() + first + n);
 }
 
+/// The first chunk, positions 0 .. n0 - 1, through Backend::prefill into a fresh cache: with all its queries when
+/// `queries`, its cumulative attention (request 0) when `cumulative`, and the logits when it is the whole prompt.
+PrefillResult prefill_first_chunk(Backend& backend, const std::vector<int32_t>& tokens, int64_t n0, bool cumulative,
+                                  bool queries) {
+  PrefillRequest first;
+  first.logits = n0 == static_cast<int64_t>(tokens.size()) ? LogitsFor::Last : LogitsFor::None;
+  first.keep_queries = queries ? n0 : 0;
+  if (cumulative) {
+    AttentionStatsOptions o;
+    o.cumulative_attention = true;
+    first.stats.push_back(o);
+  }
+  return backend.prefill(chunk_of(tokens, 0, n0), first);
+}
+
+/// Chunk (s, n) through Backend::extend on `cache`, observing its attention mass and queries into `seen` when asked;
+/// the logits after the prompt's last position when the chunk ends the prompt, else none.
+std::vector<float> extend_chunk(Backend& backend, BackendCache& cache, const std::vector<int32_t>& tokens, int64_t s,
+                                int64_t n, bool cumulative, bool queries, ExtendObservation& seen) {
+  ExtendCapture capture;
+  capture.attention_mass = cumulative;
+  capture.queries = queries;
+  const bool last = s + n == static_cast<int64_t>(tokens.size());
+  return backend.extend(cache, chunk_of(tokens, s, n), s, last ? LogitsFor::Last : LogitsFor::None, capture,
+                        cumulative || queries ? &seen : nullptr);
+}
+
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> chunk_bounds(int64_t T, int64_t C) {
@@ -167,17 +194,9 @@ PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32
     }
   };
 
-  PrefillRequest first;
-  first.logits = LogitsFor::None;
-  if (cumulative) {
-    AttentionStatsOptions o;
-    o.cumulative_attention = true;
-    first.stats.push_back(o);
-  }
   const std::vector<std::pair<int64_t, int64_t>> chunks = chunk_bounds(T, C);
   const int64_t n0 = chunks[0].second;
-  first.keep_queries = want_queries ? n0 : 0;
-  PrefillResult r = backend.prefill(chunk_of(tokens, 0, n0), first);
+  PrefillResult r = prefill_first_chunk(backend, tokens, n0, cumulative, want_queries);
   std::unique_ptr<BackendCache> cache = std::move(r.cache);
   backend.reserve(*cache, T - n0);  // the whole prompt once, exactly as the one-shot prefill holds it
   if (cumulative)
@@ -186,12 +205,8 @@ PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32
   std::vector<float> logits;
   for (size_t k = 1; k < chunks.size(); ++k) {
     const auto [s, n] = chunks[k];
-    ExtendCapture capture;
-    capture.attention_mass = cumulative;
-    capture.queries = want_queries;
     ExtendObservation seen;
-    logits = backend.extend(*cache, chunk_of(tokens, s, n), s, s + n == T ? LogitsFor::Last : LogitsFor::None, capture,
-                            cumulative || want_queries ? &seen : nullptr);
+    logits = extend_chunk(backend, *cache, tokens, s, n, cumulative, want_queries, seen);
     if (cumulative)
       for (int64_t l = 0; l < L; ++l) add_mass(seen.attention_mass[static_cast<size_t>(l)], H, s + n, T, sums[static_cast<size_t>(l)]);
     if (want_queries) take_queries(seen.queries, s, n);
@@ -316,15 +331,7 @@ ChunkedCompression prefill_compressing_chunks(Backend& backend, const std::vecto
 
   const std::vector<std::pair<int64_t, int64_t>> chunks = chunk_bounds(T, C);
   const int64_t n0 = chunks[0].second;
-  PrefillRequest first;
-  first.logits = n0 == T ? LogitsFor::Last : LogitsFor::None;
-  first.keep_queries = want_queries ? n0 : 0;
-  if (cumulative) {
-    AttentionStatsOptions o;
-    o.cumulative_attention = true;
-    first.stats.push_back(o);
-  }
-  PrefillResult r = backend.prefill(chunk_of(tokens, 0, n0), first);
+  PrefillResult r = prefill_first_chunk(backend, tokens, n0, cumulative, want_queries);
   cache = std::move(r.cache);
   if (cumulative) acc = std::make_unique<AccumulatedAttention>(backend, *cache, &r.stats[0], nullptr);
   if (want_queries) take_queries(r.queries, 0, n0);
@@ -332,12 +339,8 @@ ChunkedCompression prefill_compressing_chunks(Backend& backend, const std::vecto
   compress_chunk(0, n0);
   for (size_t k = 1; k < chunks.size(); ++k) {
     const auto [s, n] = chunks[k];
-    ExtendCapture capture;
-    capture.attention_mass = cumulative;
-    capture.queries = want_queries;
     ExtendObservation seen;
-    logits = backend.extend(*cache, chunk_of(tokens, s, n), s, s + n == T ? LogitsFor::Last : LogitsFor::None, capture,
-                            cumulative || want_queries ? &seen : nullptr);
+    logits = extend_chunk(backend, *cache, tokens, s, n, cumulative, want_queries, seen);
     if (acc) acc->add(*cache, seen);
     if (want_queries) take_queries(seen.queries, s, n);
     compress_chunk(s, n);
