@@ -16,8 +16,7 @@
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
-#include "plugin/params.hpp"
-#include "plugin/registry.hpp"
+#include "common/plugin_fixture.hpp"
 #include "runner/compress/chunked_prefill.hpp"
 #ifdef RKV_CUDA_EMU
 #include "backend/cuda/cuda_backend.hpp"
@@ -170,24 +169,13 @@ TEST(ChunkedPrefill, ChunkOfAtLeastTIsOneShotAndNegativeIsRefused) {
   EXPECT_THROW(rkv::chunked_prefill_prompt(*be, {}, {}, 4), rkv::InputError);
 }
 
-/// The real scorer plugins (build/lib/ripplekv/plugins) for the gqa model.
+/// The real scorer plugins (build/lib/ripplekv/plugins).
 class ChunkCompression : public ::testing::Test {
  protected:
   rkv::ScorerUse scorer(const std::string& id, std::vector<rkv::UserParam> params, const rkv::Model& model) {
-    static const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
-    const rkv::PluginInfo& info = reg.resolve(id, RKV_KIND_SCORER);
-    instances_.push_back(std::make_unique<rkv::PluginInstance>(
-        rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, params), host_)));
-    const rkv::ModelConfig& c = model.config;
-    rkv::ScorerUse use;
-    use.instance = instances_.back().get();
-    use.requirements = rkv::query_scorer_requirements(
-        *use.instance, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
-    use.key = id;
-    return use;
+    return plugins_.scorer(id, std::move(params), model.config);
   }
-  rkv::HostServices host_;
-  std::vector<std::unique_ptr<rkv::PluginInstance>> instances_;
+  rkv_test::PluginFixture plugins_;
 };
 
 // Worked by hand: streamingllm (sinks = 2, score = cache index), b = 5 in both layers, T = 12 in chunks of 4.

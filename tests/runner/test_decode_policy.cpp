@@ -14,8 +14,7 @@
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
-#include "plugin/params.hpp"
-#include "plugin/registry.hpp"
+#include "common/plugin_fixture.hpp"
 #include "runner/compress/compress_prompt.hpp"
 #include "runner/decode/policy.hpp"
 #include "runner/decode/loop.hpp"
@@ -191,20 +190,9 @@ TEST(DecodePolicy, H2oKeepsEveryHeadWithinItsBudgetUnderGqa) {
 class PeriodicDecode : public ::testing::Test {
  protected:
   rkv::ScorerUse scorer(const std::string& id, std::vector<rkv::UserParam> params = {}) {
-    static const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
-    const rkv::PluginInfo& info = reg.resolve(id, RKV_KIND_SCORER);
-    instances_.push_back(std::make_unique<rkv::PluginInstance>(
-        rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, params), host_)));
-    const rkv::ModelConfig& c = gqa_model().config;
-    rkv::ScorerUse use;
-    use.instance = instances_.back().get();
-    use.requirements = rkv::query_scorer_requirements(
-        *use.instance, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
-    use.key = id;
-    return use;
+    return plugins_.scorer(id, std::move(params), gqa_model().config);
   }
-  rkv::HostServices host_;
-  std::vector<std::unique_ptr<rkv::PluginInstance>> instances_;
+  rkv_test::PluginFixture plugins_;
 };
 
 // With the streamingllm scorer (sinks protected, score = cache index) a periodic compression keeps exactly what

@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "model/synthetic_model.hpp"
 #include "plugin/instance.hpp"
+#include "common/plugin_fixture.hpp"
 #include "plugin/registry.hpp"
 #include "runner/compress/codec_step.hpp"
 #include "runner/compress/compress_prompt.hpp"
@@ -37,23 +38,12 @@ class RouteCompression : public ::testing::Test {
  protected:
   const rkv::PluginInstance& instance(const std::string& id, rkv_plugin_kind kind,
                                       std::vector<rkv::UserParam> params = {}) {
-    static const rkv::PluginRegistry reg = rkv::PluginRegistry::discover();
-    const rkv::PluginInfo& info = reg.resolve(id, kind);
-    instances_.push_back(std::make_unique<rkv::PluginInstance>(
-        rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, params), host_)));
-    return *instances_.back();
+    return plugins_.instance(id, kind, std::move(params));
   }
   rkv::ScorerUse scorer(const std::string& id, std::vector<rkv::UserParam> params = {}) {
-    const rkv::ModelConfig& c = model().config;
-    rkv::ScorerUse use;
-    use.instance = &instance(id, RKV_KIND_SCORER, std::move(params));
-    use.requirements = rkv::query_scorer_requirements(
-        *use.instance, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
-    use.key = id + "{" + std::to_string(instances_.size()) + "}";
-    return use;
+    return plugins_.scorer(id, std::move(params), model().config, id + "{" + std::to_string(plugins_.size() + 1) + "}");
   }
-  rkv::HostServices host_;
-  std::vector<std::unique_ptr<rkv::PluginInstance>> instances_;
+  rkv_test::PluginFixture plugins_;
 };
 
 /// Head h's entries of `layer`: keys, values and positions of the rows in use.
