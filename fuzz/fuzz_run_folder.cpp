@@ -91,12 +91,13 @@ void write_seeds(const fs::path& seeds) {
   const Sandbox& sb = sandbox();
   const fs::path run = rkv_fuzz::process_temp_dir("run_folder") / "seed_run";
   fs::remove_all(run);
-  rkv::RunIdentity id = rkv::prepare_output_folder(sb.plan, run.string(), false);
-  rkv::write_run_identity(sb.plan, run.string(), false, 1, 1);
+  const rkv::Folder folder = rkv::Folder::open(run.string(), true);
+  rkv::RunIdentity id = rkv::prepare_output_folder(sb.plan, folder, false);
+  rkv::write_run_identity(sb.plan, folder, false, 1, 1);
   id.model_sha256 = std::string(64, 'a');
   for (size_t c = 0; c < sb.plan.cells.size(); ++c) {
     const bool full = sb.plan.cells[c].config.full_cache;
-    rkv::write_cell_file(run.string(), sb.plan, id, sb.plan.cells[c], {outcome(0, full), outcome(1, full)}, 0.5);
+    rkv::write_cell_file(folder, sb.plan, id, sb.plan.cells[c], {outcome(0, full), outcome(1, full)}, 0.5);
   }
   rkv::merge_outputs({run.string()}, run.string(), true, false);
   auto file = [&](const fs::path& p) { return fs::exists(p) ? rkv::read_file(p.string()) : std::string(); };
@@ -164,8 +165,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // --resume: which cells are complete, and of which model.
   for (const std::string& id : {id0, id1}) {
     expect_input_errors_only("cell_file_complete", [&] {
-      if (rkv::cell_file_complete(run.string(), id, sb.plan.base_sha256, "cpu", "f32"))
-        rkv::check_cell_model(run.string(), id, std::string(64, 'a'));
+      const rkv::Folder folder = rkv::Folder::open(run.string(), false);
+      if (rkv::cell_file_complete(folder, id, sb.plan.base_sha256, "cpu", "f32"))
+        rkv::check_cell_model(folder, id, std::string(64, 'a'));
     });
   }
   // merge: cells and run.json into another folder (tables, report).
@@ -182,6 +184,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rkv_context_destroy(ctx);
   // --resume: run.json's identity against the config.
   expect_input_errors_only("prepare_output_folder",
-                           [&] { rkv::prepare_output_folder(sb.plan, run.string(), true); });
+                           [&] { rkv::prepare_output_folder(sb.plan, rkv::Folder::open(run.string(), false), true); });
   return 0;
 }

@@ -17,15 +17,17 @@ namespace rkv::cli {
 namespace {
 
 const char* kUsage =
-    "usage: ripplekv analyze CONFIG --out DIR [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D] [--quiet]\n"
-    "                        [--scorers a,b,...] [--route-counts a=N,b=M] [--random-routes N] [--route-seed S]\n"
-    "                        [--route-fraction f] [--sharing]\n\n"
+    "usage: ripplekv analyze CONFIG --out DIR [--force] [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D]\n"
+    "                        [--quiet] [--scorers a,b,...] [--route-counts a=N,b=M] [--random-routes N]\n"
+    "                        [--route-seed S] [--route-fraction f] [--sharing]\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
     "(default: the config's budget fractions) with bootstrap CIs over evaluation examples, and last the oracle row: the\n"
     "builtin \"damage\" signal, the same D at each f (with the config's [scorer]) measured on the calibration set.\n"
-    "Writes analysis.json, analysis.md and plots/analysis_damage.png|svg in DIR.\n\n"
+    "Writes analysis.json, analysis.md and plots/analysis_damage.png|svg in DIR. A non-empty DIR that holds no\n"
+    "ripplekv record (run.json, merge.json or analysis.json of ripplekv's own) is refused unless --force; a link or\n"
+    "another kind of file where one of these files goes is refused always (nothing is written through a link).\n\n"
     "Routes: --scorers a,b,... measures D_l(f) for these scorers too (params: the config's [scorer] or a\n"
     "[[scorer.route]] entry that names the plugin, else its defaults) and builds the profile-guided route: per layer\n"
     "the scorer of least damage, or with --route-counts exactly N layers on a, M on b, ... (an exact assignment,\n"
@@ -40,7 +42,8 @@ const char* kUsage =
 int run_analyze(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
-      "out", po::value<std::string>(), "output folder")("fractions", po::value<std::string>(), "f1,f2,... in (0, 1]")(
+      "out", po::value<std::string>(), "output folder")("force", "write into a folder that holds no ripplekv record")(
+      "fractions", po::value<std::string>(), "f1,f2,... in (0, 1]")(
       "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output")(
       "scorers", po::value<std::string>(), "more scorers to measure D_l for, a,b,... (ids or short ids)")(
       "route-counts", po::value<std::string>(), "layers per scorer held fixed, a=N,b=M (summing to the layer count)")(
@@ -61,6 +64,7 @@ int run_analyze(const std::vector<std::string>& args) {
   AnalyzeOptions o;
   o.out_dir = vm["out"].as<std::string>();
   o.quiet = vm.count("quiet") != 0;
+  o.force = vm.count("force") != 0;
   if (vm.count("threads")) o.threads = vm["threads"].as<int64_t>();
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all cores)");
   if (vm.count("fractions")) {

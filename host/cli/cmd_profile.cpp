@@ -23,13 +23,15 @@ namespace {
 
 const char* kUsage =
     "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--dtype D]\n"
-    "                        [--no-cache]\n\n"
+    "                        [--no-cache] [--force]\n\n"
     "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
     "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
     "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
     "(default ./profile.json; `ripplekv allocate --profile` reads it) and prints s with 95% bootstrap CIs per layer\n"
     "and the split-half Spearman. Profiles are cached under <asset cache>/profiles; --no-cache recomputes (and\n"
-    "refreshes the cache entry).\n";
+    "refreshes the cache entry). The cache is used only when its folder and files belong to you and no one else can\n"
+    "write them (else a warning says why it was skipped). An existing FILE must be a ripplekv profile, and a link,\n"
+    "FIFO or device there is refused: --force replaces them (never writing through a link).\n";
 
 int run_profile(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -37,7 +39,8 @@ int run_profile(const std::vector<std::string>& args) {
                                                   "output file")(
       "signal", po::value<std::string>(), "signal plugin id, or \"damage\" for the builtin oracle (overrides the config's [signal])")(
       "threads", po::value<int64_t>(), "CPU threads (default: the config's model.threads; 0: all cores)")(
-      "no-cache", "ignore cached profiles and recompute");
+      "no-cache", "ignore cached profiles and recompute")(
+      "force", "replace --out FILE even when it is not a ripplekv profile or not a regular file");
   add_backend_options(opts);
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(), "config file");
@@ -54,6 +57,9 @@ int run_profile(const std::vector<std::string>& args) {
   if (vm.count("threads") && vm["threads"].as<int64_t>() < 0)
     throw UsageError("--threads must be >= 0 (got " + std::to_string(vm["threads"].as<int64_t>()) + ")");
 
+  const std::string out = vm["out"].as<std::string>();
+  const bool force = vm.count("force") != 0;
+  check_profile_output(out, force);  // before hours of work: a target that would be refused at the end is refused now
   RunPlan plan = load_run_plan(vm["config"].as<std::string>());
   apply_backend_options(vm, plan);
   const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
@@ -84,8 +90,8 @@ int run_profile(const std::vector<std::string>& args) {
   req.read_cache = !vm.count("no-cache");
   req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
   const SensitivityProfile p = compute_profile(req);
-  const std::string out = vm["out"].as<std::string>();
-  write_json_atomically(out, p.to_json());
+  check_profile_output(out, force);  // again: the file may have changed meanwhile
+  write_json_atomically(out, p.to_json(), force);
 
   for (const auto& w : p.warnings) std::cerr << "ripplekv profile: warning: " << w << "\n";
   std::cout << "signal " << p.signal << " (" << p.params.dump() << "), scorer "

@@ -1,5 +1,6 @@
 // The `ripplekv` command-line program: dispatches to the subcommands registered in host/cli/cmd_*.cpp.
 #include <algorithm>
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -37,6 +38,10 @@ static void print_help(std::ostream& os) {
 
 int main(int argc, char** argv) {
   using namespace rkv::cli;
+  // Past the file size limit (ulimit -f) a write would kill the process by SIGXFSZ, with no message and a temporary
+  // file left behind. Ignored, the write fails with EFBIG instead, which every writer handles as it handles a full
+  // disk: a clear error naming the file, the temporary removed, finished cells kept (core/folder.hpp).
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     print_help(std::cerr);

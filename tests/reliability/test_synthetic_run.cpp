@@ -89,7 +89,9 @@ class SyntheticRun : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(out / "cells")) {
       const std::string name = e.path().filename().string();
       ASSERT_EQ(e.path().extension(), ".json") << "stray file " << name;
-      EXPECT_TRUE(rkv::cell_file_complete(out.string(), e.path().stem().string(), base, "cpu", "f32")) << name;
+      EXPECT_TRUE(rkv::cell_file_complete(rkv::Folder::open(out.string(), false), e.path().stem().string(), base, "cpu",
+                                          "f32"))
+          << name;
       ++n;
     }
     EXPECT_EQ(n, expected);
@@ -322,14 +324,23 @@ TEST_F(SyntheticRun, ResumeRefusesCellsOfAnotherBaseConfigEvenWithoutRunJson) {
   const std::string base = config("[scorer]\nplugin = \"streamingllm\"\n");
   ASSERT_NE(base.find("fraction = 0.5"), std::string::npos);
   EXPECT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 2);  // full cache + one compressed cell
-  // The non-swept budget changes, and run.json (which would have told) is gone or corrupt: the cells themselves
-  // carry the base config's sha256, so --resume still refuses instead of reusing results of another budget.
+  // The non-swept budget changes, and run.json (which would have told) is gone or corrupt: the folder no longer
+  // counts as a ripplekv run (refused unless --force), and even with --force the cells themselves carry the base
+  // config's sha256, so --resume still refuses instead of reusing results of another budget.
   std::string changed = base;
   changed.replace(changed.find("fraction = 0.5"), 14, "fraction = 0.4");
   o.resume = true;
   for (const char* damage : {"remove", "corrupt"}) {
     if (std::string(damage) == "remove") fs::remove(out / "run.json");
     else std::ofstream(out / "run.json", std::ios::trunc) << "{";
+    o.force = false;
+    try {
+      rkv::run_ablation(plan(changed), o);
+      FAIL() << "expected an InputError (" << damage << ", without --force)";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("holds no ripplekv run"), std::string::npos) << e.what();
+    }
+    o.force = true;
     try {
       rkv::run_ablation(plan(changed), o);
       FAIL() << "expected an InputError (" << damage << ")";
@@ -337,7 +348,7 @@ TEST_F(SyntheticRun, ResumeRefusesCellsOfAnotherBaseConfigEvenWithoutRunJson) {
       EXPECT_NE(std::string(e.what()).find("computed with another non-swept config"), std::string::npos) << e.what();
     }
   }
-  // The same base config resumes with nothing to compute.
+  // The same base config resumes with nothing to compute (--force: without run.json the folder is not a run's).
   fs::remove(out / "run.json");
   EXPECT_EQ(rkv::run_ablation(plan(base), o).cells_computed, 0);
 }
@@ -806,7 +817,7 @@ TEST_F(SyntheticRun, SecondWriterOfAnOutputFolderExitsNamingTheHoldersPid) {
   const fs::path out = dir / "out";
   const std::string holder = "pid " + std::to_string(::getpid());
   {
-    const rkv::OutputFolderLock lock(out.string());  // this process is "the first run"
+    const rkv::OutputFolderLock lock(rkv::Folder::open(out.string(), true));  // this process is "the first run"
     auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);
     EXPECT_EQ(rc, 2) << log;
     EXPECT_NE(log.find("output folder 'out' is in use by another ripplekv process (" + holder), std::string::npos) << log;
@@ -1154,7 +1165,8 @@ TEST_F(SyntheticRun, InfeasibleBudgetIsFoundBeforeAnyCellIsWritten) {
     EXPECT_NE(m.find("global budget B = 0 is below the number of compressible layers |A| = 2"), std::string::npos) << m;
     EXPECT_NE(m.find("raise budget.fraction"), std::string::npos) << m;
   }
-  for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) ADD_FAILURE() << "cell written: " << e.path();
+  if (fs::exists(dir / "out" / "cells"))  // created only once the run starts
+    for (const auto& e : fs::directory_iterator(dir / "out" / "cells")) ADD_FAILURE() << "cell written: " << e.path();
   EXPECT_EQ(rkv::run_ablation(plan(config("[scorer]\nplugin = \"streamingllm\"\n")), o).cells_computed, 2);
 }
 

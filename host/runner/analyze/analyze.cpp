@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "backend/backend.hpp"
-#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/fnv1a.hpp"
 #include "core/format.hpp"
@@ -24,6 +23,7 @@
 #include "runner/plan/damage_signal_spec.hpp"
 #include "runner/profile/compression_damage.hpp"
 #include "runner/profile/profile.hpp"
+#include "runner/records/output_folder.hpp"
 #include "runner/report/plots.hpp"
 #include "runner/tasks/text_windows.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -37,10 +37,11 @@ namespace {
 /// The figures of an analysis, drawn into `plots`: D_l per fraction (log scale), every signal's profile overlaid on
 /// D_l (min-max normalised), and per fraction a scatter of each signal against D_l with its signed rho. Returns their
 /// markdown (or a note when gnuplot failed).
-std::string analysis_figures(const fs::path& plots_dir, const std::vector<double>& fractions,
+std::string analysis_figures(const Folder& plots_folder, const std::vector<double>& fractions,
                              const std::vector<std::vector<double>>& D, const std::vector<SensitivityProfile>& profiles,
-                             const nlohmann::json& signals) {
-  ReportPlots plots(plots_dir, "analysis.gp");
+                             const nlohmann::json& signals, const std::string& damage_dat) {
+  ReportPlots plots(plots_folder, "analysis.gp");
+  plots.data_file("analysis_damage.dat", damage_dat);
   std::ostringstream damage;
   damage << "set title 'compression damage D_l: only layer l compressed'\nset xlabel 'layer'\n"
          << "set ylabel 'mean KL (nats/token), log scale'\nset logscale y\n"
@@ -173,7 +174,7 @@ RouteBuildOptions route_build_options(const AnalyzeOptions& opt, const std::vect
 /// analysis.json "scorers" and "routes", their analysis.md sections, route.toml and route-random.toml in `out`.
 void write_routes(const std::vector<PluginChoice>& choices,
                   const std::vector<std::vector<std::vector<std::vector<double>>>>& d, const std::vector<double>& fractions,
-                  const AnalyzeOptions& opt, RouteBuildOptions options, const fs::path& out, nlohmann::json& j,
+                  const AnalyzeOptions& opt, RouteBuildOptions options, const Folder& out, nlohmann::json& j,
                   std::ostringstream& md) {
   std::vector<ScorerDamage> damage;
   for (size_t s = 0; s < choices.size(); ++s) {
@@ -198,8 +199,8 @@ void write_routes(const std::vector<PluginChoice>& choices,
   const RouteReport routes = build_route_report(damage, fractions, options);
   j["routes"] = routes.json;
   md << "\n" << routes.markdown;
-  write_file_atomically((out / "route.toml").string(), routes.toml);
-  write_file_atomically((out / "route-random.toml").string(), routes.random_toml);
+  out.write_atomically("route.toml", routes.toml);
+  out.write_atomically("route-random.toml", routes.random_toml);
 }
 
 /// What an analysis compares: the scorer of the config's first compressed cell (`base`), every distinct signal
@@ -257,6 +258,7 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     ProfileRequest req = make_profile_request(plan, with_scorer, model, tok);
     req.backend = &backend;
     profiles->push_back(compute_profile(req));
+    for (const auto& w : profiles->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
   for (double f : sel.fractions) {
     note("analyze: oracle profile (damage at f = " + fmt(f, 3) + " on the calibration split)");
@@ -264,6 +266,7 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     req.signal.params = ParamSet::validate(*req.signal.info->descriptor, {UserParam{"fraction", f, false, "analyze"}});
     req.backend = &backend;
     oracle->push_back(compute_profile(req));
+    for (const auto& w : oracle->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
 }
 
@@ -374,6 +377,10 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   auto note = [&](const std::string& s) {
     if (!opt.quiet) std::cerr << s << "\n";
   };
+  // Opened and locked before the work: a folder of someone else's is refused at once (unless --force), and every
+  // file is then written through its descriptor (core/folder.hpp).
+  const Folder out = open_ripplekv_folder(opt.out_dir, opt.force, "analyze");
+  const OutputFolderLock lock(out);
   const AnalysisSelection sel = select_analysis(plan, opt);
 
   const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
@@ -424,7 +431,10 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   signal_table(plan, sel, profiles, oracle, SignalRows(d, D, static_cast<int>(plan.bootstrap_resamples)), N, j, md);
   const std::string dat = damage_table(sel.fractions, D, md);
   j["seconds"] = seconds_since(t0);
-  const fs::path out(opt.out_dir);
+  j["schema"] = kAnalysisSchema;
+  j["profiles"] = nlohmann::json::array();  // where each signal's profile came from (computed, or a cache file)
+  for (const SensitivityProfile& p : profiles)
+    j["profiles"].push_back({{"signal", p.signal}, {"cache_key", p.cache_key}, {"source", p.source}});
   if (choices.size() > 1)  // --scorers: D_l per scorer, the guided route and its random-placement baseline
     write_routes(choices, d_all, sel.fractions, opt, route_options, out, j, md);
   if (opt.sharing) {  // --sharing: D^share_l on the same evaluation windows, and each signal against it
@@ -433,11 +443,10 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     for (const SensitivityProfile& p : profiles) named.push_back({p.signal, p.s});
     write_sharing(sharing_damage(*backend, window_tokens, T), named, plan.bootstrap_resamples, j, md);
   }
-  write_file_atomically((out / "analysis.json").string(), j.dump(1) + "\n");
-  write_file_atomically((out / "plots" / "analysis_damage.dat").string(), dat);
-  md << "\n" << analysis_figures(out / "plots", sel.fractions, D, profiles, j["signals"]);
-  write_file_atomically((out / "analysis.md").string(), md.str());
-  note("analyze: wrote " + (out / "analysis.md").string());
+  out.write_atomically("analysis.json", j.dump(1) + "\n");
+  md << "\n" << analysis_figures(out.sub("plots"), sel.fractions, D, profiles, j["signals"], dat);
+  out.write_atomically("analysis.md", md.str());
+  note("analyze: wrote " + out.path_of("analysis.md"));
 }
 
 }  // namespace rkv

@@ -34,6 +34,7 @@ struct AnalyzeOptions {
   std::vector<double> fractions;   ///< empty: the config's swept budget.fraction values, else its budget.fraction
   int64_t threads = 0;             ///< > 0 overrides model.threads
   bool quiet = false;
+  bool force = false;               ///< --force: write into a non-empty folder that holds no ripplekv record
   /// --scorers: more scorers (ids or short ids) whose D_l(f) is measured beside the config's [scorer]; with two or
   /// more in all, the profile-guided route (runner/analyze/routes.hpp) is built and written to route.toml.
   std::vector<std::string> scorers;

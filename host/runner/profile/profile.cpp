@@ -7,11 +7,15 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/atomic_file.hpp"
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/folder.hpp"
+#include "core/regular_file.hpp"
 #include "core/sha256.hpp"
 #include "eval/stats.hpp"
 #include "plugin/instance.hpp"
@@ -90,16 +94,11 @@ bool read_row(const nlohmann::json& j, size_t n, std::vector<double>& out, const
 }
 
 /// Loads a cached profile; false with `why` when the file is unusable.
-bool load_cached(const std::string& path, const std::string& key, size_t L, size_t N, SensitivityProfile& p,
+bool load_cached(const std::string& text, const std::string& key, size_t L, size_t N, SensitivityProfile& p,
                  std::string& why) {
-  std::ifstream in(path);
-  if (!in) {
-    why = "cannot be opened";
-    return false;
-  }
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     why = std::string("not valid JSON (") + e.what() + ")";
     return false;
@@ -128,6 +127,53 @@ bool load_cached(const std::string& path, const std::string& key, size_t L, size
     return false;
   }
   return true;
+}
+
+/// Why `st` (of the cache folder or a cache file) cannot be trusted: owned by another user or writable by others;
+/// "" when it can.
+std::string untrusted_because(const struct stat& st) {
+  if (st.st_uid != ::geteuid())
+    return "it belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "other users can write it (chmod go-w to trust it)";
+  return "";
+}
+
+/// The profile cache folder `dir` (created when missing), or nullopt with a warning when it cannot be trusted.
+std::optional<Folder> open_cache_folder(const std::string& dir, std::vector<std::string>& warnings) {
+  try {
+    const bool existed = path_kind(dir) != PathKind::missing;
+    Folder f = Folder::open(dir, true, "profile cache folder");
+    struct stat st {};
+    if (!existed) ::fchmod(f.fd(), 0755);  // ours: never group-writable, whatever the umask
+    if (::fstat(f.fd(), &st) != 0) throw InputError("profile cache folder '" + dir + "': cannot stat");
+    if (const std::string why = untrusted_because(st); !why.empty()) {
+      warnings.push_back("not using the profile cache folder '" + dir + "': " + why);
+      return std::nullopt;
+    }
+    return f;
+  } catch (const InputError& e) {
+    warnings.push_back(std::string("not using the profile cache: ") + e.what());
+    return std::nullopt;
+  }
+}
+
+/// The text of cache file `name` in `cache`, or nullopt: missing (silently), or not a regular file of this user's
+/// that no one else can write, or unreadable (each with a warning). Never blocks (a FIFO is refused unopened).
+std::optional<std::string> read_cache_file(const Folder& cache, const std::string& name,
+                                           std::vector<std::string>& warnings) {
+  struct stat st {};
+  if (::fstatat(cache.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  const std::string path = cache.path_of(name);
+  std::string why = S_ISREG(st.st_mode) ? untrusted_because(st) : "it is not a regular file (a link, FIFO or device)";
+  if (why.empty()) {
+    try {
+      return cache.read(name, "profile cache file", 256u << 20);
+    } catch (const InputError& e) {
+      why = e.what();
+    }
+  }
+  warnings.push_back("ignoring the profile cache file '" + path + "': " + why + "; recomputing");
+  return std::nullopt;
 }
 
 }  // namespace
@@ -202,6 +248,22 @@ std::string profile_cache_key(const ProfileRequest& r) {
   return h.hex_digest();
 }
 
+void check_profile_output(const std::string& path, bool force) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // a new file
+  if (S_ISDIR(st.st_mode)) throw InputError("profile --out '" + path + "' is a folder; name a file");
+  if (force) return;
+  if (!S_ISREG(st.st_mode))
+    throw InputError("profile --out '" + path + "' is " + describe_special_file(path) +
+                     (S_ISLNK(st.st_mode) ? " (a symbolic link)" : "") +
+                     ", not a regular file; ripplekv never writes through a link or over another kind of file. "
+                     "Choose another file, or pass --force to replace it (the link itself, never its target)");
+  const nlohmann::json j = nlohmann::json::parse(read_regular_file(path, "profile --out", 256u << 20), nullptr, false);
+  if (!j.is_object() || !j.contains("signal") || !j.contains("s") || !j.contains("cache_key"))
+    throw InputError("profile --out '" + path + "' exists and is not a ripplekv profile; it would be overwritten. " +
+                     "Choose another file, or pass --force");
+}
+
 SensitivityProfile compute_profile(const ProfileRequest& r) {
   const CancelScope cancel_scope(r.cancel);  // reading the cache and the texts polls it too (core/cancel.hpp)
   const std::string key = profile_cache_key(r);
@@ -219,17 +281,23 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   p.cache_key = key;
 
   const std::string dir = r.cache_dir.empty() ? default_cache_dir() : r.cache_dir;
-  const std::string path = (fs::path(dir) / (key + ".json")).string();
-  if (r.read_cache && fs::exists(path)) {
-    std::string why;
-    if (load_cached(path, key, static_cast<size_t>(L), static_cast<size_t>(N), p, why)) {
-      p.from_cache = true;
-      add_statistics(p, r.bootstrap_seed, r.bootstrap_resamples);
-      return p;
+  const std::string name = key + ".json";
+  const std::optional<Folder> cache =
+      r.read_cache || r.write_cache ? open_cache_folder(dir, p.warnings) : std::optional<Folder>();
+  p.source = {{"from", "computed"}, {"path", ""}, {"sha256", ""}};
+  if (cache && r.read_cache) {
+    if (const std::optional<std::string> text = read_cache_file(*cache, name, p.warnings)) {
+      std::string why;
+      if (load_cached(*text, key, static_cast<size_t>(L), static_cast<size_t>(N), p, why)) {
+        p.from_cache = true;
+        p.source = {{"from", "cache"}, {"path", cache->path_of(name)}, {"sha256", sha256_hex(text->data(), text->size())}};
+        add_statistics(p, r.bootstrap_seed, r.bootstrap_resamples);
+        return p;
+      }
+      p.warnings.push_back("ignoring the profile cache file '" + cache->path_of(name) + "': " + why + "; recomputing");
+      p.s.clear();
+      p.per_example.clear();
     }
-    p.warnings.push_back("ignoring the profile cache file '" + path + "': " + why + "; recomputing");
-    p.s.clear();
-    p.per_example.clear();
   }
 
   std::unique_ptr<Backend> own;
@@ -263,9 +331,11 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_statistics(p, r.bootstrap_seed, r.bootstrap_resamples);
 
-  if (r.write_cache) {
+  if (r.write_cache && cache) {
     try {
-      write_json_atomically(path, p.to_json());
+      const std::string text = p.to_json().dump(2) + "\n";
+      cache->write_atomically(name, text);
+      p.source = {{"from", "computed"}, {"path", cache->path_of(name)}, {"sha256", sha256_hex(text.data(), text.size())}};
     } catch (const std::exception& e) {
       p.warnings.push_back(std::string("could not store the profile in the cache: ") + e.what());
     }

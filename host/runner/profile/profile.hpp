@@ -17,6 +17,14 @@
 // wrong shape or non-finite values is ignored with a warning and recomputed. The CIs and split-half value of a cache
 // hit are recomputed from its per-example values with the request's bootstrap settings.
 //
+// A cache is only as trustworthy as the folder it lives in: the cache folder is opened once without following a link
+// (core/folder.hpp) and is used (read and written) only when it is owned by this process's user and writable by no
+// one else; a cache file only when it is a regular file of this user's that no one else can write (never a link, a
+// FIFO, which would block the run, or a device). Anything else is skipped with a warning (in
+// SensitivityProfile::warnings, which `profile`, `run` and `analyze` print) and the profile computed. Where a profile
+// came from (computed, or the cache file) and the sha256 of its JSON text are in SensitivityProfile::source, which a
+// run records in its manifest.
+//
 // Thread rules: compute_profile uses the request's backend (or makes a CPU backend with the request's thread count)
 // and must not run concurrently with other work on that backend. Everything else here is pure.
 #pragma once
@@ -76,6 +84,9 @@ struct SensitivityProfile {
   double seconds = 0;          ///< wall time the signal took when the profile was computed (kept on cache hits)
   bool from_cache = false;     ///< true when read from the cache by this call
   std::vector<std::string> warnings;  ///< the plugin's warnings and cache problems
+  /// Provenance: {"from": "cache" | "computed", "path": the cache file read or written ("" when none), "sha256": of
+  /// the JSON text read from, or written to, the cache ("" when the cache was not written)}.
+  nlohmann::json source;
 
   /// {"model_sha256", "signal", "params", "layers", "s", "ci_low", "ci_high", "split_half_spearman", "per_example",
   ///  "calibration", "cache_key", "seconds"}; NaN is written as null. `allocate --profile` reads "s".
@@ -89,6 +100,12 @@ std::string profile_cache_key(const ProfileRequest& request);
 /// Computes the profile of `request` (or reads it from the cache). Throws rkv::InputError for an invalid request
 /// (no examples, examples of the wrong length, ...) or when the signal fails (naming it); rkv::Cancelled when cancelled.
 SensitivityProfile compute_profile(const ProfileRequest& request);
+
+/// Checks that `ripplekv profile --out` may write `path`: missing, or a regular file holding a ripplekv profile (a JSON
+/// object with "signal", "s" and "cache_key"). A link, FIFO, device or folder there, or a file of anything else, is
+/// rkv::InputError naming it unless `force` (a folder always: nothing is written into or through it; with `force` a
+/// link or special file is replaced by the rename, never written through). Reads at most 256 MiB; never blocks.
+void check_profile_output(const std::string& path, bool force);
 
 /// Builds the request a run or `ripplekv profile` makes for `cell`: the cell's signal (or `signal_override`, an id or
 /// short id of a signal plugin, when not empty) with its params, N windows of P + n_w tokens drawn from the

@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 
-#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "runner/profile/profile.hpp"
@@ -112,7 +111,7 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
 
 namespace {
 
-std::string cell_path(const std::string& out, const std::string& id) { return (fs::path(out) / "cells" / (id + ".json")).string(); }
+std::string cell_file(const std::string& id) { return "cells/" + id + ".json"; }
 
 /// sha256 of each plugin library, computed once per path.
 std::string library_sha256(const std::string& path) {
@@ -146,13 +145,13 @@ nlohmann::json plugin_json(const std::optional<PluginChoice>& c, bool used) {
 
 }  // namespace
 
-bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,
+bool cell_file_complete(const Folder& out, const std::string& cell_id, const std::string& base_sha256,
                         const std::string& backend, const std::string& compute_dtype) {
-  const std::string path = cell_path(out, cell_id);
-  if (!fs::exists(path)) return false;
+  const std::string path = out.path_of(cell_file(cell_id));
+  if (out.kind(cell_file(cell_id)) == Folder::Kind::missing) return false;
   std::string cell_base, cell_backend, cell_dtype;
   try {
-    const nlohmann::json j = nlohmann::json::parse(read_file(path));
+    const nlohmann::json j = nlohmann::json::parse(out.read(cell_file(cell_id), "cell file"));
     // A cell without examples is not a finished cell (every run has at least one example): recomputed, not kept.
     if (j.at("cell_id").get<std::string>() != cell_id || !j.at("examples").is_array() || j.at("examples").empty())
       throw std::runtime_error("bad");
@@ -175,11 +174,11 @@ bool cell_file_complete(const std::string& out, const std::string& cell_id, cons
   return true;
 }
 
-void check_cell_model(const std::string& out, const std::string& cell_id, const std::string& model_sha256) {
-  const std::string path = cell_path(out, cell_id);
+void check_cell_model(const Folder& out, const std::string& cell_id, const std::string& model_sha256) {
+  const std::string path = out.path_of(cell_file(cell_id));
   std::string cell_model;
   try {
-    cell_model = nlohmann::json::parse(read_file(path)).value("model_sha256", std::string());
+    cell_model = nlohmann::json::parse(out.read(cell_file(cell_id), "cell file")).value("model_sha256", std::string());
   } catch (const std::exception&) {
     return;
   }
@@ -189,7 +188,7 @@ void check_cell_model(const std::string& out, const std::string& cell_id, const 
                      " now); results would not be comparable. Use another --out folder, or restore the model");
 }
 
-void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
                      const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
   const CellConfig& cc = cell.config;
   nlohmann::json j;
@@ -231,15 +230,15 @@ void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdent
   if (!id.manifest.is_null()) j["manifest"] = id.manifest;
   j["examples"] = nlohmann::json::array();
   for (const auto& o : outcomes) j["examples"].push_back(o.to_json());
-  write_file_atomically(cell_path(out, cell.id), j.dump() + "\n");
+  out.write_atomically(cell_file(cell.id), j.dump() + "\n");
 }
 
-void write_profile_file(const std::string& out, const SensitivityProfile& p, bool primary) {
+void write_profile_file(const Folder& out, const SensitivityProfile& p, bool primary) {
   const auto dot = p.signal.rfind('.');
   const std::string name = p.signal.substr(dot == std::string::npos ? 0 : dot + 1) + "-" + p.cache_key.substr(0, 12);
   const std::string text = p.to_json().dump(2) + "\n";
-  write_file_atomically((fs::path(out) / "profiles" / (name + ".json")).string(), text);
-  if (primary) write_file_atomically((fs::path(out) / "profile.json").string(), text);
+  out.write_atomically("profiles/" + name + ".json", text);
+  if (primary) out.write_atomically("profile.json", text);
 }
 
 }  // namespace rkv

@@ -55,20 +55,20 @@ struct ExampleOutcomeRecord {
 /// it would mix incomparable results.
 /// A complete record computed on another backend or compute dtype than `backend` / `compute_dtype` is rkv::InputError
 /// too (one run folder holds one backend's results).
-bool cell_file_complete(const std::string& out, const std::string& cell_id, const std::string& base_sha256,
+bool cell_file_complete(const Folder& out, const std::string& cell_id, const std::string& base_sha256,
                         const std::string& backend, const std::string& compute_dtype);
 
 /// Throws rkv::InputError when the complete cell file cells/<cell_id>.json records a model_sha256 other than
 /// `model_sha256` (naming the file and both hashes): --resume must not mix cells of two model files in one report.
 /// A cell file without the field (or an unreadable one) passes.
-void check_cell_model(const std::string& out, const std::string& cell_id, const std::string& model_sha256);
+void check_cell_model(const Folder& out, const std::string& cell_id, const std::string& model_sha256);
 
 /// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
 /// budget settings and per-example outcomes.
-void write_cell_file(const std::string& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
                      const std::vector<ExampleOutcomeRecord>& outcomes, double seconds);
 
 /// Writes profiles/<signal short id>-<cache key prefix>.json, and profile.json when `primary`.
-void write_profile_file(const std::string& out, const SensitivityProfile& profile, bool primary);
+void write_profile_file(const Folder& out, const SensitivityProfile& profile, bool primary);
 
 }  // namespace rkv

@@ -5,14 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <sstream>
 
-#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
-
-namespace fs = std::filesystem;
 
 namespace rkv {
 
@@ -40,19 +36,17 @@ void check_identity(const std::string& path, const nlohmann::json& h, const Chec
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& out_dir, const std::string& cell_id) {
-  return (fs::path(out_dir) / "partial" / (cell_id + ".jsonl")).string();
-}
+std::string checkpoint_file(const std::string& cell_id) { return "partial/" + cell_id + ".jsonl"; }
 
 std::string CellCheckpoint::Entry::line() const {
   return nlohmann::json({{"outcome", outcome.to_json()}, {"kept", kept}}).dump() + "\n";
 }
 
-CellCheckpoint::CellCheckpoint(std::string out_dir, std::string cell_id, CheckpointIdentity identity, bool resume)
-    : path_(checkpoint_path(out_dir, cell_id)) {
-  std::error_code ec;
-  if (resume && fs::exists(path_, ec)) {
-    std::istringstream in(read_file(path_));
+CellCheckpoint::CellCheckpoint(const Folder& out, const std::string& cell_id, CheckpointIdentity identity,
+                               bool resume)
+    : out_(out), file_(checkpoint_file(cell_id)), path_(out.path_of(file_)) {
+  if (resume && out_.kind(file_) != Folder::Kind::missing) {
+    std::istringstream in(out_.read(file_, "checkpoint"));
     std::string line;
     try {
       if (!std::getline(in, line)) throw std::runtime_error("empty");
@@ -76,12 +70,10 @@ CellCheckpoint::CellCheckpoint(std::string out_dir, std::string cell_id, Checkpo
       entries_.clear();
     }
   }
-  fs::create_directories(fs::path(path_).parent_path(), ec);
   std::string content = header_of(cell_id, identity).dump() + "\n";
   for (const Entry& e : entries_) content += e.line();
-  write_file_atomically(path_, content);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd_ < 0) throw InputError("cannot open checkpoint '" + path_ + "': " + std::strerror(errno));
+  out_.write_atomically(file_, content);  // creates partial/ (a real folder of this user's, never a link)
+  fd_ = out_.open_append(file_);
 }
 
 CellCheckpoint::~CellCheckpoint() {
@@ -102,7 +94,9 @@ void CellCheckpoint::write_line(const std::string& line) {
     const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw InputError("cannot write checkpoint '" + path_ + "': " + std::strerror(errno));
+      const int err = errno;
+      throw InputError("cannot write checkpoint '" + path_ + "': " + std::strerror(err) +
+                       (err == EFBIG ? " (the file size limit, ulimit -f, was reached)" : ""));
     }
     off += static_cast<size_t>(n);
   }
@@ -124,8 +118,11 @@ std::string CellCheckpoint::kept_lines() const {
 void CellCheckpoint::remove() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  std::error_code ec;
-  fs::remove(path_, ec);
+  try {
+    out_.remove(file_);
+  } catch (const InputError& e) {
+    std::cerr << "warning: " << e.what() << "\n";
+  }
 }
 
 }  // namespace rkv

@@ -25,12 +25,12 @@ struct CheckpointIdentity {
 
 class CellCheckpoint {
  public:
-  /// Opens partial/<cell_id>.jsonl of `out_dir`. With `resume`, the examples a matching checkpoint holds are kept:
+  /// Opens partial/<cell_id>.jsonl of `out` (through its descriptor: a link or FIFO there is refused). With `resume`, the examples a matching checkpoint holds are kept:
   /// one of another base config, model file, backend or dtype is rkv::InputError naming the file and what differs (as
   /// a cell file is); an unreadable or corrupt one is reported on stderr and started over. Without `resume` (or when
   /// there is none) the checkpoint starts empty. Either way the file is rewritten with what is kept, then appended to.
   /// rkv::InputError when it cannot be written.
-  CellCheckpoint(std::string out_dir, std::string cell_id, CheckpointIdentity identity, bool resume);
+  CellCheckpoint(const Folder& out, const std::string& cell_id, CheckpointIdentity identity, bool resume);
   ~CellCheckpoint();
   CellCheckpoint(const CellCheckpoint&) = delete;
   CellCheckpoint& operator=(const CellCheckpoint&) = delete;
@@ -58,12 +58,14 @@ class CellCheckpoint {
     std::string line() const;  ///< its line in the file (with the newline)
   };
 
-  std::string path_;
+  Folder out_;
+  std::string file_;  ///< partial/<cell id>.jsonl, below out_
+  std::string path_;  ///< for messages
   int fd_ = -1;
   std::vector<Entry> entries_;
 };
 
-/// The checkpoint file of `cell_id` in `out_dir`: partial/<cell_id>.jsonl.
-std::string checkpoint_path(const std::string& out_dir, const std::string& cell_id);
+/// The checkpoint file of `cell_id` below its output folder: partial/<cell_id>.jsonl.
+std::string checkpoint_file(const std::string& cell_id);
 
 }  // namespace rkv

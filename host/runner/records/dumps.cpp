@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -59,21 +58,16 @@ std::string kept_dump_lines(Backend& backend, const BackendCache& cache, const s
   return lines;
 }
 
-void write_logits_dump(const std::string& out_dir, const std::string& cell_id, const std::string& task,
-                       int64_t example, const std::vector<float>& logits, int64_t V) {
+void write_logits_dump(const Folder& out, const std::string& cell_id, const std::string& task, int64_t example,
+                       const std::vector<float>& logits, int64_t V) {
   if (V <= 0) return;
-  std::error_code ec;
-  const fs::path dir = fs::path(out_dir) / "dumps" / "logits" / cell_id;
-  fs::create_directories(dir, ec);
-  write_file_atomically((dir / (task + "-" + std::to_string(example) + ".npy")).string(),
-                        npy_float32(logits, static_cast<int64_t>(logits.size()) / V, V));
+  out.write_atomically("dumps/logits/" + cell_id + "/" + task + "-" + std::to_string(example) + ".npy",
+                       npy_float32(logits, static_cast<int64_t>(logits.size()) / V, V));
 }
 
-void write_kept_dump(const std::string& out_dir, const std::string& cell_id, const std::string& lines) {
+void write_kept_dump(const Folder& out, const std::string& cell_id, const std::string& lines) {
   if (lines.empty()) return;
-  std::error_code ec;
-  fs::create_directories(fs::path(out_dir) / "dumps" / "kept", ec);
-  write_file_atomically((fs::path(out_dir) / "dumps" / "kept" / (cell_id + ".jsonl")).string(), lines);
+  out.write_atomically("dumps/kept/" + cell_id + ".jsonl", lines);
 }
 
 std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t cols) {

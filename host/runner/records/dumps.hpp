@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <set>
 #include <string>
+
+#include "core/folder.hpp"
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -38,14 +40,14 @@ std::set<std::string> parse_dump_kinds(const std::string& list);
 std::string kept_dump_lines(Backend& backend, const BackendCache& cache, const std::string& task, int64_t example,
                             int64_t T, const std::vector<std::vector<int32_t>>* prompt_positions);
 
-/// Writes dumps/logits/<cell id>/<task>-<example>.npy (float32 [n, V], row-major `logits`) atomically under `out_dir`.
+/// Writes dumps/logits/<cell id>/<task>-<example>.npy (float32 [n, V], row-major `logits`) atomically under `out` (through its descriptor, core/folder.hpp).
 /// rkv::InputError when it cannot be written.
-void write_logits_dump(const std::string& out_dir, const std::string& cell_id, const std::string& task,
+void write_logits_dump(const Folder& out, const std::string& cell_id, const std::string& task,
                        int64_t example, const std::vector<float>& logits, int64_t V);
 
-/// Writes dumps/kept/<cell id>.jsonl atomically under `out_dir` from `lines` (every example's kept_dump_lines, in
+/// Writes dumps/kept/<cell id>.jsonl atomically under `out` from `lines` (every example's kept_dump_lines, in
 /// example order); nothing when `lines` is empty. rkv::InputError when it cannot be written.
-void write_kept_dump(const std::string& out_dir, const std::string& cell_id, const std::string& lines);
+void write_kept_dump(const Folder& out, const std::string& cell_id, const std::string& lines);
 
 /// The bytes of a NumPy .npy file (format 1.0) holding float32 `values` of shape [rows, cols], C order.
 std::string npy_float32(const std::vector<float>& values, int64_t rows, int64_t cols);

@@ -6,23 +6,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
+#include <algorithm>
+#include <optional>
 #include <vector>
 
-#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
-
-namespace fs = std::filesystem;
 
 namespace rkv {
 
-OutputFolderLock::OutputFolderLock(const std::string& out) {
-  std::error_code ec;
-  fs::create_directories(fs::path(out), ec);
-  if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
-  const std::string path = (fs::path(out) / ".ripplekv.lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw InputError("output folder '" + out + "': cannot open the lock file '" + path + "': " + std::strerror(errno));
+OutputFolderLock::OutputFolderLock(const Folder& out) {
+  const std::string path = out.path_of(".ripplekv.lock");
+  fd_ = out.open_or_create(".ripplekv.lock");  // a link, FIFO or folder planted there is refused, never followed
   int rc;
   while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
   }
@@ -35,16 +29,16 @@ OutputFolderLock::OutputFolderLock(const std::string& out) {
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK)
-      throw InputError("output folder '" + out + "' is in use by another ripplekv process (pid " +
+      throw InputError("output folder '" + out.path() + "' is in use by another ripplekv process (pid " +
                        (holder.empty() ? std::string("unknown") : holder) + ", lock file '" + path +
                        "'); wait for it to finish or choose another --out folder");
-    throw InputError("output folder '" + out + "': cannot lock '" + path + "': " + std::strerror(err));
+    throw InputError("output folder '" + out.path() + "': cannot lock '" + path + "': " + std::strerror(err));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     ::close(fd_);
     fd_ = -1;
-    throw InputError("output folder '" + out + "': cannot write the lock file '" + path + "'");
+    throw InputError("output folder '" + out.path() + "': cannot write the lock file '" + path + "'");
   }
 }
 
@@ -52,73 +46,99 @@ OutputFolderLock::~OutputFolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race with a new holder)
 }
 
-bool is_ripplekv_output_folder(const std::string& out) {
-  std::error_code ec;
-  const fs::path o(out);
-  return fs::exists(o / "run.json", ec) || fs::is_directory(o / "cells", ec) || fs::is_directory(o / "partial", ec) ||
-         fs::exists(o / "merge.json", ec);
+namespace {
+
+bool is_hex(const nlohmann::json& v, size_t digits) {
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
-void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what) {
-  std::error_code ec;
-  if (force || !fs::is_directory(out, ec) || is_ripplekv_output_folder(out)) return;
-  for (const auto& e : fs::directory_iterator(out, ec)) {
-    if (e.path().filename() == ".ripplekv.lock") continue;
-    throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
-                     "cells/ or merge.json; it has '" + e.path().filename().string() + "'); its files would be " +
-                     "overwritten. Choose an empty or new folder, or pass --force");
+}  // namespace
+
+bool is_ripplekv_record(const std::string& record, const std::string& schema) {
+  const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
+  if (!j.is_object()) return false;
+  if (j.contains("schema") && j["schema"] != schema) return false;
+  if (schema == kRunSchema)
+    return is_hex(j.value("run_id", nlohmann::json()), 16) && is_hex(j.value("config_sha256", nlohmann::json()), 64) &&
+           is_hex(j.value("base_sha256", nlohmann::json()), 64) && j.contains("cells") && j["cells"].is_array();
+  if (schema == kMergeSchema) {
+    if (!j.contains("inputs") || !j["inputs"].is_array()) return false;
+    for (const auto& i : j["inputs"])
+      if (!i.is_string()) return false;
+    return j.contains("schema") || j.size() == 1;  // before the schema key, merge.json held "inputs" alone
   }
+  if (schema == kAnalysisSchema)
+    return is_hex(j.value("model_sha256", nlohmann::json()), 64) && j.contains("fractions") &&
+           j["fractions"].is_array() && j.contains("D") && j["D"].is_array();
+  return false;
 }
 
-RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, bool force) {
-  std::error_code ec;
-  fs::create_directories(fs::path(out) / "cells", ec);
-  if (ec) throw InputError("output folder '" + out + "': cannot be created: " + ec.message());
-  if (::access(out.c_str(), W_OK) != 0) throw InputError("output folder '" + out + "' is not writable");
+bool is_ripplekv_output_folder(const Folder& out) {
+  for (const auto& [file, schema] : {std::pair{"run.json", kRunSchema}, std::pair{"merge.json", kMergeSchema},
+                                     std::pair{"analysis.json", kAnalysisSchema}}) {
+    if (out.kind(file) != Folder::Kind::regular) continue;
+    try {
+      if (is_ripplekv_record(out.read(file, "record", 64 << 20), schema)) return true;
+    } catch (const InputError&) {
+    }
+  }
+  return false;
+}
+
+Folder open_ripplekv_folder(const std::string& out, bool force, const std::string& what) {
+  Folder folder = Folder::open(out, true);
+  if (force || folder.empty_except({".ripplekv.lock"}) || is_ripplekv_output_folder(folder)) return folder;
+  std::vector<std::string> names = folder.list_files();
+  throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
+                   "merge.json or analysis.json that is ripplekv's own record" +
+                   (names.empty() ? std::string("") : "; it has '" + names.front() + "'") +
+                   "); its files would be overwritten. Choose an empty or new folder, or pass --force");
+}
+
+RunIdentity prepare_output_folder(const RunPlan& plan, const Folder& out, bool resume, bool force) {
+  const std::optional<Folder> cells = out.find_sub("cells");  // a real folder of this user's, never a link
+  if (::faccessat(out.fd(), ".", W_OK, 0) != 0) throw InputError("output folder '" + out.path() + "' is not writable");
   RunIdentity id;
   id.run_id = plan.run_id;
   id.config_sha256 = plan.config_sha256;
   id.base_sha256 = plan.base_sha256;
-  const fs::path run_json = fs::path(out) / "run.json";
-  if (fs::exists(run_json)) {
-    nlohmann::json old;
-    try {
-      old = nlohmann::json::parse(read_file(run_json.string()));
-    } catch (const nlohmann::json::exception&) {
-      old = nullptr;
-    }
+  if (out.kind("run.json") != Folder::Kind::missing) {
+    nlohmann::json old = nlohmann::json::parse(out.read("run.json", "run record", 64 << 20), nullptr, false);
+    if (old.is_discarded()) old = nullptr;
     // Finished cells, or examples an interrupted run finished (partial/, runner/records/checkpoint.hpp).
-    const bool has_cells = !fs::is_empty(fs::path(out) / "cells", ec) ||
-                           (fs::is_directory(fs::path(out) / "partial", ec) && !fs::is_empty(fs::path(out) / "partial", ec));
+    const std::optional<Folder> partial = out.find_sub("partial");
+    const bool has_cells = (cells && !cells->empty_except({})) || (partial && !partial->empty_except({}));
     if (resume) {
       // A hand-edited run.json may hold anything under base_sha256: anything but the same string is a change.
       const nlohmann::json* old_base = old.is_object() && old.contains("base_sha256") ? &old["base_sha256"] : nullptr;
       const std::string then = old_base ? (old_base->is_string() ? old_base->get<std::string>() : old_base->dump()) : "";
       if (old.is_object() && then != plan.base_sha256)
-        throw InputError("--resume: the non-swept part of the config has changed since the run in '" + out +
+        throw InputError("--resume: the non-swept part of the config has changed since the run in '" + out.path() +
                          "' (base config sha256 " + (old_base ? then.substr(0, 12) : std::string("?")) + " then, " +
                          plan.base_sha256.substr(0, 12) +
                          " now); results would not be comparable. Use another --out folder, or restore the config");
     } else if (has_cells && !force) {
-      throw InputError("output folder '" + out + "' already holds a run; pass --resume to continue it, --force to " +
+      throw InputError("output folder '" + out.path() + "' already holds a run; pass --resume to continue it, --force to " +
                        "start over (its finished cells are deleted), or choose another --out folder");
     }
   }
   return id;
 }
 
-void write_run_identity(const RunPlan& plan, const std::string& out, bool resume, int shard_index, int shard_count,
+void write_run_identity(const RunPlan& plan, const Folder& out, bool resume, int shard_index, int shard_count,
                         bool force) {
-  std::error_code ec;
+  const Folder cells = out.sub("cells");  // created here, once the run starts: an empty cells/ is nobody's record
   if (force && !resume) {  // start over: no cell of an earlier run may reach this run's report or a later merge
-    std::vector<fs::path> stale;
-    for (const auto& e : fs::directory_iterator(fs::path(out) / "cells", ec))
-      if (e.path().extension() == ".json") stale.push_back(e.path());
-    for (const auto& e : fs::directory_iterator(fs::path(out) / "partial", ec))
-      if (e.path().extension() == ".jsonl") stale.push_back(e.path());
-    for (const auto& f : stale) fs::remove(f, ec);
+    for (const std::string& f : cells.list_files(".json")) cells.remove(f);
+    if (const std::optional<Folder> partial = out.find_sub("partial"))
+      for (const std::string& f : partial->list_files(".jsonl")) partial->remove(f);
   }
   nlohmann::json j;
+  j["schema"] = kRunSchema;
   j["run_id"] = plan.run_id;
   j["config_sha256"] = plan.config_sha256;
   j["base_sha256"] = plan.base_sha256;
@@ -127,8 +147,8 @@ void write_run_identity(const RunPlan& plan, const std::string& out, bool resume
   j["cells"] = nlohmann::json::array();
   for (const auto& c : plan.cells)
     j["cells"].push_back({{"id", c.id}, {"label", c.label}, {"group", c.group}, {"cell", c.values}});
-  write_file_atomically((fs::path(out) / "run.json").string(), j.dump(2) + "\n");
-  write_file_atomically((fs::path(out) / "config.toml").string(), plan.config_text);
+  out.write_atomically("run.json", j.dump(2) + "\n");
+  out.write_atomically("config.toml", plan.config_text);
 }
 
 }  // namespace rkv

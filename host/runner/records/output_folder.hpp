@@ -11,11 +11,15 @@
 //   results.jsonl, examples.jsonl, budgets.json, report.md, plots/   assembled from the cells (runner/report/)
 //   dumps/                   with --dump (runner/records/dumps.hpp)
 //
+// Every file is created, renamed and removed through the folder's descriptor (core/folder.hpp), so nothing planted
+// in it (links, FIFOs, foreign folders) can redirect a write outside it.
+//
 // Thread rules: one writer per folder (the lock); the functions are called from that writer's thread.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/folder.hpp"
 #include "runner/plan/run_plan.hpp"
 
 namespace rkv {
@@ -32,14 +36,15 @@ struct RunIdentity {
   nlohmann::json manifest;            ///< set once the tokenizer is loaded (runner/records/manifest.hpp)
 };
 
-/// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock`, which records the holder's pid. Held
-/// until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one folder
-/// exclude each other across processes and within one (each is its own open file description).
+/// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock` (opened through the folder's descriptor,
+/// never through a link: a link, FIFO or other kind of file planted there is refused), which records the holder's
+/// pid. Held until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one
+/// folder exclude each other across processes and within one (each is its own open file description).
 class OutputFolderLock {
  public:
-  /// Creates `out` if needed and takes the lock without waiting. Throws rkv::InputError naming the folder and the
-  /// holder's pid when another writer holds it, or when the folder cannot be created or the lock file written.
-  explicit OutputFolderLock(const std::string& out);
+  /// Takes the lock without waiting. Throws rkv::InputError naming the folder and the holder's pid when another
+  /// writer holds it, or when the lock file cannot be opened or written.
+  explicit OutputFolderLock(const Folder& out);
   ~OutputFolderLock();
   OutputFolderLock(const OutputFolderLock&) = delete;
   OutputFolderLock& operator=(const OutputFolderLock&) = delete;
@@ -48,27 +53,42 @@ class OutputFolderLock {
   int fd_ = -1;
 };
 
-/// True when `out` holds a ripplekv run (run.json, cells/ or partial/) or a merge (merge.json).
-bool is_ripplekv_output_folder(const std::string& out);
+/// The schema ids ripplekv writes into its records ("schema" key), so that a folder counts as ripplekv's by what its
+/// records say, never by file names alone.
+inline constexpr const char* kRunSchema = "ripplekv.run/1";
+inline constexpr const char* kMergeSchema = "ripplekv.merge/1";
+inline constexpr const char* kAnalysisSchema = "ripplekv.analysis/1";
 
-/// Refuses (rkv::InputError naming the folder) an output folder that exists, is not empty (the lock file aside) and
-/// holds no ripplekv run or merge: writing there would replace someone's report.md, results.jsonl or profile.json.
-/// `force` accepts it. `what` names the command ("run", "merge") in the message.
-void check_output_folder_is_ours(const std::string& out, bool force, const std::string& what);
+/// True when `record` is the JSON text of ripplekv's own run.json (`schema` kRunSchema: a run_id of 16 hex digits,
+/// config and base sha256 of 64, a cells array), merge.json (kMergeSchema: an inputs array of strings) or
+/// analysis.json (kAnalysisSchema: a model sha256 of 64 hex digits, fractions and D arrays). `schema` selects which.
+/// Records written before the schema key existed are recognised by the same fields. Never throws.
+bool is_ripplekv_record(const std::string& record, const std::string& schema);
 
-/// Creates `out` (checking it is writable) and checks it may take this run, writing nothing else: with `resume`, an
-/// existing run.json must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed.
-/// Without `resume`, a folder that already holds finished cells or checkpoints is refused (use --resume or another
-/// folder) unless `force`. Returns the run's identity (run id, config and base hashes; the rest is filled in by the caller).
+/// True when `out` holds a run.json, merge.json or analysis.json that is ripplekv's own record (is_ripplekv_record):
+/// only then is a non-empty folder ripplekv's to write in.
+bool is_ripplekv_output_folder(const Folder& out);
+
+/// Opens (creating it when missing) the output folder `out` of command `what` ("run", "merge", "analyze") and checks
+/// it may be written: a non-empty folder (the lock file aside) that holds no ripplekv record (is_ripplekv_output_folder)
+/// is rkv::InputError naming it and one of its files (its report.md, results.jsonl or profile.json would be
+/// overwritten) unless `force`. The folder itself must not be a link (core/folder.hpp).
+Folder open_ripplekv_folder(const std::string& out, bool force, const std::string& what);
+
+/// Checks the output folder may take this run, writing nothing: with `resume`, an existing
+/// run.json must carry the same base_sha256 (the non-swept config), else rkv::InputError says what changed. Without
+/// `resume`, a folder that already holds finished cells or checkpoints is refused (use --resume or another folder)
+/// unless `force`. Returns the run's identity (run id, config and base hashes; the rest is filled in by the caller).
 /// run.json and config.toml are written later by write_run_identity(), once every check that needs the model has
 /// passed, so a run refused by such a check leaves the folder (and a resumed run's cell list) as it found it.
-RunIdentity prepare_output_folder(const RunPlan& plan, const std::string& out, bool resume, bool force = false);
+RunIdentity prepare_output_folder(const RunPlan& plan, const Folder& out, bool resume, bool force = false);
 
-/// Writes run.json (the cell list of this plan and shard) and config.toml into `out`, after prepare_output_folder()
+/// Creates cells/ and writes run.json (the cell list of this plan and shard) and config.toml into `out`, after prepare_output_folder()
 /// accepted it. With `force` and not `resume` (start over) the finished cell files (cells/*.json) and checkpoints
-/// (partial/*.jsonl) are deleted first.
+/// (partial/*.jsonl) are deleted first (through the folder's descriptor: a cells/ or partial/ that is a link is
+/// refused, never followed).
 /// Called once the run is known to start: before the first cell file, or when every cell is already complete.
-void write_run_identity(const RunPlan& plan, const std::string& out, bool resume, int shard_index, int shard_count,
+void write_run_identity(const RunPlan& plan, const Folder& out, bool resume, int shard_index, int shard_count,
                         bool force = false);
 
 }  // namespace rkv

@@ -1,6 +1,8 @@
 // Assembling a run's outputs from its cell files (runner/report/outputs.hpp).
 #include "runner/report/outputs.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include "core/format.hpp"
 #include "runner/records/cell_files.hpp"
 #include "runner/records/cell_records.hpp"
+#include "runner/records/output_folder.hpp"
 #include "runner/report/report.hpp"
 #include "runner/report/summary.hpp"
 
@@ -67,17 +70,24 @@ int report_resamples(const std::vector<CellData>& cells) {
   return 2000;
 }
 
-/// profile.json and profiles/ of every input that is not `out_dir` itself, when out_dir has none.
-void copy_profiles(const std::vector<std::string>& inputs, const std::string& out_dir) {
+/// True when `path` names the folder `out` (the same device and inode; following links, as the user named it).
+bool is_folder(const std::string& path, const Folder& out) {
+  struct stat a {}, b {};
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(out.fd(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/// profile.json and profiles/*.json of every input that is not `out` itself, when out has none. The inputs are read
+/// as the regular files they must be (a FIFO or device there is rkv::InputError naming it).
+void copy_profiles(const std::vector<std::string>& inputs, const Folder& out) {
   for (const auto& dir : inputs) {
-    if (fs::equivalent(fs::path(dir), fs::path(out_dir))) continue;
+    if (is_folder(dir, out)) continue;
     std::error_code ec;
-    if (fs::exists(fs::path(dir) / "profile.json") && !fs::exists(fs::path(out_dir) / "profile.json"))
-      write_file_atomically((fs::path(out_dir) / "profile.json").string(),
-                            read_file((fs::path(dir) / "profile.json").string()));
+    if (fs::exists(fs::path(dir) / "profile.json") && out.kind("profile.json") == Folder::Kind::missing)
+      out.write_atomically("profile.json", read_file((fs::path(dir) / "profile.json").string()));
     if (fs::is_directory(fs::path(dir) / "profiles", ec))
       for (const auto& e : fs::directory_iterator(fs::path(dir) / "profiles", ec))
-        write_file_atomically((fs::path(out_dir) / "profiles" / e.path().filename()).string(), read_file(e.path().string()));
+        if (e.path().extension() == ".json")
+          out.write_atomically("profiles/" + e.path().filename().string(), read_file(e.path().string()));
   }
 }
 
@@ -176,7 +186,7 @@ nlohmann::json result_line(const nlohmann::json& m, const std::string& task, con
 }
 
 /// results.jsonl, examples.jsonl and budgets.json of `cells` in `out`.
-void write_records(const std::vector<CellData>& cells, int resamples, const fs::path& out) {
+void write_records(const std::vector<CellData>& cells, int resamples, const Folder& out) {
   const auto metrics = metrics_by_task(cells);
   std::ostringstream results, examples;
   nlohmann::json budgets = nlohmann::json::object();
@@ -199,50 +209,42 @@ void write_records(const std::vector<CellData>& cells, int resamples, const fs::
       }
     }
   }
-  write_file_atomically((out / "results.jsonl").string(), results.str());
-  write_file_atomically((out / "examples.jsonl").string(), examples.str());
-  write_file_atomically((out / "budgets.json").string(), budgets.dump(1) + "\n");
+  out.write_atomically("results.jsonl", results.str());
+  out.write_atomically("examples.jsonl", examples.str());
+  out.write_atomically("budgets.json", budgets.dump(1) + "\n");
 }
 
 }  // namespace
 
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force) {
-  check_output_folder_is_ours(out_dir, force, "merge");
+  const Folder out = open_ripplekv_folder(out_dir, force, "merge");
   // A folder that holds a run of its own (run.json or cells/) keeps its report unless it is one of the inputs: merging
   // other runs into it would leave its run.json and cells/ beside a report of something else.
-  std::error_code ec;
-  const fs::path out(out_dir);
-  const bool holds_run = fs::exists(out / "run.json", ec) || fs::is_directory(out / "cells", ec);
-  const bool is_input = std::any_of(inputs.begin(), inputs.end(), [&](const std::string& in) {
-    std::error_code e;
-    return fs::exists(in, e) && fs::exists(out, e) && fs::equivalent(fs::path(in), out, e);
-  });
+  const bool holds_run = out.kind("run.json") != Folder::Kind::missing || out.kind("cells") != Folder::Kind::missing;
+  const bool is_input = std::any_of(inputs.begin(), inputs.end(), [&](const std::string& in) { return is_folder(in, out); });
   if (holds_run && !is_input && !force)
     throw InputError("merge: output folder '" + out_dir + "' holds a run of its own (run.json or cells/) that is not "
                      "among the inputs; merging into it would overwrite its report. Merge into a new folder, list it "
                      "among the inputs, or pass --force");
-  const OutputFolderLock lock(out_dir);
+  const OutputFolderLock lock(out);
   nlohmann::json j;
+  j["schema"] = kMergeSchema;
   j["inputs"] = inputs;
-  write_file_atomically((fs::path(out_dir) / "merge.json").string(), j.dump(2) + "\n");
-  assemble_outputs(inputs, out_dir, quiet);
+  out.write_atomically("merge.json", j.dump(2) + "\n");
+  assemble_outputs(inputs, out, quiet);
 }
 
-void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet) {
-  const bool own_folder = inputs.size() == 1 && fs::exists(fs::path(out_dir)) && fs::exists(fs::path(inputs[0])) &&
-                          fs::equivalent(fs::path(inputs[0]), fs::path(out_dir));
+void assemble_outputs(const std::vector<std::string>& inputs, const Folder& out, bool quiet) {
+  const bool own_folder = inputs.size() == 1 && is_folder(inputs[0], out);
   std::vector<std::string> order;
   std::map<std::string, std::string> labels;
   const std::vector<CellData> cells = collect_inputs(inputs, own_folder, &order, &labels);
   const std::string missing_note = missing_cells_note(cells, order, labels, own_folder);
-  std::error_code ec;
-  fs::create_directories(fs::path(out_dir) / "plots", ec);
-  if (ec) throw InputError("merge: output folder '" + out_dir + "' cannot be created: " + ec.message());
   const int resamples = report_resamples(cells);
-  copy_profiles(inputs, out_dir);
-  write_records(cells, resamples, fs::path(out_dir));
-  write_report(cells, out_dir, resamples, missing_note);
-  if (!quiet) std::cerr << "wrote " << (fs::path(out_dir) / "report.md").string() << " (" << cells.size() << " cells)\n";
+  copy_profiles(inputs, out);
+  write_records(cells, resamples, out);
+  write_report(cells, out, resamples, missing_note);
+  if (!quiet) std::cerr << "wrote " << out.path_of("report.md") << " (" << cells.size() << " cells)\n";
 }
 
 }  // namespace rkv

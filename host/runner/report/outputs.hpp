@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "core/folder.hpp"
+
 namespace rkv {
 
 /// Assembles the outputs in `out_dir` from the cell files of `inputs` (output folders of shards of one sweep; may
-/// include out_dir itself). Corrupt or truncated cell files are reported on stderr and skipped. Throws
+/// include out_dir itself). out_dir is opened once (runner/records/output_folder.hpp open_ripplekv_folder: a link
+/// there is refused) and written only through its descriptor. Corrupt or truncated cell files are reported on stderr and skipped. Throws
 /// rkv::InputError when the inputs belong to different runs. Takes out_dir's OutputFolderLock
 /// (runner/records/output_folder.hpp) for the duration: a merge into a folder that a run or another merge is writing is
 /// rkv::InputError naming the holder's pid. A non-empty out_dir that holds no ripplekv run or merge is refused unless
@@ -19,9 +22,10 @@ namespace rkv {
 /// beside the outputs.
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force = false);
 
-/// merge_outputs without taking the lock or writing merge.json: for a caller that already holds out_dir's
+/// merge_outputs into the opened folder `out` (core/folder.hpp: every file written through its descriptor) without
+/// taking the lock or writing merge.json: for a caller that already holds out's
 /// OutputFolderLock (the end of a run). A run's own folder keeps only the cells its run.json lists (a resumed run may
 /// have changed its sweep); cells the sweep lists that no input holds are named on stderr (merge) and in the report.
-void assemble_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet);
+void assemble_outputs(const std::vector<std::string>& inputs, const Folder& out, bool quiet);
 
 }  // namespace rkv

@@ -5,9 +5,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
-#include "core/atomic_file.hpp"
 #include "core/subprocess.hpp"
 
 namespace fs = std::filesystem;
@@ -57,8 +57,8 @@ std::string number(double v) {
 
 }  // namespace
 
-ReportPlots::ReportPlots(fs::path dir, std::string script_name)
-    : dir_(std::move(dir)), script_name_(std::move(script_name)) {
+ReportPlots::ReportPlots(Folder plots, std::string script_name)
+    : plots_(std::move(plots)), script_name_(std::move(script_name)) {
   for (int k = 0; k < kColours; ++k)
     script_ += "set linetype " + std::to_string(k + 1) + " lc rgb '" + kPalette[k] + "' lw 2 pt 7 ps 0.9\n";
   script_ += "set linetype cycle " + std::to_string(kColours) + "\n";
@@ -73,13 +73,17 @@ void ReportPlots::figure(const std::string& name, int width, int height, const s
   }
 }
 
+void ReportPlots::data_file(const std::string& file, const std::string& content) {
+  work_.folder().write_atomically(file, content);
+}
+
 void ReportPlots::write_points(const std::string& file, const std::vector<PlotPoint>& points_in, double dx) {
   std::vector<PlotPoint> points = points_in;
   std::sort(points.begin(), points.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
   std::ostringstream dat;
   dat.precision(9);
   for (const auto& p : points) dat << p.x + dx << " " << p.y << " " << p.low << " " << p.high << "\n";
-  write_file_atomically((dir_ / file).string(), dat.str());
+  work_.folder().write_atomically(file, dat.str());
 }
 
 std::string ReportPlots::series_clauses(const std::string& stem, const PlotSeries& series) {
@@ -151,7 +155,7 @@ std::string ReportPlots::budget_heatmap(const std::string& task,
     layers = std::max(layers, rows[r].second.size());
     ytics << (r ? ", " : "") << "'" << gq(rows[r].first) << "' " << r;
   }
-  write_file_atomically((dir_ / (stem + ".dat")).string(), dat.str());
+  work_.folder().write_atomically(stem + ".dat", dat.str());
   const int height = 160 + 26 * static_cast<int>(rows.size());
   // The left margin holds the longest row label whole (about 7 px a character at 11 pt); the figure widens with it.
   size_t longest = 0;
@@ -193,8 +197,8 @@ std::string ReportPlots::joint_plans(const std::string& task,
       kept << l << " " << bars[l].kept << " " << colour << "\n";
     }
     const std::string file = stem + "_" + std::to_string(r);
-    write_file_atomically((dir_ / (file + "_kept.dat")).string(), kept.str().empty() ? "0 0 0\n" : kept.str());
-    write_file_atomically((dir_ / (file + "_shared.dat")).string(), shared.str().empty() ? "0 NaN\n" : shared.str());
+    work_.folder().write_atomically(file + "_kept.dat", kept.str().empty() ? "0 0 0\n" : kept.str());
+    work_.folder().write_atomically(file + "_shared.dat", shared.str().empty() ? "0 NaN\n" : shared.str());
     body << "set title '" << gq(label) << "'\nset xrange [-0.6:" << static_cast<double>(bars.size()) - 0.4 << "]\n"
          << "set xtics " << (bars.size() <= 40 ? 1 : 5) << "\n"
          << (r + 1 == panels ? "set xlabel 'layer'\n" : "unset xlabel\n") << "plot '" << gq(file)
@@ -272,9 +276,13 @@ std::string ReportPlots::scatter_panels(const std::string& name, const std::vect
 
 void ReportPlots::draw(std::vector<std::string>& notes) {
   const std::string log = fs::path(script_name_).stem().string() + "_gnuplot.log";
-  write_file_atomically((dir_ / script_name_).string(), script_);
-  if (run_program({"gnuplot", script_name_}, dir_.string(), log) != 0)
-    notes.push_back("plots were not drawn: gnuplot failed or is missing (see " + (dir_ / log).string() + ")");
+  // gnuplot runs in the private folder (it opens its outputs by name and would follow a link planted in plots/);
+  // what it wrote, the data and the script are then moved into plots/ through the folder's descriptor.
+  const Folder& work = work_.folder();
+  work.write_atomically(script_name_, script_);
+  if (run_program({"gnuplot", script_name_}, work_.path(), log) != 0)
+    notes.push_back("plots were not drawn: gnuplot failed or is missing (see " + plots_.path_of(log) + ")");
+  for (const std::string& name : work.list_files()) plots_.write_atomically(name, work.read(name, "plot file"));
 }
 
 }  // namespace rkv

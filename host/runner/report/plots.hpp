@@ -13,10 +13,11 @@
 //
 // Thread rules: one ReportPlots per report; not thread-safe.
 #pragma once
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "core/folder.hpp"
 
 namespace rkv {
 
@@ -37,8 +38,11 @@ struct ScatterPanel {
 
 class ReportPlots {
  public:
-  /// `dir` (plots/) must exist; data files and the script `script_name` are written there atomically.
-  explicit ReportPlots(std::filesystem::path dir, std::string script_name = "plots.gp");
+  /// Figures for the folder `plots` (plots/ of an output folder). Data files, the script `script_name` and gnuplot's
+  /// outputs are written in a private temporary folder (core/folder.hpp PrivateTempFolder), then moved into `plots`
+  /// atomically by draw(): gnuplot never opens a name in the output folder. rkv::InputError when the temporary
+  /// folder cannot be created.
+  explicit ReportPlots(Folder plots, std::string script_name = "plots.gp");
 
   /// The sensitivity profile s_l with its 95% CIs (`profile` rows: layer, s, low, high). Returns the PNG's name.
   std::string profile(const std::string& signal, const std::vector<PlotPoint>& profile);
@@ -80,8 +84,13 @@ class ReportPlots {
   /// Side-by-side scatter panels (one per `panels` entry, one colour per legend title). Returns the PNG's name.
   std::string scatter_panels(const std::string& name, const std::vector<ScatterPanel>& panels);
 
-  /// Writes the script and runs gnuplot on it; a failure appends a note to `notes`.
+  /// Writes the script, runs gnuplot on it in the private folder and moves every file there (data, script, figures,
+  /// gnuplot's log) into plots/; a gnuplot failure appends a note to `notes`. rkv::InputError when plots/ cannot be
+  /// written (a link or another kind of file planted where a figure goes).
   void draw(std::vector<std::string>& notes);
+
+  /// A data file a figure() body reads by name, written with the figures' own (moved into plots/ by draw()).
+  void data_file(const std::string& file, const std::string& content);
 
   /// Emits `body` (gnuplot commands after the terminal, output and common style are set; data files it names must be
   /// in the plots folder) for the PNG and the SVG of `name`, `width` x `height` pixels.
@@ -93,7 +102,8 @@ class ReportPlots {
   /// "plot" clauses for `series`: error bars and lines per group, colours 1..10 in legend order.
   std::string series_clauses(const std::string& stem, const PlotSeries& series);
 
-  std::filesystem::path dir_;
+  Folder plots_;
+  PrivateTempFolder work_{"ripplekv-plots"};
   std::string script_name_;
   std::string script_;
 };

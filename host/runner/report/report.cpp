@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
-#include "core/atomic_file.hpp"
 #include "core/format.hpp"
 #include "runner/plan/damage_signal_spec.hpp"
 #include "runner/report/comparisons.hpp"
@@ -77,8 +77,8 @@ std::string warnings_section(const std::vector<CellData>& cells) {
   return md.str() + "\n";
 }
 
-std::string profile_section(const fs::path& profile_path, ReportPlots& plots) {
-  const auto p = nlohmann::json::parse(read_file(profile_path.string()));
+std::string profile_section(const Folder& out, ReportPlots& plots) {
+  const auto p = nlohmann::json::parse(out.read("profile.json", "profile"));
   std::ostringstream md;
   const bool oracle = p.at("signal").get<std::string>() == kDamageSignalId;
   md << "## Sensitivity profile (" << p.at("signal").get<std::string>() << (oracle ? ": the oracle" : "") << ")\n\n";
@@ -105,12 +105,9 @@ std::string profile_section(const fs::path& profile_path, ReportPlots& plots) {
   }
   md << "\n![profile](plots/" << plots.profile(p.at("signal").get<std::string>(), points) << ")\n\n";
   // A run whose cells used several profiles (swept signals or scorer params) shows the first; say where the others are.
-  std::error_code ec;
   std::vector<std::string> others;
-  for (const auto& e : fs::directory_iterator(profile_path.parent_path() / "profiles", ec))
-    others.push_back(e.path().filename().string());
+  if (const std::optional<Folder> profiles = out.find_sub("profiles")) others = profiles->list_files(".json");
   if (others.size() > 1) {
-    std::sort(others.begin(), others.end());
     md << "> This run used " << others.size() << " profiles (one per signal and scorer setting); the table shows the "
        << "first. All are in profiles/: ";
     for (size_t i = 0; i < others.size(); ++i) md << (i ? ", " : "") << "`" << others[i] << "`";
@@ -248,16 +245,15 @@ std::map<std::string, PlotSeries> difference_series(const std::vector<UniformCom
 
 }  // namespace
 
-void write_report(const std::vector<CellData>& cells, const std::string& out_dir, int resamples,
+void write_report(const std::vector<CellData>& cells, const Folder& out, int resamples,
                   const std::string& missing_note) {
-  const fs::path out(out_dir);
   std::vector<std::string> notes;
-  ReportPlots plots(out / "plots");
+  ReportPlots plots(out.sub("plots"));
   std::ostringstream md;
   md << header(cells, resamples, missing_note) << warnings_section(cells);
-  if (fs::exists(out / "profile.json")) {
+  if (out.kind("profile.json") != Folder::Kind::missing) {
     try {
-      md << profile_section(out / "profile.json", plots);
+      md << profile_section(out, plots);
     } catch (const std::exception& e) {
       notes.push_back("profile.json could not be read: " + std::string(e.what()));
     }
@@ -298,7 +294,7 @@ void write_report(const std::vector<CellData>& cells, const std::string& out_dir
   }
   plots.draw(notes);
   for (const auto& n : notes) md << "> note: " << n << "\n";
-  write_file_atomically((out / "report.md").string(), md.str());
+  out.write_atomically("report.md", md.str());
 }
 
 }  // namespace rkv

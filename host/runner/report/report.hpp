@@ -6,14 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/folder.hpp"
 #include "runner/records/cell_files.hpp"
 
 namespace rkv {
 
-/// Writes `out_dir`/report.md (atomically) and `out_dir`/plots/ (must exist). `resamples`: bootstrap resamples of
-/// every CI; `missing_note`: cells of the sweep that no input holds ("" when complete), shown as a warning.
-/// Reads `out_dir`/profile.json when present (an unreadable one is a note in the report). Throws only on I/O errors.
-void write_report(const std::vector<CellData>& cells, const std::string& out_dir, int resamples,
+/// Writes report.md (atomically) and plots/ (created) in `out`, through its descriptor. `resamples`: bootstrap
+/// resamples of every CI; `missing_note`: cells of the sweep that no input holds ("" when complete), shown as a
+/// warning. Reads out's profile.json when present (an unreadable one is a note in the report). Throws only on I/O
+/// errors (rkv::InputError naming the file).
+void write_report(const std::vector<CellData>& cells, const Folder& out, int resamples,
                   const std::string& missing_note);
 
 }  // namespace rkv

@@ -1,5 +1,8 @@
 #include "runner/run/cells.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -136,7 +139,7 @@ std::vector<CellRun> open_cells(const RunState& s) {
   for (size_t c : s.pending) {
     CellRun run;
     run.cell = &s.plan.cells[c];
-    run.checkpoint = std::make_unique<CellCheckpoint>(s.opt.out_dir, run.cell->id, id, s.opt.resume);
+    run.checkpoint = std::make_unique<CellCheckpoint>(*s.out, run.cell->id, id, s.opt.resume);
     cells.push_back(std::move(run));
   }
   return cells;
@@ -164,7 +167,7 @@ void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
                                                                           : compressed_outcome(s, c.cell->config, p))
                .first;
     const CellOutcome& o = it->second;
-    if (!o.logits.empty()) write_logits_dump(s.opt.out_dir, c.cell->id, o.record.task, o.record.example, o.logits,
+    if (!o.logits.empty()) write_logits_dump(*s.out, c.cell->id, o.record.task, o.record.example, o.logits,
                                              s.config().vocab_size);
     c.checkpoint->append(o.record, o.kept);
     c.seconds += seconds_since(t0);
@@ -180,8 +183,8 @@ void finish_cell(const RunState& s, CellRun& c) {
                              std::to_string(ex.data.index));
     outcomes.push_back(*r);
   }
-  write_kept_dump(s.opt.out_dir, c.cell->id, c.checkpoint->kept_lines());
-  write_cell_file(s.opt.out_dir, s.plan, s.id, *c.cell, outcomes, c.seconds);
+  write_kept_dump(*s.out, c.cell->id, c.checkpoint->kept_lines());
+  write_cell_file(*s.out, s.plan, s.id, *c.cell, outcomes, c.seconds);
   c.checkpoint->remove();
 }
 
@@ -200,8 +203,7 @@ void run_cells(RunState& s, RunSummary& summary) {
     finish_cell(s, c);
     ++summary.cells_computed;
   }
-  std::error_code ec;
-  std::filesystem::remove(std::filesystem::path(s.opt.out_dir) / "partial", ec);  // only when empty
+  ::unlinkat(s.out->fd(), "partial", AT_REMOVEDIR);  // only when empty (a link there is not a folder: left alone)
 }
 
 }  // namespace rkv

@@ -2,6 +2,7 @@
 #include "runner/run/run.hpp"
 
 #include <algorithm>
+#include <iostream>
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
@@ -36,9 +37,9 @@ std::vector<size_t> shard_cells(const RunPlan& plan, int index, int count) {
 /// of this shard are pending or already complete (--resume).
 void open_output_folder(RunState& s, const std::string& backend_kind) {
   const RunOptions& opt = s.opt;
-  s.id = prepare_output_folder(s.plan, opt.out_dir, opt.resume, opt.force);
+  s.id = prepare_output_folder(s.plan, *s.out, opt.resume, opt.force);
   for (size_t c : shard_cells(s.plan, opt.shard_index, opt.shard_count)) {
-    if (opt.resume && cell_file_complete(opt.out_dir, s.plan.cells[c].id, s.plan.base_sha256, backend_kind, s.plan.dtype))
+    if (opt.resume && cell_file_complete(*s.out, s.plan.cells[c].id, s.plan.base_sha256, backend_kind, s.plan.dtype))
       s.complete.push_back(c);
     else
       s.pending.push_back(c);
@@ -54,7 +55,7 @@ void load_model_and_backend(RunState& s, const BackendOptions& backend_options) 
   s.id.weights = weight_storage_name(s.model->weights);
   s.id.manifest = reproducibility_manifest(s.plan, *s.tok);
   // Cells kept from before must come from this model file (else one report mixes two models' numbers).
-  for (size_t c : s.complete) check_cell_model(s.opt.out_dir, s.plan.cells[c].id, s.model->sha256);
+  for (size_t c : s.complete) check_cell_model(*s.out, s.plan.cells[c].id, s.model->sha256);
   s.backend = make_backend(s.plan.backend, *s.model, backend_options);
   s.id.backend = s.backend->kind();
   s.id.compute_dtype = s.backend->compute_dtype();
@@ -74,6 +75,9 @@ void compute_profiles(RunState& s) {
     req.backend = s.backend.get();
     req.cancel = s.opt.cancel;
     SensitivityProfile p = compute_profile(req);
+    for (const auto& w : p.warnings) std::cerr << "run: warning: " << w << "\n";  // cache problems, the plugin's warnings
+    // Provenance of every profile the cells read: computed, or which cache file (and its content's sha256).
+    s.id.manifest["profiles"].push_back({{"signal", p.signal}, {"cache_key", p.cache_key}, {"source", p.source}});
     s.progress.note("run: profile " +
                     (p.from_cache ? "read from the cache (computed in " + std::to_string(p.seconds) + " s)"
                                   : "computed in " + std::to_string(p.seconds) + " s") +
@@ -96,9 +100,9 @@ void measure_joint_tables(RunState& s) {
 
 /// Every check has passed: from here on the folder is this run's (a run refused before left it as it was).
 void write_run_start(const RunState& s) {
-  write_run_identity(s.plan, s.opt.out_dir, s.opt.resume, s.opt.shard_index, s.opt.shard_count, s.opt.force);
+  write_run_identity(s.plan, *s.out, s.opt.resume, s.opt.shard_index, s.opt.shard_count, s.opt.force);
   for (size_t i = 0; i < s.profile_order.size(); ++i)
-    write_profile_file(s.opt.out_dir, s.profiles.at(s.profile_order[i]), i == 0);
+    write_profile_file(*s.out, s.profiles.at(s.profile_order[i]), i == 0);
 }
 
 }  // namespace
@@ -117,8 +121,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_plan_backend(plan, backend_options);
   RunState s(plan, opt);
   const std::string backend_kind = resolve_backend_kind(plan.backend);
-  check_output_folder_is_ours(opt.out_dir, opt.force, "run");  // never overwrite a folder that is not a ripplekv run
-  const OutputFolderLock lock(opt.out_dir);  // one writer per folder: a second run (or merge) into it stops here
+  // Opened once (never a folder of someone else's, unless --force) and written only through its descriptor, so that
+  // nothing planted in it can redirect a write (core/folder.hpp).
+  s.out = open_ripplekv_folder(opt.out_dir, opt.force, "run");
+  const OutputFolderLock lock(*s.out);  // one writer per folder: a second run (or merge) into it stops here
   open_output_folder(s, backend_kind);
 
   RunSummary summary;
@@ -127,8 +133,8 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   if (s.pending.empty()) {
     s.progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) +
                     " cells complete or in other shards)");
-    write_run_identity(plan, opt.out_dir, opt.resume, opt.shard_index, opt.shard_count, opt.force);
-    assemble_outputs({opt.out_dir}, opt.out_dir, true);
+    write_run_identity(plan, *s.out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
+    assemble_outputs({opt.out_dir}, *s.out, true);
     summary.seconds = seconds_since(t_run);
     return summary;
   }
@@ -140,7 +146,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_budgets_on_examples(s);
   write_run_start(s);
   run_cells(s, summary);
-  assemble_outputs({opt.out_dir}, opt.out_dir, opt.quiet);
+  assemble_outputs({opt.out_dir}, *s.out, opt.quiet);
   summary.seconds = seconds_since(t_run);
   return summary;
 }

@@ -41,6 +41,7 @@ struct RunState {
   const RunPlan& plan;
   const RunOptions& opt;
   Progress progress;
+  std::optional<Folder> out;  ///< the output folder, opened once; every file of the run is written through it
   RunIdentity id;
   std::vector<size_t> pending, complete;  ///< cell indices this invocation computes / finds complete (--resume)
 
