@@ -1,8 +1,12 @@
 // libFuzzer target: a run's output folder as `ripplekv run --resume` and `ripplekv merge` read it back (and
 // rkv_results_json, the C API's reader of results.jsonl) — files someone may have hand-edited, truncated or mixed.
 //
-// Input: up to four files separated by NUL bytes (valid JSON holds no raw NUL):
-//   cells/<full-cache cell id>.json \0 run.json \0 results.jsonl \0 cells/<sweep cell id>.json
+// Input: up to four files and a list of plants separated by NUL bytes (valid JSON holds no raw NUL):
+//   cells/<full-cache cell id>.json \0 run.json \0 results.jsonl \0 cells/<sweep cell id>.json \0 plants
+// plants: lines "<kind> <folder>/<path>", kind l (a link to a file outside), d (a link to a folder outside), x (a
+// dangling link outside) or f (a foreign regular file), folder "run" or "merged" (the merge's output folder, planted
+// before the merge writes it). Whatever is planted, the file and folder outside must stay as they were (issue 37:
+// nothing outside the named output folder changes through anything planted inside it).
 // The cell ids and base_sha256 are those of a fixed config validated once in a per-process sandbox (so realistic
 // seeds pass the identity checks and reach the deeper readers). Each input is written into a fresh folder and read by
 //   cell_file_complete and check_cell_model (--resume), merge_outputs into a second folder (merge: cells, run.json;
@@ -23,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -114,20 +119,61 @@ void write_seeds(const fs::path& seeds) {
   seed("run_json_only.bin", nul + run_json);
   seed("results_only.bin", nul + nul + results);
   seed("one_cell.bin", cell0);
+  seed("planted_links.bin", cell0 + nul + run_json + nul + results + nul + cell1 + nul +
+                                "l merged/report.md\nd merged/plots\nx merged/results.jsonl\nl merged/.ripplekv.lock\n"
+                                "f merged/notes.txt\nl run/cells/x.json\n");
 }
 
-/// Parts of the input separated by NUL bytes (at most four; the last one keeps any further NULs).
+/// Parts of the input separated by NUL bytes (at most five; the last one keeps any further NULs).
 std::vector<std::string> split(const uint8_t* data, size_t size) {
   std::vector<std::string> parts(1);
   for (size_t i = 0; i < size; ++i) {
-    if (data[i] == 0 && parts.size() < 4) {
+    if (data[i] == 0 && parts.size() < 5) {
       parts.emplace_back();
       continue;
     }
     parts.back().push_back(static_cast<char>(data[i]));
   }
-  parts.resize(4);
+  parts.resize(5);
   return parts;
+}
+
+/// The sentinel outside every output folder: a file (victim) in a folder (outside) that nothing may change.
+const std::string kVictim = "outside the output folders: never changed\n";
+
+/// Plants what the plants part lists (see the file comment) below `root`; malformed lines and paths that would leave
+/// run/ or merged/ ("..", absolute, empty components) are skipped.
+void plant(const std::string& plants, const fs::path& root, const fs::path& outside) {
+  std::istringstream in(plants);
+  int count = 0;
+  for (std::string line; std::getline(in, line) && count < 16;) {
+    if (line.size() < 3 || line[1] != ' ') continue;
+    const std::string rel = line.substr(2);
+    if (rel.rfind("run/", 0) != 0 && rel.rfind("merged/", 0) != 0) continue;
+    bool ok = rel.find('\0') == std::string::npos;
+    for (const auto& part : fs::path(rel)) ok = ok && !part.empty() && part != "." && part != ".." && part != "/";
+    if (!ok || fs::path(rel).is_absolute()) continue;
+    const fs::path at = root / rel;
+    std::error_code ec;
+    fs::create_directories(at.parent_path(), ec);
+    fs::remove_all(at, ec);
+    switch (line[0]) {
+      case 'l': fs::create_symlink(outside / "victim", at, ec); break;
+      case 'd': fs::create_directory_symlink(outside, at, ec); break;
+      case 'x': fs::create_symlink(outside / "created", at, ec); break;
+      case 'f': rkv_fuzz::write_file(at, "someone else's\n", 15); break;
+      default: continue;
+    }
+    ++count;
+  }
+}
+
+/// fuzz_fail unless `outside` holds exactly the victim, unchanged.
+void check_outside(const fs::path& outside) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(outside)) names.push_back(e.path().filename().string());
+  if (names != std::vector<std::string>{"victim"} || rkv::read_file((outside / "victim").string()) != kVictim)
+    rkv_fuzz::fuzz_fail("a file or folder outside the output folders was changed through something planted inside");
 }
 
 template <class F>
@@ -153,14 +199,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string> parts = split(data, size);
   const fs::path run = rkv_fuzz::process_temp_dir("run_folder") / "run";
   const fs::path merged = rkv_fuzz::process_temp_dir("run_folder") / "merged";
+  const fs::path outside = rkv_fuzz::process_temp_dir("run_folder") / "outside";
   fs::remove_all(run);
   fs::remove_all(merged);
+  fs::remove_all(outside);
+  fs::create_directories(outside);
+  rkv_fuzz::write_file(outside / "victim", kVictim.data(), kVictim.size());
   fs::create_directories(run / "cells");
   const std::string id0 = sb.plan.cells[0].id, id1 = sb.plan.cells[1].id;
   rkv_fuzz::write_file(run / "cells" / (id0 + ".json"), parts[0].data(), parts[0].size());
   if (!parts[1].empty()) rkv_fuzz::write_file(run / "run.json", parts[1].data(), parts[1].size());
   if (!parts[2].empty()) rkv_fuzz::write_file(run / "results.jsonl", parts[2].data(), parts[2].size());
   if (!parts[3].empty()) rkv_fuzz::write_file(run / "cells" / (id1 + ".json"), parts[3].data(), parts[3].size());
+  plant(parts[4], run.parent_path(), outside);
 
   // --resume: which cells are complete, and of which model.
   for (const std::string& id : {id0, id1}) {
@@ -185,5 +236,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // --resume: run.json's identity against the config.
   expect_input_errors_only("prepare_output_folder",
                            [&] { rkv::prepare_output_folder(sb.plan, rkv::Folder::open(run.string(), false), true); });
+  check_outside(outside);
   return 0;
 }
