@@ -97,8 +97,8 @@ class GgufFile {
   void drop_pages(const uint8_t* p, size_t n) const { map_.drop_pages(p, n); }
   /// The whole mapped file (file_size() bytes), e.g. for hashing.
   const uint8_t* file_data() const { return map_.data(); }
-  /// Throws rkv::InputError naming the file when it was truncated since it was opened (MappedFile::check_unchanged);
-  /// `during` says what was being read. Call after reading tensor data.
+  /// Throws rkv::InputError naming the file when it changed since it was opened (truncated, written in place or
+  /// replaced: MappedFile::check_unchanged); `during` says what was being read. Call after reading tensor data.
   void check_unchanged(const std::string& during) const { map_.check_unchanged(during); }
 
   // ---- metadata ----

@@ -112,6 +112,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     throw InputError(path + ": cannot stat: " + std::strerror(err));
   }
   size_ = static_cast<size_t>(st.st_size);
+  dev_ = static_cast<uint64_t>(st.st_dev);
+  ino_ = static_cast<uint64_t>(st.st_ino);
+  mtime_s_ = static_cast<int64_t>(st.st_mtim.tv_sec);
+  mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_nsec);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
     if (p == MAP_FAILED) {
@@ -132,6 +136,10 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       fd_(std::exchange(other.fd_, -1)),
+      dev_(other.dev_),
+      ino_(other.ino_),
+      mtime_s_(other.mtime_s_),
+      mtime_ns_(other.mtime_ns_),
       slot_(std::exchange(other.slot_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -141,26 +149,37 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     fd_ = std::exchange(other.fd_, -1);
+    dev_ = other.dev_, ino_ = other.ino_, mtime_s_ = other.mtime_s_, mtime_ns_ = other.mtime_ns_;
     slot_ = std::exchange(other.slot_, -1);
   }
   return *this;
 }
 
-bool MappedFile::changed() const {
-  if (slot_ >= 0 && g_slots[slot_].faulted.load()) return true;
-  if (fd_ < 0) return false;
+std::string MappedFile::change() const {
+  if (slot_ >= 0 && g_slots[slot_].faulted.load())
+    return "it was truncated: a read past its new end saw zeros instead of the weights";
+  if (fd_ < 0) return "";
   struct stat st {};
-  return ::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) < static_cast<uint64_t>(size_);
+  if (::fstat(fd_, &st) == 0) {
+    if (static_cast<uint64_t>(st.st_size) != static_cast<uint64_t>(size_))
+      return "it was " + std::to_string(size_) + " bytes when opened and is " + std::to_string(st.st_size) +
+             " bytes now (truncated or rewritten)";
+    if (st.st_mtim.tv_sec != mtime_s_ || st.st_mtim.tv_nsec != mtime_ns_)
+      return "it was modified in place (its modification time changed)";
+  }
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) != 0) return "it was removed or renamed (the path names no file now)";
+  if (static_cast<uint64_t>(now.st_dev) != dev_ || static_cast<uint64_t>(now.st_ino) != ino_)
+    return "the path now names another file (it was replaced)";
+  return "";
 }
 
 void MappedFile::check_unchanged(const std::string& during) const {
-  if (!changed()) return;
-  std::string now;
-  struct stat st {};
-  if (fd_ >= 0 && ::fstat(fd_, &st) == 0) now = " (now " + std::to_string(st.st_size) + " bytes)";
-  throw InputError(path_ + ": the file changed while it was being read: it was " + std::to_string(size_) +
-                   " bytes when opened and was truncated" + now + " during " + during +
-                   "; do not modify a model file while ripplekv reads it (copy it first)");
+  const std::string why = change();
+  if (why.empty()) return;
+  throw InputError(path_ + ": the file changed while it was being read, during " + during + ": " + why +
+                   "; no result computed after the change is written. Do not modify a model file while ripplekv "
+                   "reads it (copy it first)");
 }
 
 void MappedFile::release() {

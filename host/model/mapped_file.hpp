@@ -36,11 +36,14 @@ class MappedFile {
   /// in the resident set. For bytes the reader has copied and will not read again. Safe from any thread.
   void drop_pages(const uint8_t* p, size_t n) const;
 
-  /// True when the file is no longer what was mapped: it is now shorter than size() (truncated by someone else), or
-  /// a read of the mapping hit a page past its end (SIGBUS, answered with zeros; see the file comment).
-  bool changed() const;
+  /// Why the file is no longer what was mapped, or "" when it is: a read of the mapping hit a page past its end
+  /// (SIGBUS, answered with zeros; see the file comment); the open file's size or modification time differ from when
+  /// it was mapped (truncated, or written in place: a private mapping sees such writes); or its path now names
+  /// another file (replaced, e.g. by a rename) or nothing. Two system calls (fstat, stat); safe from any thread.
+  std::string change() const;
+  bool changed() const { return !change().empty(); }
   /// Throws rkv::InputError "<path>: the file changed while it was being read (...)" when changed(); `during` names
-  /// what was being read (e.g. "loading the model"). Does nothing otherwise.
+  /// what was being read (e.g. "loading the model", "decoding"). Does nothing otherwise.
   void check_unchanged(const std::string& during) const;
 
  private:
@@ -49,6 +52,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;     ///< kept open to see the file's current size (fstat), even if the path is replaced meanwhile
+  uint64_t dev_ = 0, ino_ = 0;        ///< the file mapped (st_dev, st_ino)
+  int64_t mtime_s_ = 0, mtime_ns_ = 0;  ///< its modification time when mapped
   int slot_ = -1;   ///< index in the SIGBUS handler's table of mapped ranges (-1: not registered)
 };
 

@@ -5,8 +5,13 @@
 
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
+#include "model/gguf.hpp"
 
 namespace rkv {
+
+void Model::check_unchanged(const std::string& during) const {
+  if (weights == WeightStorage::quantized && gguf) gguf->check_unchanged(during);
+}
 
 int64_t Model::parameter_count() const {
   int64_t n = static_cast<int64_t>(tok_embd.size() + output_norm.size() + lm_head.size());

@@ -149,6 +149,14 @@ struct Model {
   }
   /// Number of parameters in the weights held (tied embeddings counted once).
   int64_t parameter_count() const;
+
+  /// Throws rkv::InputError naming the file when weights this model reads in place from its mapped GGUF (`weights`
+  /// = quantized: ggml blocks used from the mapping, never copied) may have changed since loading: the file was
+  /// truncated, written in place or replaced (model/mapped_file.hpp MappedFile::change). Weights held as float32
+  /// copies cannot change and are not checked (the memory-for-safety choice; README "Decisions"). Two system calls;
+  /// the runner calls it at every example, cell and decode-step boundary and before writing a result. `during`
+  /// names the step in the message. Thread-safe.
+  void check_unchanged(const std::string& during) const;
 };
 
 /// Loads a model from `path`: a .gguf file, or a folder with config.json and model.safetensors (or sharded

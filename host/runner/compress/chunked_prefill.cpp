@@ -130,7 +130,9 @@ PrefillResult prefill_first_chunk(Backend& backend, const std::vector<int32_t>& 
     o.cumulative_attention = true;
     first.stats.push_back(o);
   }
-  return backend.prefill(chunk_of(tokens, 0, n0), first);
+  PrefillResult r = backend.prefill(chunk_of(tokens, 0, n0), first);
+  backend.model().check_unchanged("prefilling the first chunk");  // weights read in place may have changed meanwhile
+  return r;
 }
 
 /// Chunk (s, n) through Backend::extend on `cache`, observing its attention mass and queries into `seen` when asked;
@@ -141,8 +143,10 @@ std::vector<float> extend_chunk(Backend& backend, BackendCache& cache, const std
   capture.attention_mass = cumulative;
   capture.queries = queries;
   const bool last = s + n == static_cast<int64_t>(tokens.size());
-  return backend.extend(cache, chunk_of(tokens, s, n), s, last ? LogitsFor::Last : LogitsFor::None, capture,
-                        cumulative || queries ? &seen : nullptr);
+  std::vector<float> logits = backend.extend(cache, chunk_of(tokens, s, n), s, last ? LogitsFor::Last : LogitsFor::None,
+                                             capture, cumulative || queries ? &seen : nullptr);
+  backend.model().check_unchanged("prefilling a chunk");  // weights read in place may have changed meanwhile
+  return logits;
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ PrefilledPrompt prefill_prompt(Backend& backend, const std::vector<int32_t>& tok
   req.keep_queries = needs.keep_queries;
   req.stats = needs.stats;
   PrefillResult r = backend.prefill(tokens, req);
+  backend.model().check_unchanged("prefilling the prompt");  // weights read in place may have changed meanwhile
   PrefilledPrompt p;
   p.tokens = tokens;
   p.cache = std::move(r.cache);

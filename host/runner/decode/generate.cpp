@@ -16,6 +16,7 @@ GenerateResult generate(Backend& backend, const std::vector<int32_t>& prompt, co
   Sampler sampler(opts.sampling);
   const auto t0 = clock::now();
   PrefillResult pre = backend.prefill(prompt, PrefillRequest{});
+  backend.model().check_unchanged("prefilling the prompt");  // weights read in place may have changed meanwhile
   std::vector<float> logits = std::move(pre.logits);
   const auto t1 = clock::now();
   res.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();

@@ -12,6 +12,7 @@ namespace rkv {
 std::vector<float> extend_cache(Backend& backend, BackendCache& cache, const std::vector<int32_t>& tokens,
                                 int64_t start_pos, LogitsFor which) {
   std::vector<float> logits = backend.extend(cache, tokens, start_pos, which);
+  backend.model().check_unchanged("extending the cache");  // weights read in place may have changed meanwhile
   drop_out_of_window(backend, cache, start_pos + static_cast<int64_t>(tokens.size()) - 1);
   return logits;
 }
@@ -22,6 +23,7 @@ std::vector<float> decode_token(Backend& backend, BackendCache& cache, int32_t t
   if (!decode) return extend_cache(backend, cache, {token}, position, LogitsFor::Last);
   ExtendObservation observed;
   std::vector<float> logits = backend.extend(cache, {token}, position, LogitsFor::Last, decode->capture(), &observed);
+  backend.model().check_unchanged("decoding");  // weights read in place may have changed meanwhile
   decode->after_token(backend, cache, observed, position);
   drop_out_of_window(backend, cache, position);
   return logits;

@@ -167,6 +167,9 @@ void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
                                                                           : compressed_outcome(s, c.cell->config, p))
                .first;
     const CellOutcome& o = it->second;
+    // Nothing computed from weights that changed under the run is written (model/model.hpp check_unchanged).
+    s.model->check_unchanged("cell '" + c.cell->label + "', " + ex.data.task + " example " +
+                             std::to_string(ex.data.index + 1));
     if (!o.logits.empty()) write_logits_dump(*s.out, c.cell->id, o.record.task, o.record.example, o.logits,
                                              s.config().vocab_size);
     c.checkpoint->append(o.record, o.kept);
