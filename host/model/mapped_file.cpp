@@ -156,17 +156,18 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 std::string MappedFile::change() const {
-  if (slot_ >= 0 && g_slots[slot_].faulted.load())
-    return "it was truncated: a read past its new end saw zeros instead of the weights";
-  if (fd_ < 0) return "";
   struct stat st {};
-  if (::fstat(fd_, &st) == 0) {
-    if (static_cast<uint64_t>(st.st_size) != static_cast<uint64_t>(size_))
-      return "it was " + std::to_string(size_) + " bytes when opened and is " + std::to_string(st.st_size) +
-             " bytes now (truncated or rewritten)";
-    if (st.st_mtim.tv_sec != mtime_s_ || st.st_mtim.tv_nsec != mtime_ns_)
-      return "it was modified in place (its modification time changed)";
-  }
+  const bool have = fd_ >= 0 && ::fstat(fd_, &st) == 0;
+  const bool faulted = slot_ >= 0 && g_slots[slot_].faulted.load();
+  if (faulted || (have && static_cast<uint64_t>(st.st_size) < static_cast<uint64_t>(size_)))
+    return "it was " + std::to_string(size_) + " bytes when opened and was truncated" +
+           (have ? " (now " + std::to_string(st.st_size) + " bytes)" : std::string());
+  if (fd_ < 0) return "";
+  if (have && static_cast<uint64_t>(st.st_size) != static_cast<uint64_t>(size_))
+    return "it was " + std::to_string(size_) + " bytes when opened and is " + std::to_string(st.st_size) +
+           " bytes now (rewritten)";
+  if (have && (st.st_mtim.tv_sec != mtime_s_ || st.st_mtim.tv_nsec != mtime_ns_))
+    return "it was modified in place (its modification time changed)";
   struct stat now {};
   if (::stat(path_.c_str(), &now) != 0) return "it was removed or renamed (the path names no file now)";
   if (static_cast<uint64_t>(now.st_dev) != dev_ || static_cast<uint64_t>(now.st_ino) != ino_)
@@ -177,7 +178,7 @@ std::string MappedFile::change() const {
 void MappedFile::check_unchanged(const std::string& during) const {
   const std::string why = change();
   if (why.empty()) return;
-  throw InputError(path_ + ": the file changed while it was being read, during " + during + ": " + why +
+  throw InputError(path_ + ": the file changed while it was being read: " + why + " during " + during +
                    "; no result computed after the change is written. Do not modify a model file while ripplekv "
                    "reads it (copy it first)");
 }
