@@ -19,7 +19,7 @@ namespace {
 const char* kUsage =
     "usage: ripplekv analyze CONFIG --out DIR [--force] [--fractions f1,f2,...] [--threads N] [--backend K] [--dtype D]\n"
     "                        [--quiet] [--scorers a,b,...] [--route-counts a=N,b=M] [--random-routes N]\n"
-    "                        [--route-seed S] [--route-fraction f] [--sharing]\n\n"
+    "                        [--route-seed S] [--route-fraction f] [--sharing] [--set KEY=VALUE]...\n\n"
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
@@ -52,6 +52,7 @@ int run_analyze(const std::vector<std::string>& args) {
       "route-fraction", po::value<double>(), "the fraction whose route goes to route.toml (default the smallest)")(
       "sharing", "also measure the per-layer sharing damage (layer l reads layer l - 1's cache)");
   add_backend_options(opts);
+  add_set_option(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm = parse_command_line(args, opts, &pos, kUsage);
@@ -99,7 +100,7 @@ int run_analyze(const std::vector<std::string>& args) {
     o.route_seed = static_cast<uint64_t>(seed);
   }
   if (vm.count("route-fraction")) o.route_fraction = vm["route-fraction"].as<double>();
-  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   run_analysis(plan, o);
   return 0;

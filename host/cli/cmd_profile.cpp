@@ -23,7 +23,7 @@ namespace {
 
 const char* kUsage =
     "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--dtype D]\n"
-    "                        [--no-cache] [--force]\n\n"
+    "                        [--no-cache] [--force] [--set KEY=VALUE]...\n\n"
     "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
     "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
     "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
@@ -42,6 +42,7 @@ int run_profile(const std::vector<std::string>& args) {
       "no-cache", "ignore cached profiles and recompute")(
       "force", "replace --out FILE even when it is not a ripplekv profile or not a regular file");
   add_backend_options(opts);
+  add_set_option(opts);
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(), "config file");
   po::options_description all;
@@ -60,7 +61,7 @@ int run_profile(const std::vector<std::string>& args) {
   const std::string out = vm["out"].as<std::string>();
   const bool force = vm.count("force") != 0;
   check_profile_output(out, force);  // before hours of work: a target that would be refused at the end is refused now
-  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
   const CellConfig* cell = nullptr;

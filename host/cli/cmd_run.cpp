@@ -29,7 +29,7 @@ extern "C" void on_sigint(int sig) {
 }
 
 const char* kRunUsage =
-    "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N]\n"
+    "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N] [--set KEY=VALUE]...\n"
     "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--dump kept,logits] [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
@@ -64,7 +64,10 @@ const char* kRunUsage =
     "refuses a folder whose cells were computed on another backend or dtype, or with another model file.\n"
     "--dump kept writes DIR/dumps/kept/<cell>.jsonl (per task, example, layer and KV head: the prompt positions kept);\n"
     "--dump logits writes DIR/dumps/logits/<cell>/<task>-<example>.npy (lm_fidelity continuation logits, float32\n"
-    "[n, V]); both: --dump kept,logits. For the cells this invocation computes (README \"Outputs\").\n";
+    "[n, V]); both: --dump kept,logits. For the cells this invocation computes (README \"Outputs\").\n"
+    "--set KEY=VALUE (repeatable) overrides one config key, e.g. --set budget.fraction=0.25 --set scorer.plugin=h2o\n"
+    "or --set 'sweep.\"budget.fraction\"=[0.1, 0.2]' (a TOML value; a bare word is a string); DIR/config.toml records\n"
+    "the effective config, and --resume names the keys that changed when it refuses.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -76,6 +79,7 @@ int run_run(const std::vector<std::string>& args) {
       "dump", po::value<std::string>(), "kept, logits or kept,logits: write what each cell kept / predicted")(
       "quiet,q", "no progress output");
   add_backend_options(opts);
+  add_set_option(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   const po::variables_map vm = parse_command_line(args, opts, &pos, kRunUsage);
@@ -84,7 +88,7 @@ int run_run(const std::vector<std::string>& args) {
     return 0;
   }
   if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kRunUsage);
-  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   RunOptions o;
   o.out_dir = vm.count("out") ? vm["out"].as<std::string>() : plan.output_dir;
@@ -124,17 +128,19 @@ int run_run(const std::vector<std::string>& args) {
 }
 
 const char* kValidateUsage =
-    "usage: ripplekv validate CONFIG [--backend cpu|cuda|auto] [--dtype f32|bf16]\n\n"
+    "usage: ripplekv validate CONFIG [--backend cpu|cuda|auto] [--dtype f32|bf16] [--set KEY=VALUE]...\n\n"
     "Checks CONFIG without running: TOML syntax, known sections and keys, types and ranges, that files exist, that\n"
     "plugins exist and their params are valid for them, task names and [tasks.ruler] subtasks, sweep keys, and that\n"
     "calibration and evaluation sets are disjoint, that the sweep has at most [output] max_cells cells, that a\n"
     "\"periodic\" decode policy's scorer can re-score while decoding, and that this machine can run the backend\n"
-    "(model.backend / --backend, model.dtype / --dtype). Errors name the TOML line. Prints the cells of the sweep.\n";
+    "(model.backend / --backend, model.dtype / --dtype). Errors name the TOML line. Prints the cells of the sweep.\n"
+    "--set KEY=VALUE overrides a key as `run --set` does (the effective config is what is checked).\n";
 
 int run_validate(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML");
   add_backend_options(opts);
+  add_set_option(opts);
   po::positional_options_description pos;
   pos.add("config", 1);
   const po::variables_map vm = parse_command_line(args, opts, &pos, kValidateUsage);
@@ -143,7 +149,7 @@ int run_validate(const std::vector<std::string>& args) {
     return 0;
   }
   if (!vm.count("config")) throw UsageError(std::string("missing CONFIG\n") + kValidateUsage);
-  RunPlan plan = load_run_plan(vm["config"].as<std::string>());
+  RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   check_plan_backend(plan, plan_backend_options(plan));  // a backend this machine cannot run is an error here too
   std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";

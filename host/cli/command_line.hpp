@@ -29,6 +29,18 @@ inline boost::program_options::variables_map parse_command_line(
   return vm;
 }
 
+/// Adds --set KEY=VALUE (repeatable): config overrides (runner/plan/config_overrides.hpp), read by set_overrides().
+inline void add_set_option(boost::program_options::options_description& options) {
+  namespace po = boost::program_options;
+  options.add_options()("set", po::value<std::vector<std::string>>()->composing(),
+                        "KEY=VALUE: override a config key (a TOML value; a bare word is a string); repeatable");
+}
+
+/// The --set values of `vm` in the order given (empty without any).
+inline std::vector<std::string> set_overrides(const boost::program_options::variables_map& vm) {
+  return vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
 /// Adds --backend and --dtype (the overrides of model.backend and model.dtype) to `options`.
 inline void add_backend_options(boost::program_options::options_description& options) {
   namespace po = boost::program_options;

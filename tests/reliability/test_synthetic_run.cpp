@@ -1636,3 +1636,24 @@ TEST_F(SyntheticRun, BadDamageSignalParamsNameTheKey) {
     }
   }
 }
+
+// --set (issue 40): the run records the effective config, and --resume with a changed key names the key.
+TEST_F(SyntheticRun, SetIsRecordedAndAResumeWithAChangedKeyNamesIt) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  auto [rc, log] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet", "--set", "budget.fraction=0.25"}, dir);
+  ASSERT_EQ(rc, 0) << log;
+  const std::string recorded = rkv::read_file((dir / "out" / "config.toml").string());
+  EXPECT_EQ(recorded.rfind("# the effective config: cfg.toml with --set budget.fraction=0.25\n", 0), 0u) << recorded;
+  EXPECT_NE(recorded.find("fraction = 0.25"), std::string::npos) << recorded;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet", "--resume", "--set",
+                                "budget.fraction=0.3", "--set", "model.threads=2"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("changed: budget.fraction: 0.25 then, 0.3 now; model.threads: 1 then, 2 now"), std::string::npos)
+      << log;
+  std::tie(rc, log) = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet", "--resume", "--set",
+                                "budget.fraction=0.25"}, dir);
+  EXPECT_EQ(rc, 0) << log;  // the same effective config resumes
+  std::tie(rc, log) = cli_argv({"validate", "cfg.toml", "--set", "budget.fraction=2"}, dir);
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("cfg.toml with --set: 'budget.fraction'"), std::string::npos) << log;
+}

@@ -10,6 +10,7 @@
 #include "core/errors.hpp"
 #include "runner/compress/codec_step.hpp"
 #include "runner/plan/config.hpp"
+#include "runner/plan/config_overrides.hpp"
 #include "runner/compress/plan_backend.hpp"
 #include "runner/compress/budgets.hpp"
 
@@ -886,3 +887,73 @@ TEST_F(Config, CellsThatWouldShareALabelGainTheSweptValuesThatSetThemApart) {
 }
 
 }  // namespace
+
+// ---- --set KEY=VALUE (runner/plan/config_overrides.hpp; issue 40) -------------------------------------------------
+
+namespace {
+
+rkv::RunPlan load_set(const fs::path& dir, const std::string& text, const std::vector<std::string>& sets) {
+  return rkv::load_run_plan_from_string(text, "cfg.toml", dir.string(), sets);
+}
+
+std::string set_error(const fs::path& dir, const std::string& text, const std::vector<std::string>& sets) {
+  try {
+    load_set(dir, text, sets);
+  } catch (const rkv::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_F(Config, SetOverridesKeysWithTomlValuesAndBareWordsAsStrings) {
+  const rkv::RunPlan p = load_set(dir, base(), {"budget.fraction=0.35", "scorer.plugin=streamingllm",
+                                                "model.threads = 3", "scorer.snapkv.window=32"});
+  ASSERT_EQ(p.cells.size(), 2u);
+  EXPECT_DOUBLE_EQ(*p.cells[1].config.budget_fraction, 0.35);
+  EXPECT_EQ(p.cells[1].config.scorer->id, "org.ripplekv.scorer.streamingllm");
+  EXPECT_EQ(p.threads, 3);
+  // The recorded config is the effective one: loading it again gives the same plan identity.
+  EXPECT_EQ(p.config_text.rfind("# the effective config: cfg.toml with --set budget.fraction=0.35", 0), 0u);
+  const rkv::RunPlan again = load(p.config_text);
+  EXPECT_EQ(again.base_sha256, p.base_sha256);
+  EXPECT_EQ(again.run_id, p.run_id);
+  EXPECT_NE(p.base_sha256, load(base()).base_sha256);
+  // A later override of the same key wins; a quoted sweep key takes an array.
+  const rkv::RunPlan q = load_set(dir, base(), {"budget.fraction=0.1", "budget.fraction=0.3",
+                                                "sweep.\"budget.fraction\"=[0.1, 0.2]"});
+  ASSERT_EQ(q.cells.size(), 3u);  // the full cache, then f = 0.1 and 0.2
+  EXPECT_DOUBLE_EQ(*q.cells[1].config.budget_fraction, 0.1);
+  EXPECT_DOUBLE_EQ(*q.cells[2].config.budget_fraction, 0.2);
+  // Without overrides the file's own text is recorded.
+  EXPECT_EQ(load_set(dir, base(), {}).config_text, base());
+}
+
+TEST_F(Config, SetErrorsNameTheKeyAndSayItCameFromSet) {
+  std::string e = set_error(dir, base(), {"budget.fraction=\"half\""});
+  EXPECT_NE(e.find("cfg.toml with --set: 'budget.fraction'"), std::string::npos) << e;
+  e = set_error(dir, base(), {"budget.fractoin=0.3"});
+  EXPECT_NE(e.find("'budget.fractoin' is not a known key"), std::string::npos) << e;
+  EXPECT_NE(e.find("with --set"), std::string::npos) << e;
+  e = set_error(dir, base(), {"budget.fraction"});
+  EXPECT_NE(e.find("--set 'budget.fraction': expected KEY=VALUE"), std::string::npos) << e;
+  e = set_error(dir, base(), {"budget.fraction=[0.1"});
+  EXPECT_NE(e.find("--set 'budget.fraction=[0.1': not a TOML key and value"), std::string::npos) << e;
+  e = set_error(dir, base(), {"budget.fraction.x=1"});
+  EXPECT_NE(e.find("'budget.fraction' is a value in the config, not a table"), std::string::npos) << e;
+  e = set_error(dir, base(), {"=1"});
+  EXPECT_NE(e.find("the key is empty"), std::string::npos) << e;
+  e = set_error(dir, base(), {"budget.fraction=1.5"});  // range-checked where it is read, like the file's values
+  EXPECT_NE(e.find("'budget.fraction'"), std::string::npos) << e;
+}
+
+TEST(ConfigKeys, ChangedKeysNameWhatDiffersOutsideTheSweep) {
+  const std::vector<std::string> d =
+      rkv::changed_config_keys("[budget]\nfraction = 0.5\n[model]\nthreads = 1\n[sweep]\nx = [1]\n",
+                               "[budget]\nfraction = 0.25\n[scorer]\nplugin = \"h2o\"\n[sweep]\nx = [2]\n");
+  EXPECT_EQ(d, (std::vector<std::string>{"budget.fraction: 0.5 then, 0.25 now", "model.threads: 1 then, unset now",
+                                         "scorer.plugin: unset then, 'h2o' now"}));
+  EXPECT_TRUE(rkv::changed_config_keys("[a]\nb = 1\n", "[a]\nb = 1\n").empty());
+  EXPECT_TRUE(rkv::changed_config_keys("not toml [", "[a]\nb = 1\n").empty());
+}

@@ -13,6 +13,7 @@
 #include "runner/plan/cell_config.hpp"
 #include "runner/plan/cell_labels.hpp"
 #include "runner/plan/compression_sections.hpp"
+#include "runner/plan/config_overrides.hpp"
 #include "runner/plan/sweep.hpp"
 #include "runner/plan/task_settings.hpp"
 #include "runner/plan/toml_reader.hpp"
@@ -274,9 +275,13 @@ RunPlan build_plan(toml::table root, const std::string& text, const TomlContext&
 
 }  // namespace
 
-RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir) {
-  const TomlContext c{origin, base_dir};
-  RunPlan plan = build_plan(parse_toml(text, origin), text, c);
+RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir,
+                                  const std::vector<std::string>& overrides) {
+  TomlContext c{origin, base_dir, {}};
+  toml::table root = parse_toml(text, origin);
+  c.overridden = apply_config_overrides(root, overrides);
+  const std::string effective = effective_config_text(root, origin, overrides);  // "" without overrides
+  RunPlan plan = build_plan(std::move(root), effective.empty() ? text : effective, c);
   plan.config_path = origin;
   return plan;
 }
@@ -285,7 +290,7 @@ CompressionConfig load_compression_config(const std::string& path) {
   // Only a regular file of at most kMaxConfigBytes: a FIFO, /dev/zero or a folder is refused, naming the path.
   const std::string text = read_regular_file(path, "compression config", kMaxConfigBytes);
   const toml::table root = parse_toml(text, path);
-  const TomlContext c{path, fs::absolute(fs::path(path)).parent_path().string()};
+  const TomlContext c{path, fs::absolute(fs::path(path)).parent_path().string(), {}};
   check_keys(c, root, "", kRunSections);  // a run config is also a compression config; a misspelt section is not
   CompressionConfig out;
   std::vector<std::string> paths;
@@ -307,12 +312,12 @@ CompressionConfig load_compression_config(const std::string& path) {
   return out;
 }
 
-RunPlan load_run_plan(const std::string& path) {
+RunPlan load_run_plan(const std::string& path, const std::vector<std::string>& overrides) {
   // Only a regular file of at most kMaxConfigBytes: `ripplekv validate /dev/zero` (or a FIFO, or a folder) is
   // refused at once, naming the path, instead of reading forever.
   const std::string text = read_regular_file(path, "config", kMaxConfigBytes);
   const std::string base = fs::absolute(fs::path(path)).parent_path().string();
-  return load_run_plan_from_string(text, path, base);
+  return load_run_plan_from_string(text, path, base, overrides);
 }
 
 }  // namespace rkv

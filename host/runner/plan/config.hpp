@@ -90,10 +90,14 @@ namespace rkv {
 /// blocking; a symbolic-link loop is an error naming the key), calibration and evaluation sets disjoint, and a sweep
 /// of at most [output] max_cells cells. Errors are rkv::InputError naming the file, the line and the key; a config
 /// file that is not a regular file (a FIFO, /dev/zero, a folder) or is larger than 64 MiB is refused unread.
-RunPlan load_run_plan(const std::string& path);
+/// `overrides` ("KEY=VALUE", the CLI's --set; runner/plan/config_overrides.hpp) are applied to the parsed file before
+/// any check, so the effective config is validated as a whole (an override's errors name the key and "--set"), and
+/// RunPlan::config_text is then the effective config (a comment naming the file and the overrides, then the TOML).
+RunPlan load_run_plan(const std::string& path, const std::vector<std::string>& overrides = {});
 
 /// Same, from TOML text (`origin` names it in messages; relative paths resolve against `base_dir`).
-RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir);
+RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir,
+                                  const std::vector<std::string>& overrides = {});
 
 /// Reads a compression config: the cell sections of the run schema ([scorer] with its routes, [allocator], [budget],
 /// [compression.decode], .codec, .share, .joint), [compression] rerotate and plugin_paths; the other sections of the

@@ -24,7 +24,11 @@ std::string where(const std::string& origin, const toml::node& n, const std::str
   return os.str();
 }
 
-std::string where(const TomlContext& c, const toml::node& n, const std::string& key) { return where(c.origin, n, key); }
+std::string where(const TomlContext& c, const toml::node& n, const std::string& key) {
+  // A value --set put there has no line in the file: say where it came from instead.
+  if (!n.source().begin.line && !c.overridden.empty()) return c.origin + " with --set: '" + key + "'";
+  return where(c.origin, n, key);
+}
 
 std::string where_table(const TomlContext& c, const toml::table& t, const std::string& key) {
   std::ostringstream os;

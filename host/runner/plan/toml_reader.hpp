@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <toml++/toml.h>
 #include <type_traits>
@@ -20,6 +21,7 @@ namespace rkv {
 struct TomlContext {
   std::string origin;    ///< the config file's name (or "<string>") for messages
   std::string base_dir;  ///< the folder relative paths resolve against
+  std::set<std::string> overridden;  ///< dotted keys set by --set (runner/plan/config_overrides.hpp): no line number
 };
 
 // Upper bounds of integer settings, checked where they are read: what their consumers hold (int counts, memory for

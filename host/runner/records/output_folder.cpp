@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "runner/plan/config_overrides.hpp"
 
 namespace rkv {
 
@@ -116,11 +117,19 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const Folder& out, bool r
       // A hand-edited run.json may hold anything under base_sha256: anything but the same string is a change.
       const nlohmann::json* old_base = old.is_object() && old.contains("base_sha256") ? &old["base_sha256"] : nullptr;
       const std::string then = old_base ? (old_base->is_string() ? old_base->get<std::string>() : old_base->dump()) : "";
-      if (old.is_object() && then != plan.base_sha256)
+      if (old.is_object() && then != plan.base_sha256) {
+        // Name the keys that changed (the config.toml the run recorded against the effective config now).
+        std::string keys;
+        if (out.kind("config.toml") == Folder::Kind::regular)
+          for (const std::string& k : changed_config_keys(out.read("config.toml", "recorded config", 64 << 20),
+                                                          plan.config_text))
+            keys += (keys.empty() ? "" : "; ") + k;
         throw InputError("--resume: the non-swept part of the config has changed since the run in '" + out.path() +
-                         "' (base config sha256 " + (old_base ? then.substr(0, 12) : std::string("?")) + " then, " +
+                         "' (" + (keys.empty() ? std::string("") : "changed: " + keys + "; ") + "base config sha256 " +
+                         (old_base ? then.substr(0, 12) : std::string("?")) + " then, " +
                          plan.base_sha256.substr(0, 12) +
                          " now); results would not be comparable. Use another --out folder, or restore the config");
+      }
     } else if (has_cells && !force) {
       throw InputError("output folder '" + out.path() + "' already holds a run; pass --resume to continue it, --force to " +
                        "start over (its finished cells are deleted), or choose another --out folder");
