@@ -91,11 +91,14 @@ typedef int32_t rkv_param_type;
 /**
  * One parameter of a plugin, as its TOML table and `ripplekv plugins describe` show it. The host validates every
  * user value against it before an instance is created (unknown key, wrong type, out of range, not among choices).
+ * The spec itself is checked when the library loads, which is refused (naming the plugin, the parameter and the
+ * field) for a name that is no identifier or repeats, min or max NaN, min > max, a non-finite float default, a
+ * default outside [min, max], or a choice whose default is not among its choices.
  * Static data owned by the library; valid for the process lifetime.
  */
 typedef struct rkv_param_spec {
   uint32_t struct_size;
-  const char* name;            /**< TOML key, [a-z0-9_]+ */
+  const char* name;            /**< TOML key, [a-z_][a-z0-9_]*, unique within the plugin */
   rkv_param_type type;
   const char* doc;             /**< one line, with units */
   int32_t default_bool;        /**< RKV_PARAM_BOOL default (0 or 1) */

@@ -145,7 +145,8 @@ rkv_status rkv_generate(rkv_model* model, const rkv_generate_options* options, c
  *  caches them. */
 rkv_status rkv_profile(rkv_context* ctx, const char* config_path, int32_t threads, char** out_json);
 
-/** Options of rkv_allocate. Exactly one of budget_fraction (> 0) and budget_tokens (> 0) is set. */
+/** Options of rkv_allocate. Exactly one of budget_fraction and budget_tokens is set (nonzero; 0 = unset); a set
+ *  value out of its range (a NaN or negative fraction, tokens < 1) is an error naming the field and the value. */
 typedef struct rkv_allocate_options {
   size_t struct_size;       /**< sizeof(rkv_allocate_options) */
   const char* allocator;    /**< allocator plugin id, e.g. "uniform", "ripplekv" */

@@ -4,6 +4,7 @@
 #include "capi/capi_handles.hpp"
 #include "plugin/plugin_json.hpp"
 #include "cache/budget.hpp"
+#include "core/format.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/params.hpp"
@@ -55,8 +56,20 @@ rkv_status rkv_allocate(rkv_context* ctx, const rkv_allocate_options* o, int64_t
     if (o->n_profile > 0) require(o->profile, "options->profile");
     const int64_t T = o->prefix_tokens;
     if (T < 1) throw rkv::InputError("prefix_tokens must be >= 1 (got " + std::to_string(T) + ")");
-    const bool by_fraction = o->budget_fraction > 0, by_tokens = o->budget_tokens > 0;
-    if (by_fraction == by_tokens) throw rkv::InputError("set exactly one of budget_fraction and budget_tokens");
+    // 0 means unset; anything else is set and checked (a NaN or negative fraction is a bad fraction, not a missing
+    // one).
+    const bool by_fraction = o->budget_fraction != 0, by_tokens = o->budget_tokens != 0;
+    if (!by_fraction && !by_tokens)
+      throw rkv::InputError("set exactly one of budget_fraction (in (0, 1]) and budget_tokens (>= 1): both are 0 "
+                            "(unset)");
+    if (by_fraction && by_tokens)
+      throw rkv::InputError("set exactly one of budget_fraction and budget_tokens: both are set (budget_fraction " +
+                            rkv::fmt(o->budget_fraction, 6) + ", budget_tokens " + std::to_string(o->budget_tokens) +
+                            ")");
+    if (by_fraction && !(o->budget_fraction > 0 && o->budget_fraction <= 1))
+      throw rkv::InputError("budget_fraction must be in (0, 1] (got " + rkv::fmt(o->budget_fraction, 6) + ")");
+    if (by_tokens && o->budget_tokens < 1)
+      throw rkv::InputError("budget_tokens must be >= 1 (got " + std::to_string(o->budget_tokens) + ")");
     const std::vector<double> profile(o->profile, o->profile + o->n_profile);
     int64_t L = o->n_layers;
     if (!profile.empty()) {

@@ -1,6 +1,7 @@
 // `ripplekv analyze CONFIG`: the paper's Table 1 — Spearman rho (signed) between each configured signal and the per-layer
 // compression damage, at each budget fraction (host/runner/analyze/analyze.hpp).
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -23,7 +24,7 @@ const char* kUsage =
     "On the evaluation set, compresses one layer at a time with the configured scorer to floor(f T + 0.5) positions\n"
     "and measures the damage D_l = mean KL(full || compressed) over the continuation tokens; then reports, for every\n"
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
-    "(default: the config's budget fractions) with bootstrap CIs over evaluation examples, and last the oracle row: the\n"
+    "(each once; default: the config's budget fractions) with bootstrap CIs over evaluation examples, and last the oracle row: the\n"
     "builtin \"damage\" signal, the same D at each f (with the config's [scorer]) measured on the calibration set.\n"
     "Writes analysis.json, analysis.md and plots/analysis_damage.png|svg in DIR. A non-empty DIR that holds no\n"
     "ripplekv record (run.json, merge.json or analysis.json of ripplekv's own) is refused unless --force; a link or\n"
@@ -43,7 +44,7 @@ int run_analyze(const std::vector<std::string>& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")("config", po::value<std::string>(), "config TOML")(
       "out", po::value<std::string>(), "output folder")("force", "write into a folder that holds no ripplekv record")(
-      "fractions", po::value<std::string>(), "f1,f2,... in (0, 1]")(
+      "fractions", po::value<std::string>(), "f1,f2,... in (0, 1], each once")(
       "threads", po::value<int64_t>(), "CPU threads")("quiet,q", "no progress output")(
       "scorers", po::value<std::string>(), "more scorers to measure D_l for, a,b,... (ids or short ids)")(
       "route-counts", po::value<std::string>(), "layers per scorer held fixed, a=N,b=M (summing to the layer count)")(
@@ -71,6 +72,12 @@ int run_analyze(const std::vector<std::string>& args) {
   if (vm.count("fractions")) {
     for (double f : parse_sensitivity_list(vm["fractions"].as<std::string>(), "--fractions")) {
       if (!(f > 0.0 && f <= 1.0)) throw UsageError("--fractions: " + fmt(f, 6) + " is outside (0, 1]");
+      // The same fraction twice would measure every layer twice and report one row per copy.
+      const auto same = std::find(o.fractions.begin(), o.fractions.end(), f);
+      if (same != o.fractions.end())
+        throw UsageError("--fractions: " + fmt(f, 6) + " is given twice (items " +
+                         std::to_string(same - o.fractions.begin()) + " and " + std::to_string(o.fractions.size()) +
+                         "); give each fraction once");
       o.fractions.push_back(f);
     }
   }

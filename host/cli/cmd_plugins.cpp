@@ -35,7 +35,9 @@ const char* kUsage =
     "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"
     "each after a `create` case. --param KEY=VALUE sets a plugin parameter (validated against its spec).\n"
     "Exit status: 0 when every case passes, 1 when any case fails, 2 for usage errors, an unknown ID, a bad\n"
-    "parameter or a plugin library that cannot be loaded.\n";
+    "parameter or a plugin library that cannot be loaded (a broken param spec included: a NaN or out-of-range\n"
+    "default, min > max, a name that is no identifier), 3 when the plugin calls exit() inside a call (stderr:\n"
+    "\"ripplekv: plugin ID called exit() inside CALL\").\n";
 
 /// `plugins check`: runs the kit and prints the table or JSON; returns the exit code.
 int run_check(const PluginInfo& p, const std::vector<std::string>& param_args, bool json) {

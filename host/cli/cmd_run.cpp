@@ -1,12 +1,19 @@
 // `ripplekv run CONFIG`, `ripplekv validate CONFIG` and `ripplekv merge DIR...`.
 #include <boost/program_options.hpp>
 #include <csignal>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/format.hpp"
+#include "plugin/call_guard.hpp"
 #include "runner/compress/plan_backend.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/records/dumps.hpp"
@@ -30,7 +37,8 @@ extern "C" void on_sigint(int sig) {
 
 const char* kRunUsage =
     "usage: ripplekv run CONFIG [--out DIR] [--resume | --force] [--shard I/N] [--threads N] [--set KEY=VALUE]...\n"
-    "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--dump kept,logits] [--quiet]\n\n"
+    "                    [--backend cpu|cuda|auto] [--dtype f32|bf16] [--dump kept,logits] [--cancel-limit S]\n"
+    "                    [--quiet]\n\n"
     "Runs the ablation sweep of CONFIG (TOML; see configs/default.toml) on the real model: the full-cache reference\n"
     "plus every cell of the [sweep]'s cartesian product. Writes results.jsonl, examples.jsonl, budgets.json,\n"
     "profile.json, report.md and plots/ under DIR (default: the config's [output] dir, else ./runs/<config name>\n"
@@ -40,8 +48,11 @@ const char* kRunUsage =
     "DIR/cells/<cell>.json (atomically) once it has them all, so an interrupted run keeps what it finished;\n"
     "--resume computes only what is missing and refuses when the non-swept part of the config changed. --shard I/N computes a deterministic 1/N of the cells (merge the\n"
     "shard folders with `ripplekv merge`). Ctrl-C or SIGTERM stops the run within about a second in every phase\n"
-    "(loading the model, reading and tokenizing texts, between examples and between decoded tokens; exit 130) and\n"
-    "finished cells and examples stay; a second one ends it at once.\n"
+    "(loading the model, reading and tokenizing texts, between examples, between plugin calls and between decoded\n"
+    "tokens; exit 130) and finished cells and examples stay; a second one ends it at once. A plugin call that ignores\n"
+    "the cancellation is given --cancel-limit seconds (default 5; < 0: wait for it): then the process ends with\n"
+    "exit 130 and a message naming the plugin and the call, keeping what was finished. A plugin that calls exit()\n"
+    "inside a call ends the process with exit 3 and \"ripplekv: plugin ID called exit() inside CALL\".\n"
     "Tasks ([tasks] run): lm_fidelity, needle, ruler (RULER's synthetic subtasks; [tasks.ruler] subtasks,\n"
     "context_tokens, examples, seed, max_new_tokens, haystack = paul_graham | eval_text, word_pool = wonderwords |\n"
     "eval_text, length_includes_answer), multi_question (one context, several questions, query-agnostic\n"
@@ -77,7 +88,9 @@ int run_run(const std::vector<std::string>& args) {
       "shard", po::value<std::string>(), "I/N: run the I-th of N shards")(
       "threads", po::value<int64_t>(), "CPU threads (default: model.threads, 0 = all cores)")(
       "dump", po::value<std::string>(), "kept, logits or kept,logits: write what each cell kept / predicted")(
-      "quiet,q", "no progress output");
+      "quiet,q", "no progress output")(
+      "cancel-limit", po::value<double>()->default_value(5.0),
+      "seconds a plugin call may ignore Ctrl-C / SIGTERM before the process ends (< 0: wait)");
   add_backend_options(opts);
   add_set_option(opts);
   po::positional_options_description pos;
@@ -110,9 +123,24 @@ int run_run(const std::vector<std::string>& args) {
     o.shard_index = i;
     o.shard_count = n;
   }
+  const double cancel_limit = vm["cancel-limit"].as<double>();
+  if (std::isnan(cancel_limit)) throw UsageError("--cancel-limit must be a number of seconds (negative: wait)");
   o.cancel = &g_cancel;
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
+  // The host cannot pre-empt a plugin call: one that ignores the cancellation past the limit ends the process here,
+  // with what it finished already on disk (cells are written atomically, examples as whole checkpoint lines).
+  const std::string out_dir = o.out_dir;
+  const CancelWatchdog watchdog(&g_cancel, cancel_limit, [out_dir](double waited) {
+    const std::string busy = plugin_calls_in_flight();
+    const std::string line = "ripplekv run: cancelled, but " + (busy.empty() ? std::string("the run") : busy) +
+                             " did not stop within " + fmt(waited, 3) +
+                             " s of the request (--cancel-limit); ending the process. Finished cells are kept in " +
+                             out_dir + "/cells (continue with --resume)\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    ::_exit(130);
+  });
   try {
     const RunSummary s = run_ablation(plan, o);
     if (!o.quiet)

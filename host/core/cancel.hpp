@@ -6,6 +6,10 @@
 // Thread rules: a scope belongs to the thread that opened it; the flag may be set from any thread or a signal handler.
 #pragma once
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 namespace rkv {
 
@@ -28,5 +32,27 @@ void throw_if_cancelled();
 
 /// True when the calling thread's current CancelScope flag is set (for code that must stop without throwing).
 bool cancellation_requested();
+
+/// Bounds how long a process may take to stop once `*flag` is set: a thread watches the flag (polling every 50 ms);
+/// when it has been set for `limit_seconds` and this object still lives, it calls `overdue(seconds since the flag
+/// was seen set)` on the watchdog thread, which is meant to report what is still running and end the process
+/// (_exit): the host cannot pre-empt a plugin call that ignores cancellation. Destroying the watchdog (the work ended
+/// in time) stops the thread without calling `overdue`. `flag` must outlive the watchdog; `limit_seconds` < 0
+/// disables it (no thread). Thread rules: construct and destroy on one thread; `overdue` runs on the watchdog's.
+class CancelWatchdog {
+ public:
+  CancelWatchdog(const std::atomic<bool>* flag, double limit_seconds, std::function<void(double)> overdue);
+  ~CancelWatchdog();
+  CancelWatchdog(const CancelWatchdog&) = delete;
+  CancelWatchdog& operator=(const CancelWatchdog&) = delete;
+
+ private:
+  void watch(const std::atomic<bool>* flag, double limit_seconds);
+  std::function<void(double)> overdue_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 }  // namespace rkv

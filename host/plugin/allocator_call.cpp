@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "cache/budget.hpp"
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "plugin/call_guard.hpp"
 
 namespace rkv {
 
@@ -100,7 +102,11 @@ Allocation call_allocator(const PluginInstance& inst, const std::vector<double>&
   int64_t out_shape[1] = {n_layers};
   DLTensor out_tensor = cpu_f64_vector(out.raw.data(), out_shape);
   DiagnosticLog log;
-  const rkv_status s = vt->allocate(inst.raw(), &req, &out_tensor, log.abi());
+  throw_if_cancelled();  // a cancellation point between plugin calls (core/cancel.hpp)
+  const rkv_status s = [&] {
+    const PluginCallScope in_flight(inst.id(), "allocate");
+    return vt->allocate(inst.raw(), &req, &out_tensor, log.abi());
+  }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);
@@ -215,7 +221,11 @@ HeadAllocation run_head_allocator(const PluginInstance& inst, const HeadAllocati
   int64_t out_shape[2] = {L, H};
   DLTensor out_t = cpu_tensor(out.raw.data(), DLDataType{kDLFloat, 64, 1}, 2, out_shape);
   DiagnosticLog log;
-  const rkv_status s = vt->allocate_heads(inst.raw(), &req, &out_t, log.abi());
+  throw_if_cancelled();
+  const rkv_status s = [&] {
+    const PluginCallScope in_flight(inst.id(), "allocate_heads");
+    return vt->allocate_heads(inst.raw(), &req, &out_t, log.abi());
+  }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& w : log.warnings()) out.warnings.push_back(who + ": " + w);

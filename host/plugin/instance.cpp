@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "plugin/call_guard.hpp"
 
 namespace rkv {
 
@@ -62,7 +64,11 @@ PluginInstance PluginInstance::create(const PluginInfo& info, const ParamSet& pa
   rkv_plugin_instance* inst = nullptr;
   if (!info.library)  // a host builtin such as the damage signal (runner/profile/damage_signal.hpp) is never instantiated
     throw InputError("plugin '" + info.id() + "' is built into the host and has no plugin instance");
-  const rkv_status s = info.library->abi->create(info.descriptor->id, host.abi(), params.abi(), log.abi(), &inst);
+  throw_if_cancelled();
+  const rkv_status s = [&] {
+    const PluginCallScope in_flight(info.id(), "create");
+    return info.library->abi->create(info.descriptor->id, host.abi(), params.abi(), log.abi(), &inst);
+  }();
   if (s != RKV_OK || !inst)
     throw InputError("plugin '" + info.id() + "': create failed (" + status_name(s) + "): " + log.error_text());
   if (!RKV_HAS_FIELD(inst, rkv_plugin_instance, destroy) || !inst->get_interface || !inst->destroy)
@@ -74,7 +80,7 @@ PluginInstance::PluginInstance(PluginInstance&& o) noexcept : info_(o.info_), in
 
 PluginInstance& PluginInstance::operator=(PluginInstance&& o) noexcept {
   if (this != &o) {
-    if (inst_) inst_->destroy(inst_);
+    destroy();
     info_ = o.info_;
     inst_ = o.inst_;
     o.inst_ = nullptr;
@@ -82,18 +88,30 @@ PluginInstance& PluginInstance::operator=(PluginInstance&& o) noexcept {
   return *this;
 }
 
-PluginInstance::~PluginInstance() {
-  if (inst_) inst_->destroy(inst_);
+PluginInstance::~PluginInstance() { destroy(); }
+
+void PluginInstance::destroy() {
+  if (!inst_) return;
+  const PluginCallScope in_flight(id(), "destroy");
+  inst_->destroy(inst_);
+  inst_ = nullptr;
 }
 
 const void* PluginInstance::interface(const char* interface_id) const {
-  const void* vt = inst_->get_interface(inst_, interface_id);
+  const void* vt = nullptr;
+  {
+    const PluginCallScope in_flight(id(), "get_interface");
+    vt = inst_->get_interface(inst_, interface_id);
+  }
   if (!vt)
     throw InputError("plugin '" + id() + "' does not serve interface '" + interface_id + "' (its kind is " +
                      plugin_kind_name(info_.descriptor->kind) + ")");
   return vt;
 }
 
-bool PluginInstance::serves(const char* interface_id) const { return inst_->get_interface(inst_, interface_id) != nullptr; }
+bool PluginInstance::serves(const char* interface_id) const {
+  const PluginCallScope in_flight(id(), "get_interface");
+  return inst_->get_interface(inst_, interface_id) != nullptr;
+}
 
 }  // namespace rkv

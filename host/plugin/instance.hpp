@@ -79,6 +79,7 @@ class PluginInstance {
 
  private:
   PluginInstance(const PluginInfo& info, rkv_plugin_instance* inst) : info_(info), inst_(inst) {}
+  void destroy();  ///< calls the plugin's destroy() once (inside a PluginCallScope); no-op when already destroyed
   PluginInfo info_;
   rkv_plugin_instance* inst_ = nullptr;
 };

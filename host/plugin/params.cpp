@@ -1,6 +1,7 @@
 #include "plugin/params.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstddef>
@@ -189,6 +190,46 @@ int32_t get_is_set(const void* ctx, const char* name) {
 }
 
 }  // namespace
+
+std::string param_spec_problem(const rkv_param_spec& s) {
+  if (!s.name || !*s.name) return "a parameter has no name";
+  const std::string name = s.name;
+  const std::string where = "parameter '" + name + "': ";
+  const bool identifier =
+      (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+      });
+  if (!identifier) return where + "name is not an identifier ([a-z_][a-z0-9_]*, a TOML key)";
+  switch (s.type) {
+    case RKV_PARAM_BOOL:
+    case RKV_PARAM_STRING: return "";
+    case RKV_PARAM_CHOICE: {
+      const auto choices = choices_of(s);
+      if (choices.empty()) return where + "choices is empty (a choice without choices)";
+      const std::string d = s.default_string ? s.default_string : "";
+      if (std::find(choices.begin(), choices.end(), d) == choices.end())
+        return where + "default_string \"" + d + "\" is not one of its choices: " + join(choices);
+      return "";
+    }
+    case RKV_PARAM_INT:
+    case RKV_PARAM_FLOAT: break;
+    default: return where + "type " + std::to_string(s.type) + " is unknown";
+  }
+  if (s.has_min && std::isnan(s.min)) return where + "min is NaN";
+  if (s.has_max && std::isnan(s.max)) return where + "max is NaN";
+  if (s.has_min && s.has_max && s.min > s.max)
+    return where + "min (" + param_value_to_string(s.min) + ") is greater than max (" + param_value_to_string(s.max) +
+           ")";
+  const bool is_float = s.type == RKV_PARAM_FLOAT;
+  const char* field = is_float ? "default_float" : "default_int";
+  const double d = is_float ? s.default_float : static_cast<double>(s.default_int);
+  if (!std::isfinite(d)) return where + field + " is " + (std::isnan(d) ? "NaN" : "infinite");
+  if ((s.has_min && d < s.min) || (s.has_max && d > s.max))
+    return where + field + " " + (is_float ? param_value_to_string(d) : std::to_string(s.default_int)) +
+           " is outside its range (" + range_text(s) + ")";
+  return "";
+}
 
 ParamSet::ParamSet() { bind(); }
 ParamSet::ParamSet(const ParamSet& o) : values_(o.values_), order_(o.order_), explicitly_set_(o.explicitly_set_) { bind(); }

@@ -52,6 +52,14 @@ class ParamSet {
   rkv_params abi_{};
 };
 
+/// Checks one of a plugin's own parameter specs (the descriptor, not a user value), so that a broken spec is refused
+/// when its library loads rather than at some later use: the name is an identifier ([a-z_][a-z0-9_]*, a TOML key);
+/// the type is known; an int or float spec's min and max are not NaN and min <= max; a float default is finite; an
+/// int or float default lies within its bounds; a choice has choices and its default is one of them. Returns "" when
+/// the spec is sound, else what is wrong naming the parameter and the field ("parameter 'ratio': default_float is
+/// NaN"). `s.name` may be null (reported). Pure function; thread-safe.
+std::string param_spec_problem(const rkv_param_spec& s);
+
 /// Text of a param value as a user would write it (true, 32, 0.02, "max").
 std::string param_value_to_string(const ParamValue& v);
 /// Name of a param type ("bool", "int", "float", "choice", "string").

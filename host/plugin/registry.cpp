@@ -98,9 +98,15 @@ std::unique_ptr<NormalizedDescriptor> normalize(const rkv_plugin_descriptor* d, 
       if ((*p)->struct_size < offsetof(rkv_param_spec, doc) + sizeof(void*) || !(*p)->name)
         throw InputError("plugin library '" + path + "': plugin '" + d->id + "' has a malformed param spec");
       n->specs.push_back(copy_within_struct_size(*p));
-      if (n->specs.back().type == RKV_PARAM_CHOICE && !n->specs.back().choices)
-        throw InputError("plugin library '" + path + "': plugin '" + d->id + "', parameter '" + (*p)->name +
-                         "' is a choice without choices");
+      // A spec that could never validate its own default (NaN, min > max, default out of range, a name that is no
+      // TOML key) is refused here, at load, so `plugins check` and every config see it (plugin/params.hpp).
+      const std::string problem = param_spec_problem(n->specs.back());
+      if (!problem.empty())
+        throw InputError("plugin library '" + path + "': plugin '" + d->id + "', " + problem);
+      for (size_t i = 0; i + 1 < n->specs.size(); ++i)
+        if (std::strcmp(n->specs[i].name, (*p)->name) == 0)
+          throw InputError("plugin library '" + path + "': plugin '" + d->id + "', parameter '" + (*p)->name +
+                           "': name is declared twice");
     }
   }
   for (auto& s : n->specs) n->spec_ptrs.push_back(&s);

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <limits>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "model/rope.hpp"
+#include "plugin/call_guard.hpp"
 
 namespace rkv {
 
@@ -88,7 +90,11 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
   rkv_scorer_requirements r{};
   r.struct_size = sizeof r;
   DiagnosticLog log;
-  const rkv_status s = vt->requirements(inst.raw(), &sh, &r, log.abi());
+  throw_if_cancelled();  // a cancellation point between plugin calls (core/cancel.hpp)
+  const rkv_status s = [&] {
+    const PluginCallScope in_flight(inst.id(), "requirements");
+    return vt->requirements(inst.raw(), &sh, &r, log.abi());
+  }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + ": requirements failed (" + status_name(s) + "): " + log.error_text());
   ScorerRequirements req;
@@ -205,7 +211,11 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   res.scores = std::vector<float>(static_cast<size_t>(Hkv * T), std::numeric_limits<float>::quiet_NaN());
   DLTensor out = cpu_f32(res.scores.data(), 2, out_shape);
   DiagnosticLog log;
-  const rkv_status s = vt->score(inst.raw(), &si, &out, log.abi());
+  throw_if_cancelled();  // between per-layer calls: a run's SIGTERM does not wait for the remaining layers
+  const rkv_status s = [&] {
+    const PluginCallScope in_flight(inst.id(), "score");
+    return vt->score(inst.raw(), &si, &out, log.abi());
+  }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());
   for (const auto& m : log.warnings()) res.warnings.push_back(who + ": " + m);

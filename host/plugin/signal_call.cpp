@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "plugin/call_guard.hpp"
 
 namespace rkv {
 
@@ -31,7 +33,11 @@ SignalOutput call_signal(const PluginInstance& inst, int64_t L, int64_t N, const
   req.n_examples = N;
   req.profiler = profiler;
   DiagnosticLog log;
-  const rkv_status st = vt->profile(inst.raw(), &req, &s_t, &d_t, log.abi());
+  throw_if_cancelled();  // a cancellation point between plugin calls (core/cancel.hpp)
+  const rkv_status st = [&] {
+    const PluginCallScope in_flight(inst.id(), "profile");
+    return vt->profile(inst.raw(), &req, &s_t, &d_t, log.abi());
+  }();
   if (st == RKV_ERROR_CANCELLED) throw Cancelled();
   if (st != RKV_OK) throw InputError(who + " failed (" + status_name(st) + "): " + log.error_text());
 

@@ -98,7 +98,7 @@ def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_
     """Per-layer budgets (list of int) from one allocator plugin.
 
     allocator: plugin id; prefix_tokens: T >= 1; exactly one of budget_fraction (F in (0, 1], B = floor(F*T*L + 0.5))
-    and budget_tokens (N, B = min(N, T)*L); profile: per-layer sensitivities (L taken from it), needed by allocators
+    and budget_tokens (N >= 1, B = min(N, T)*L), a value outside its range (0, NaN) raising Error naming it; profile: per-layer sensitivities (L taken from it), needed by allocators
     such as "ripplekv"; params: dict or list of "k=v" strings of plugin parameters.
     """
     if (budget_fraction is None) == (budget_tokens is None):
@@ -114,6 +114,11 @@ def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_
     if budget_fraction is not None and (isinstance(budget_fraction, (str, bytes)) or budget_fraction is True
                                         or budget_fraction is False):
         raise TypeError("allocate: budget_fraction must be a number, got " + type(budget_fraction).__name__)
+    # Checked here because the C API reads 0 as "unset": a given 0 (or NaN) must be named as a bad value.
+    if budget_fraction is not None and not 0.0 < float(budget_fraction) <= 1.0:
+        raise Error(ERROR_INVALID_ARGUMENT, "budget_fraction must be in (0, 1] (got %s)" % float(budget_fraction))
+    if budget_tokens is not None and budget_tokens < 1:
+        raise Error(ERROR_INVALID_ARGUMENT, "budget_tokens must be >= 1 (got %d)" % budget_tokens)
     L = len(prof) if prof else n_layers
     o = _C.AllocateOptions()
     o.struct_size = ctypes.sizeof(o)
@@ -125,8 +130,8 @@ def allocate(allocator, prefix_tokens, n_layers=0, budget_fraction=None, budget_
     o.profile = ctypes.cast(parr, ctypes.POINTER(ctypes.c_double)) if prof else None
     o.n_profile = len(prof)
     o.prefix_tokens = prefix_tokens
-    o.budget_fraction = float(budget_fraction or 0.0)
-    o.budget_tokens = budget_tokens or 0
+    o.budget_fraction = 0.0 if budget_fraction is None else float(budget_fraction)
+    o.budget_tokens = 0 if budget_tokens is None else budget_tokens
     o.n_layers = n_layers
     out = (ctypes.c_int64 * max(L, 1))()
     with _Context() as ctx:

@@ -6,6 +6,7 @@
  *                    fraction 0.5: B = round(0.5 T L), L = 30 budgets summing to B, kept bytes B/(T L) of the full
  *                    cache), and its errors; the weights option (the resident set after opening: Q4_1 blocks
  *                    vs float32 matrices); exits 77 (skip) when the model file is absent, unless CI=true. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,27 @@ static int test_unit(void) {
   CHECK(strstr(rkv_context_last_error(ctx), "capacity") != NULL);
   o.budget_tokens = 5; /* both budget forms */
   CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
-  CHECK(strstr(rkv_context_last_error(ctx), "exactly one") != NULL);
+  CHECK(strcmp(rkv_context_last_error(ctx), "set exactly one of budget_fraction and budget_tokens: both are set "
+                                            "(budget_fraction 0.1, budget_tokens 5)") == 0);
+  /* A NaN, negative or too large fraction is a bad fraction (before: "set exactly one ..." for NaN and negative). */
+  o.budget_tokens = 0;
+  o.budget_fraction = nan("");
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(rkv_context_last_error(ctx), "budget_fraction must be in (0, 1] (got nan)") == 0);
+  o.budget_fraction = -0.5;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(rkv_context_last_error(ctx), "budget_fraction must be in (0, 1] (got -0.5)") == 0);
+  o.budget_fraction = 1.5;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(rkv_context_last_error(ctx), "budget_fraction must be in (0, 1] (got 1.5)") == 0);
+  /* Neither set: says both are 0. Negative tokens: names the tokens. */
+  o.budget_fraction = 0;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(rkv_context_last_error(ctx),
+               "set exactly one of budget_fraction (in (0, 1]) and budget_tokens (>= 1): both are 0 (unset)") == 0);
+  o.budget_tokens = -3;
+  CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(rkv_context_last_error(ctx), "budget_tokens must be >= 1 (got -3)") == 0);
   o.struct_size = 8;
   CHECK(rkv_allocate(ctx, &o, b, 4) == RKV_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(rkv_context_last_error(ctx), "struct_size") != NULL);

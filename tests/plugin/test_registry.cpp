@@ -5,7 +5,10 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "plugin/allocator_call.hpp"
@@ -198,3 +201,51 @@ TEST_F(ParamValidation, DefaultsFilledAndTextParsedByType) {
 }
 
 }  // namespace
+
+namespace {
+
+/// The load error of tests/plugins/raw_bad_spec.c built for `fault`.
+std::string bad_spec_error(const std::string& fault) {
+  return error_of([&] { load("bad_spec_" + fault + "/test_bad_spec_" + fault + ".so"); });
+}
+
+}  // namespace
+
+TEST(PluginRegistry, BrokenParamSpecsAreRefusedAtLoadNamingPluginAndField) {
+  // Each library declares one spec that could never validate (before: they all loaded and passed `plugins check`).
+  const std::string head = "plugin library '" + kFixtures;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"nan_default", "plugin 'org.test.bad_spec', parameter 'ratio': default_float is NaN"},
+      {"min_above_max", "plugin 'org.test.bad_spec', parameter 'ratio': min (2) is greater than max (1)"},
+      {"default_outside",
+       "plugin 'org.test.bad_spec', parameter 'count': default_int 9 is outside its range (between 1 and 4)"},
+      {"bad_name",
+       "plugin 'org.test.bad_spec', parameter '2 bad-name': name is not an identifier ([a-z_][a-z0-9_]*, a TOML key)"},
+      {"choice_default",
+       "plugin 'org.test.bad_spec', parameter 'mode': default_string \"c\" is not one of its choices: a, b"},
+      {"duplicate_name", "plugin 'org.test.bad_spec', parameter 'ratio': name is declared twice"},
+      {"nan_min", "plugin 'org.test.bad_spec', parameter 'ratio': min is NaN"},
+  };
+  for (const auto& [fault, tail] : cases) {
+    const std::string lib = "bad_spec_" + fault + "/test_bad_spec_" + fault + ".so";
+    EXPECT_EQ(bad_spec_error(fault), head + lib + "': " + tail) << fault;
+  }
+}
+
+TEST(PluginRegistry, ParamSpecProblemAcceptsSoundSpecs) {
+  rkv_param_spec s{};
+  s.struct_size = sizeof s;
+  s.name = "window_2";
+  s.type = RKV_PARAM_FLOAT;
+  s.default_float = 1.0;
+  s.has_min = s.has_max = 1;
+  s.min = s.max = 1.0;  // a single-point range holding its default
+  EXPECT_EQ(rkv::param_spec_problem(s), "");
+  s.default_float = 1.0000001;
+  EXPECT_EQ(rkv::param_spec_problem(s), "parameter 'window_2': default_float 1 is outside its range (between 1 and 1)");
+  s.has_max = 0;
+  s.default_float = INFINITY;
+  EXPECT_EQ(rkv::param_spec_problem(s), "parameter 'window_2': default_float is infinite");
+  s.name = "Upper";
+  EXPECT_NE(rkv::param_spec_problem(s).find("not an identifier"), std::string::npos);
+}

@@ -91,6 +91,21 @@ class Unit(unittest.TestCase):
             ripplekv.results("/nonexistent/run")
         self.assertIn("results.jsonl", e.exception.message)
 
+    def test_a_bad_budget_is_named_as_such(self):
+        # Regression: a zero or NaN fraction (and a NaN from C) was reported as "set exactly one of budget_fraction
+        # and budget_tokens", as if none had been given.
+        for fraction, text in ((0, "budget_fraction must be in (0, 1] (got 0.0)"),
+                               (float("nan"), "budget_fraction must be in (0, 1] (got nan)"),
+                               (-0.5, "budget_fraction must be in (0, 1] (got -0.5)"),
+                               (1.5, "budget_fraction must be in (0, 1] (got 1.5)")):
+            with self.assertRaises(ripplekv.Error, msg=str(fraction)) as e:
+                ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4, budget_fraction=fraction)
+            self.assertEqual(e.exception.status, ripplekv.ERROR_INVALID_ARGUMENT)
+            self.assertIn(text, e.exception.message)
+        with self.assertRaises(ripplekv.Error) as e:
+            ripplekv.allocate("uniform", prefix_tokens=100, n_layers=4, budget_tokens=0)
+        self.assertIn("budget_tokens must be >= 1 (got 0)", e.exception.message)
+
     def test_integers_and_strings_are_checked_before_ctypes(self):
         # Regression: ctypes wrapped integers silently (prefix_tokens=2**64+100 acted as 100, threads=2**32
         # as 0 = every core) and a NUL cut a C string. Each is refused before any C call, naming the argument.

@@ -5,11 +5,14 @@
 //   mode = "ignore": the call sleeps `seconds` without polling, then returns a valid result (scores = position,
 //                    budgets = B / |A|, s = layer index): what a plugin that ignores cancellation does.
 //   mode = "nan" / "inf" (signal only, no wait): s[1] = NaN, or d[1][0] = +infinity, for the host's validation.
+//   mode = "exit":   the call (score, allocate, profile) calls std::exit(0): the host must turn that into a non-zero
+//                    exit naming the plugin and the call (plugin/call_guard.hpp).
 // Three plugins in one library: org.test.slow_scorer, org.test.slow_allocator, org.test.slow_signal.
 #include <ripplekv/sdk.hpp>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -18,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 rkv::sdk::Descriptor with_params(rkv::sdk::Descriptor d) {
-  return d.param(rkv::sdk::Param::Choice("mode", "poll", {"poll", "ignore", "nan", "inf"},
+  return d.param(rkv::sdk::Param::Choice("mode", "poll", {"poll", "ignore", "nan", "inf", "exit"},
                                     "poll the host's cancellation or not (nan, inf: signal faults)"))
       .param(rkv::sdk::Param::Float("seconds", 0.5, "ignore mode: seconds to sleep per call").min(0).max(600))
       .param(rkv::sdk::Param::Float("limit_seconds", 60, "poll mode: give up (internal error) after this long")
@@ -34,6 +37,7 @@ class Slowness {
         limit_(p.get_float("limit_seconds")) {}
   const std::string& mode() const { return mode_; }
   void wait() const {
+    if (mode_ == "exit") std::exit(0);  // what a misbehaving plugin does; status 0 must not reach the caller
     if (mode_ == "nan" || mode_ == "inf") return;
     const auto t0 = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };

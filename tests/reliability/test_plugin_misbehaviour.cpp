@@ -1,15 +1,24 @@
 // Plugins that misbehave: slow plugins are cancelled through the host's cancellation check within a bounded
 // time, from another thread; a slow plugin that ignores cancellation finishes its call (the host cannot pre-empt
-// it); a "newer" plugin whose structs are longer than the host's loads and works. Fixtures: slow_plugin.cpp and
-// newer_struct.c, real .so files under build/tests/plugins/.
+// it), and no further call starts once cancelled; a plugin calling exit() inside a call ends the process with
+// status 3 naming the plugin and the call; a "newer" plugin whose structs are longer than the host's loads and
+// works. Fixtures: slow_plugin.cpp and newer_struct.c, real .so files under build/tests/plugins/.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "cache/kv_cache.hpp"
+#include "core/atomic_file.hpp"
+#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
@@ -55,6 +64,14 @@ rkv::LayerKV small_cache() {
 
 const rkv_attention_shape kShape{sizeof(rkv_attention_shape), 1, 2, 2, 4};
 
+/// The inputs of one score() call on `kv` (H = 2 query heads; no statistics). `kv` must outlive them.
+rkv::ScorerCallInputs inputs_for(const rkv::LayerKV& kv) {
+  rkv::ScorerCallInputs in;
+  in.n_heads = 2;
+  in.kv = &kv;
+  return in;
+}
+
 /// Runs `call` while another thread sets `flag` after `after_ms`; returns the call's wall time and whether it threw
 /// rkv::Cancelled.
 template <typename F>
@@ -82,9 +99,7 @@ TEST(SlowPlugin, ScorerPollingTheHostIsCancelledFromAnotherThread) {
   const rkv::PluginInstance inst = make("slow_scorer", host, "poll");
   const rkv::ScorerRequirements req = rkv::query_scorer_requirements(inst, kShape);
   const rkv::LayerKV kv = small_cache();
-  rkv::ScorerCallInputs in;
-  in.n_heads = 2;
-  in.kv = &kv;
+  const rkv::ScorerCallInputs in = inputs_for(kv);
   const auto [s, cancelled] = cancelled_after(flag, 150, [&] { rkv::run_scorer(inst, req, in); });
   EXPECT_TRUE(cancelled);
   EXPECT_GE(s, 0.14);  // it really waited for the cancellation ...
@@ -137,6 +152,82 @@ TEST(SlowPlugin, APluginThatIgnoresCancellationFinishesItsCall) {
   EXPECT_GE(s, 0.39);
   EXPECT_EQ(a.budgets, (std::vector<int64_t>{4, 4, 4}));
   EXPECT_TRUE(host.cancelled());
+}
+
+TEST(SlowPlugin, NoPluginCallStartsOnceTheRunIsCancelled) {
+  // The cancellation point between per-layer calls: inside a cancelled scope, the next call is refused before the
+  // plugin runs (before: each call still ran, so a run waited for every remaining layer of a slow scorer).
+  std::atomic<bool> flag{false};
+  rkv::HostServices host;
+  host.watch(&flag);
+  const rkv::PluginInstance scorer = make("slow_scorer", host, "ignore", 0.3);
+  const rkv::PluginInstance allocator = make("slow_allocator", host, "ignore", 0.3);
+  const rkv::PluginInstance signal = make("slow_signal", host, "ignore", 0.3);
+  const rkv::ScorerRequirements req = rkv::query_scorer_requirements(scorer, kShape);
+  const rkv::LayerKV kv = small_cache();
+  const rkv::ScorerCallInputs in = inputs_for(kv);
+  const rkv::CancelScope scope(&flag);
+  EXPECT_NO_THROW(rkv::run_scorer(scorer, req, in));  // not cancelled yet: the call runs
+  flag.store(true);
+  const auto t0 = Clock::now();
+  EXPECT_THROW(rkv::run_scorer(scorer, req, in), rkv::Cancelled);
+  EXPECT_THROW(rkv::run_allocator(allocator, {}, 12, 10, 3, -1), rkv::Cancelled);
+  EXPECT_THROW(rkv::run_signal(signal, 3, 2, nullptr), rkv::Cancelled);
+  EXPECT_LT(seconds_since(t0), 0.25);  // none of the three 0.3 s calls ran
+}
+
+/// Runs `body` in a forked child whose stderr goes to a file; returns {exit status (-1: killed by a signal), stderr}.
+std::pair<int, std::string> in_child(const std::function<void()>& body) {
+  const std::string err = std::filesystem::temp_directory_path() / ("rkv-exit-" + std::to_string(::getpid()) + ".err");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(90);
+    body();
+    ::_exit(91);  // body is expected to end the process itself
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string text = rkv::read_file(err);
+  std::filesystem::remove(err);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+TEST(PluginExit, ExitInsideACallEndsTheProcessWithStatus3NamingThePluginAndTheCall) {
+  // Before: the plugin's exit(0) ended the process with status 0 and no message.
+  const auto scorer = in_child([] {
+    rkv::HostServices host;
+    const rkv::PluginInstance inst = make("slow_scorer", host, "exit");
+    const rkv::ScorerRequirements req = rkv::query_scorer_requirements(inst, kShape);
+    const rkv::LayerKV kv = small_cache();
+    rkv::run_scorer(inst, req, inputs_for(kv));
+  });
+  EXPECT_EQ(scorer.first, 3) << scorer.second;
+  EXPECT_EQ(scorer.second, "ripplekv: plugin org.test.slow_scorer called exit() inside score\n");
+  const auto allocator = in_child([] {
+    rkv::HostServices host;
+    rkv::run_allocator(make("slow_allocator", host, "exit"), {}, 12, 10, 3, -1);
+  });
+  EXPECT_EQ(allocator.first, 3) << allocator.second;
+  EXPECT_EQ(allocator.second, "ripplekv: plugin org.test.slow_allocator called exit() inside allocate\n");
+  const auto signal = in_child([] {
+    rkv::HostServices host;
+    rkv::run_signal(make("slow_signal", host, "exit"), 3, 2, nullptr);
+  });
+  EXPECT_EQ(signal.first, 3) << signal.second;
+  EXPECT_EQ(signal.second, "ripplekv: plugin org.test.slow_signal called exit() inside profile\n");
+}
+
+TEST(PluginExit, TheHostsOwnExitKeepsItsStatus) {
+  // After plugin calls have installed the guard, exit() with no call in flight is the host's: status 7, no message.
+  const auto host_exit = in_child([] {
+    rkv::HostServices host;
+    const rkv::Allocation a = rkv::run_allocator(make("slow_allocator", host, "ignore", 0.0), {}, 12, 10, 3, -1);
+    std::exit(a.budgets == std::vector<int64_t>{4, 4, 4} ? 7 : 8);
+  });
+  EXPECT_EQ(host_exit.first, 7) << host_exit.second;
+  EXPECT_EQ(host_exit.second, "");
 }
 
 TEST(MisbehavingSignal, NonFiniteProfilesAreRejectedNamingThePlugin) {

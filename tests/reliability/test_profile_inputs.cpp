@@ -47,6 +47,15 @@ TEST(ProfileFile, NaNInfinityAndWrongLengthsAreClearErrors) {
       {"overflow", R"({"s": [0.5, 1, 1e999]})", "number overflow"},
       {"empty", R"({"s": []})", "\"s\" is empty"},
       {"layers_length", R"({"s": [1, 2, 3], "layers": [0, 1]})", "\"layers\" must be an array as long as \"s\""},
+      // "layers" was read and ignored before: these were applied by position without a word.
+      {"layers_negative", R"({"s": [1, 2, 3], "layers": [-1, 0, 1]})", "\"layers\"[0] = -1 is outside 0..2"},
+      {"layers_too_big", R"({"s": [1, 2, 3], "layers": [0, 1, 3]})", "\"layers\"[2] = 3 is outside 0..2"},
+      {"layers_duplicated", R"({"s": [1, 2, 3], "layers": [0, 1, 1]})", "\"layers\"[2] repeats layer 1"},
+      {"layers_reversed", R"({"s": [1, 2, 3], "layers": [2, 1, 0]})",
+       "\"layers\"[1] = 1 follows layer 2 (layers must be ascending)"},
+      {"layers_float", R"({"s": [1, 2, 3], "layers": [0, 1.5, 2]})", "\"layers\"[1] is not an integer (1.5)"},
+      {"layers_huge", R"({"s": [1, 2], "layers": [0, 18446744073709551615]})",
+       "\"layers\"[1] = 18446744073709551615 is outside 0..1"},
       {"no_s", R"({"per_layer": [1, 2]})", "expected a JSON object with an array \"s\""},
       {"truncated", R"({"s": [1, 2)", "not valid JSON"},
   };

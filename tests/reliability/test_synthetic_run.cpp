@@ -7,11 +7,13 @@
 #include <ripplekv/ripplekv.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
@@ -28,6 +30,7 @@
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
 #include "core/subprocess.hpp"
+#include "common/child_process.hpp"
 #include "backend/backend.hpp"
 #include "backend/cpu/forward.hpp"
 #include "runner/tasks/lm_fidelity.hpp"
@@ -187,10 +190,22 @@ TEST_F(SyntheticRun, CApiCancelCallbackStopsASlowScorer) {
   rkv_context_destroy(ctx);
 }
 
-TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneExample) {
-  // 0.2 s per score() call, 2 layers: 0.4 s per example. Cancelled 0.1 s into example 2: the run finishes the
-  // current example's calls, then stops at the next example boundary (before example 3).
-  std::string text = config("[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 0.2\n");
+/// The number of finished examples in `out`/partial/<cell>.jsonl (lines after the header); -1 when it is missing.
+int64_t checkpoint_examples(const fs::path& out, const std::string& cell) {
+  std::ifstream in(out / "partial" / (cell + ".jsonl"));
+  if (!in) return -1;
+  int64_t lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) EXPECT_TRUE(nlohmann::json::parse(line).is_object());
+  return lines - 1;
+}
+
+TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneCall) {
+  // 0.4 s per score() call, 6 layers: 2.4 s per example of the slow cell. Cancelled 0.1 s into example 2 (inside
+  // the slow cell's first layer there): the run finishes that one call, then the cancellation point before the next
+  // per-layer call stops it. Before: it ran the example's other five layers (2 s more) and finished the example.
+  fs::remove_all(dir);
+  rkv_test::write_synthetic_run_folder(dir, "llama", 8, 6);
+  std::string text = config("[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 0.4\n");
   text.replace(text.find("examples = 2\nprefix_tokens = 32\n["), 13, "examples = 3\n");
   const rkv::RunPlan p = plan(text);
   std::atomic<bool> cancel{false};
@@ -212,9 +227,63 @@ TEST_F(SyntheticRun, APluginIgnoringCancellationDelaysTheStopByAtMostOneExample)
   ASSERT_TRUE(canceller.joinable());
   canceller.join();
   const double after_cancel = seconds_since(t_cancel);
-  EXPECT_LT(after_cancel, 0.4 + 5.0);  // at most the rest of one example (0.4 s of plugin calls), with slack
+  EXPECT_LT(after_cancel, 1.5);  // the rest of one 0.4 s call, with slack (not the example's 2 s left)
   expect_only_complete_cells(dir / "out", 0);
-  expect_checkpoints(dir / "out", 2, 2);  // the full cache and the slow cell finished examples 1 and 2
+  EXPECT_EQ(checkpoint_examples(dir / "out", p.cells[0].id), 2);  // the full cache finished examples 1 and 2
+  EXPECT_EQ(checkpoint_examples(dir / "out", p.cells[1].id), 1);  // the slow cell only example 1
+}
+
+std::pair<int, std::string> cli_argv(const std::vector<std::string>& args, const fs::path& cwd);  // below
+
+TEST_F(SyntheticRun, CliEndsARunWhosePluginIgnoresSigtermPastTheCancelLimit) {
+  // One score() call takes 30 s and never polls the host. SIGTERM inside it: with --cancel-limit 1 the process ends
+  // about 1 s later with exit 130 and a message naming the plugin and the call; the full cache's finished example
+  // stays in its checkpoint. Before: the run waited for every remaining call (minutes).
+  const rkv::RunPlan p = plan(config(  // writes cfg.toml
+      "[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"ignore\"\nseconds = 30\n"));
+  const fs::path log = dir / "run.log";
+  const pid_t pid = rkv::start_program({std::string(RKV_TEST_BINARY_DIR) + "/bin/ripplekv", "run", "cfg.toml", "--out",
+                                        "out", "--cancel-limit", "1"},
+                                       dir.string(), log.string());
+  ASSERT_GT(pid, 0);
+  // Wait until the full-cache cell has checkpointed example 1: the slow cell's first call is then under way.
+  const auto t_start = Clock::now();
+  auto whole_lines = [&] {  // polled while the run appends: count only complete lines, parse nothing
+    std::ifstream in(dir / "out" / "partial" / (p.cells[0].id + ".jsonl"));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  while (seconds_since(t_start) < 60 && whole_lines() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  const auto t_kill = Clock::now();
+  const int rc = rkv_test::finish(pid, 20.0);
+  const double after = seconds_since(t_kill);
+  const std::string text = rkv::read_file(log.string());
+  EXPECT_EQ(rc, 130) << text;
+  EXPECT_GE(after, 0.9) << text;  // it did give the call its limit ...
+  EXPECT_LT(after, 6.0) << text;  // ... and no more (the call alone would take 30 s)
+  EXPECT_NE(text.find("ripplekv run: cancelled, but plugin 'org.test.slow_scorer' inside score (for "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(--cancel-limit); ending the process. Finished cells are kept in out/cells"), std::string::npos)
+      << text;
+  EXPECT_EQ(checkpoint_examples(dir / "out", p.cells[0].id), 1);  // the finished example is intact
+  expect_only_complete_cells(dir / "out", 0);
+}
+
+TEST_F(SyntheticRun, CliPluginCallingExitEndsWithStatus3NamingThePluginAndTheCall) {
+  // Before: `plugins check` and `run` both exited 0 with no message.
+  const auto [rc, out] = cli_argv({"plugins", "check", "org.test.slow_scorer", "--param", "mode=exit",
+                                   "--plugin-path", RKV_TEST_BINARY_DIR "/tests/plugins/slow"},
+                                  dir);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("ripplekv: plugin org.test.slow_scorer called exit() inside score\n"), std::string::npos) << out;
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"slow_scorer\"\n[scorer.slow_scorer]\nmode = \"exit\"\n");
+  const auto [run_rc, run_out] = cli_argv({"run", "cfg.toml", "--out", "out", "--quiet"}, dir);
+  EXPECT_EQ(run_rc, 3) << run_out;
+  EXPECT_NE(run_out.find("ripplekv: plugin org.test.slow_scorer called exit() inside score\n"), std::string::npos)
+      << run_out;
 }
 
 /// results.jsonl rows without the timing fields, sorted.
@@ -661,6 +730,17 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   EXPECT_EQ(rc, 2) << err;
   EXPECT_NE(err.find("ripplekv analyze: no [signal] is configured"), std::string::npos) << err;
   EXPECT_EQ(err.find("analyze: analyze:"), std::string::npos) << err;
+  // The same fraction twice (also written differently) is refused naming the option and the value, before any work
+  // (before: each copy was measured, and here the run went on to the [signal] error).
+  for (const char* twice : {"0.5,0.5", "0.25,0.5,0.50"}) {
+    std::tie(rc, err) =
+        cli_argv({"analyze", (dir / "cfg.toml").string(), "--out", (dir / "an").string(), "--fractions", twice}, dir);
+    EXPECT_EQ(rc, 2) << err;
+    EXPECT_NE(err.find(std::string("--fractions: 0.5 is given twice (items ") +
+                       (std::string(twice) == "0.5,0.5" ? "0 and 1" : "1 and 2") + "); give each fraction once"),
+              std::string::npos)
+        << err;
+  }
   // generate: a prompt of 300 tokens (one byte each) for a model with context length 256.
   std::tie(rc, err) = cli_argv({"generate", "--model", (dir / "model.gguf").string(), "--prompt", std::string(300, 'x'),
                                     "--max-new-tokens", "4"}, dir);

@@ -313,6 +313,44 @@ TEST(DecodePolicy, CancellationStopsDecodingBetweenTwoTokens) {
   EXPECT_THROW(rkv::greedy_decode(*be, std::vector<float>(40, 0.0f), 14, *r.cache, 5, {}, nullptr), rkv::Cancelled);
 }
 
+TEST(DecodePolicy, H2oWithRecentAtOrAboveABudgetWarnsLikeRolling) {
+  // Budgets [L = 2][H_kv = 2] = {{4, 8}, {6, 3}}. recent = 6 covers b = 4, 6 and 3: three pairs, first layer 0 head 0.
+  // Before: "" (the cell ran pure recency under its h2o label without a word).
+  const std::vector<std::vector<int64_t>> heads = {{4, 8}, {6, 3}};
+  rkv::DecodeSpec spec = spec_of("h2o");
+  spec.recent = 6;
+  EXPECT_EQ(rkv::DecodePolicy(spec, {8, 6}, heads).frozen_heads_warning(2),
+            "h2o decode: recent = 6 is at or above the budget of 3 (layer, KV head) pair(s), first layer 0, KV head 0 "
+            "(4 entries): those heads keep only their most recent entries (pure recency, no heavy hitters: rolling "
+            "with sinks = 0, not H2O)");
+  spec.recent = 2;  // below every budget: H2O proper
+  EXPECT_EQ(rkv::DecodePolicy(spec, {8, 6}, heads).frozen_heads_warning(2), "");
+  spec.recent = -1;  // half of each budget
+  EXPECT_EQ(rkv::DecodePolicy(spec, {8, 6}, heads).frozen_heads_warning(2), "");
+  spec.recent = 3;  // only layer 1's head 1 (b = 3)
+  EXPECT_EQ(rkv::DecodePolicy(spec, {8, 6}, heads).frozen_heads_warning(2),
+            "h2o decode: recent = 3 is at or above the budget of 1 (layer, KV head) pair(s), first layer 1, KV head 1 "
+            "(3 entries): those heads keep only their most recent entries (pure recency, no heavy hitters: rolling "
+            "with sinks = 0, not H2O)");
+}
+
+TEST_F(PeriodicDecode, ATargetAboveABudgetWarnsThatShortContinuationsNeverEvict) {
+  // Layer budgets {6, 10} on 2 KV heads; target 8 is above b = 6 (layer 0, both heads): they are compressed only
+  // once they hold 9 entries, 8 - 6 + 1 = 3 decoded tokens in. Before: "" (a 2-token continuation never evicted).
+  const rkv::ScorerUse st = scorer("streamingllm", {{"sinks", int64_t(2), false, "t"}});
+  rkv::DecodeSpec spec = spec_of("periodic");
+  spec.interval = 1;
+  spec.target = 8;
+  EXPECT_EQ(rkv::DecodePolicy(spec, {6, 10}, {}, &st).frozen_heads_warning(2),
+            "periodic decode: target = 8 is above the budget of 2 (layer, KV head) pair(s), first layer 0, KV head 0 "
+            "(6 entries): those heads grow past their budget and are not compressed before they hold more than 8 "
+            "entries (3 decoded tokens for the first; a shorter continuation never evicts)");
+  spec.target = 6;  // at the smallest budget: reached by the first decoded token
+  EXPECT_EQ(rkv::DecodePolicy(spec, {6, 10}, {}, &st).frozen_heads_warning(2), "");
+  spec.target = 0;  // each head's own budget
+  EXPECT_EQ(rkv::DecodePolicy(spec, {6, 10}, {}, &st).frozen_heads_warning(2), "");
+}
+
 TEST(DecodePolicy, DescribesItselfAndRejectsBadParameters) {
   EXPECT_EQ(spec_of("none").describe(), "none");
   rkv::DecodeSpec s = spec_of("periodic");

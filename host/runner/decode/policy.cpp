@@ -57,20 +57,55 @@ std::unique_ptr<DecodeSession> begin_periodic(const DecodePolicy& p, const Score
   return decode::make_periodic_session(p, *scorer, backend, cache, cumulative, positions);
 }
 
+/// The budget warning of a policy whose parameter `what` (e.g. "sinks = 6") is too large for the (layer, KV head)
+/// pairs whose budget b satisfies `hit(b)`: "" when none does, else one line naming how many and the first, with
+/// `consequence(b)` for the first one's budget.
+template <typename Hit, typename Consequence>
+std::string heads_warning(const DecodePolicy& p, int64_t n_kv_heads, const std::string& what, const char* relation,
+                          Hit hit, Consequence consequence) {
+  int64_t count = 0, first_l = -1, first_h = -1;
+  for (int64_t l = 0; l < p.n_layers(); ++l)
+    for (int64_t h = 0; h < n_kv_heads; ++h)
+      if (hit(p.head_budget(l, h)) && count++ == 0) first_l = l, first_h = h;
+  if (count == 0) return "";
+  const int64_t b = p.head_budget(first_l, first_h);
+  return p.spec().policy + " decode: " + what + " is " + relation + " the budget of " + str(count) +
+         " (layer, KV head) pair(s), first layer " + str(first_l) + ", KV head " + str(first_h) + " (" + str(b) +
+         " entries): " + consequence(b);
+}
+
 /// Rolling with `sinks` at or above a head's budget: that head keeps its first entries and evicts every new token.
 std::string rolling_frozen_heads(const DecodePolicy& p, int64_t n_kv_heads) {
   const int64_t sinks = p.spec().sinks;
-  int64_t frozen = 0, first_l = -1, first_h = -1;
-  for (int64_t l = 0; l < p.n_layers(); ++l)
-    for (int64_t h = 0; h < n_kv_heads; ++h)
-      if (sinks >= p.head_budget(l, h)) {
-        if (frozen++ == 0) first_l = l, first_h = h;
-      }
-  if (frozen == 0) return "";
-  return "rolling decode: sinks = " + str(sinks) + " is at or above the budget of " + str(frozen) +
-         " (layer, KV head) pair(s), first layer " + str(first_l) + ", KV head " + str(first_h) + " (" +
-         str(p.head_budget(first_l, first_h)) + " entries): those heads keep their first entries and evict every new " +
-         "token at once";
+  return heads_warning(p, n_kv_heads, "sinks = " + str(sinks), "at or above", [&](int64_t b) { return sinks >= b; },
+                       [](int64_t) {
+                         return std::string("those heads keep their first entries and evict every new token at once");
+                       });
+}
+
+/// H2O with `recent` at or above a head's budget: the head keeps only its most recent entries (pure recency, no heavy
+/// hitter), which is what rolling with sinks = 0 does, under an h2o label.
+std::string h2o_recency_only_heads(const DecodePolicy& p, int64_t n_kv_heads) {
+  const int64_t recent = p.spec().recent;  // -1: half the budget, always below it
+  if (recent < 0) return "";
+  return heads_warning(p, n_kv_heads, "recent = " + str(recent), "at or above", [&](int64_t b) { return recent >= b; },
+                       [](int64_t) {
+                         return std::string("those heads keep only their most recent entries (pure recency, no heavy "
+                                            "hitters: rolling with sinks = 0, not H2O)");
+                       });
+}
+
+/// Periodic with a `target` above a head's budget: the head grows past its budget and is compressed only once it holds
+/// more than the target, after target - b + 1 decoded tokens; a shorter continuation never evicts.
+std::string periodic_unreached_target_heads(const DecodePolicy& p, int64_t n_kv_heads) {
+  const int64_t target = p.spec().target;  // 0: the budget itself, always reached
+  if (target <= 0) return "";
+  return heads_warning(p, n_kv_heads, "target = " + str(target), "above", [&](int64_t b) { return target > b; },
+                       [&](int64_t b) {
+                         return "those heads grow past their budget and are not compressed before they hold more "
+                                "than " + str(target) + " entries (" + str(target - b + 1) +
+                                " decoded tokens for the first; a shorter continuation never evicts)";
+                       });
 }
 
 /// One entry per policy of decode_policies() (a unit test checks the two tables name the same policies).
@@ -78,8 +113,8 @@ const std::vector<PolicySessions>& policy_sessions() {
   static const std::vector<PolicySessions> table = {
       {"none", unbounded, nullptr, nullptr},
       {"rolling", up_to_budget, begin_rolling, rolling_frozen_heads},
-      {"h2o", up_to_budget, begin_h2o, nullptr},
-      {"periodic", up_to_target_and_interval, begin_periodic, nullptr},
+      {"h2o", up_to_budget, begin_h2o, h2o_recency_only_heads},
+      {"periodic", up_to_target_and_interval, begin_periodic, periodic_unreached_target_heads},
   };
   return table;
 }

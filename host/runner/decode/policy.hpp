@@ -97,9 +97,12 @@ class DecodePolicy {
   /// when decoding started: max(held, b) for rolling and h2o (a head below its budget grows up to it; never
   /// evicted below it), max(held, target + interval - 1) for periodic, unbounded (INT64_MAX) for none.
   int64_t head_limit(int64_t layer, int64_t head, int64_t held) const;
-  /// A warning about budgets the policy cannot serve as asked, else "": for "rolling" with `sinks` at or above some
-  /// head's budget (that head keeps its first entries and evicts every new token at once), naming the first such
-  /// layer and head and how many there are.
+  /// A warning about budgets the policy cannot serve as asked, else "", naming the first such (layer, KV head) and
+  /// how many there are: "rolling" with `sinks` at or above some head's budget (that head keeps its first entries and
+  /// evicts every new token at once); "h2o" with `recent` at or above some head's budget (that head keeps only its
+  /// most recent entries: pure recency under an h2o label); "periodic" with a `target` above some head's budget (that
+  /// head is not compressed before it holds more than the target, so a continuation shorter than target - b + 1
+  /// tokens never evicts). Recorded in the cell's warnings (and printed by `generate --compress`).
   std::string frozen_heads_warning(int64_t n_kv_heads) const;
 
   /// Starts the decode-time state of one sequence on `cache` (a compressed prompt cache, before the first decoded

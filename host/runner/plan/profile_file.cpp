@@ -1,6 +1,7 @@
 #include "runner/plan/profile_file.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -38,9 +39,24 @@ ProfileFile read_profile_file(const std::string& path) {
     if (!j["layers"].is_array() || j["layers"].size() != p.s.size())
       throw InputError("profile file '" + path + "': \"layers\" must be an array as long as \"s\" (" +
                        std::to_string(p.s.size()) + ")");
-    for (const auto& v : j["layers"]) {
-      if (!v.is_number_integer()) throw InputError("profile file '" + path + "': \"layers\" entries must be integers");
-      p.layers.push_back(v.get<int64_t>());
+    // One entry per layer, in layer order: with as many entries as "s", ascending unique indices in [0, n) are
+    // exactly 0 .. n - 1. Anything else would be applied by position, silently: refused.
+    const auto n = static_cast<int64_t>(p.s.size());
+    for (size_t i = 0; i < j["layers"].size(); ++i) {
+      const auto& v = j["layers"][i];
+      const std::string at = "profile file '" + path + "': \"layers\"[" + std::to_string(i) + "]";
+      if (!v.is_number_integer()) throw InputError(at + " is not an integer (" + v.dump() + ")");
+      const int64_t layer = v.get<int64_t>();
+      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw InputError(at + " = " + v.dump() + " is outside 0.." + std::to_string(n - 1));
+      if (layer < 0 || layer >= n)
+        throw InputError(at + " = " + std::to_string(layer) + " is outside 0.." + std::to_string(n - 1) + " (one entry per layer, as in \"s\")");
+      if (!p.layers.empty() && layer == p.layers.back())
+        throw InputError(at + " repeats layer " + std::to_string(layer) + " (each layer once)");
+      if (!p.layers.empty() && layer < p.layers.back())
+        throw InputError(at + " = " + std::to_string(layer) + " follows layer " + std::to_string(p.layers.back()) +
+                         " (layers must be ascending)");
+      p.layers.push_back(layer);
     }
   } else {
     for (size_t i = 0; i < p.s.size(); ++i) p.layers.push_back(static_cast<int64_t>(i));

@@ -1,7 +1,7 @@
 // Reading a sensitivity profile file (profile.json, written by `ripplekv profile` and by runs).
 //
 // Format: a JSON object with an array "s" of numbers (one per layer); optional "layers" (the layer index of each
-// entry). Other keys (CIs, per-example values, cache key) are ignored here.
+// entry: 0 .. n - 1 in order, checked). Other keys (CIs, per-example values, cache key) are ignored here.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,7 +15,9 @@ struct ProfileFile {
 };
 
 /// Reads `path`. Throws rkv::InputError naming the file and what is wrong: unreadable, not JSON, no array "s",
-/// an entry that is not a number, NaN/infinity (written as null or strings), "layers" of another length.
+/// an entry that is not a number, NaN/infinity (written as null or strings), "layers" of another length, or a
+/// "layers" entry that is not an integer in 0 .. n - 1 (n = entries of "s"), repeats one, or is below the one before
+/// (naming "layers"[i]); so a file's "layers", when present, is exactly 0 .. n - 1.
 ProfileFile read_profile_file(const std::string& path);
 
 /// Parses "s0,s1,..." (the CLI's --sensitivity, --fractions). Throws rkv::InputError naming `what` and the bad item.
