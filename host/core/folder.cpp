@@ -97,8 +97,13 @@ std::vector<std::string> relative_components(const std::string& rel) {
 
 Folder Folder::open(const std::string& path, bool create, const std::string& what, bool follow_link) {
   if (path.empty()) throw InputError(what + ": an empty path");
+  // "runs/x/" and "runs/x/." name "runs/x": strip them, so that the last component opened with O_NOFOLLOW is the
+  // folder's own name (with "LINK/." the kernel would resolve LINK and open its target as ".").
   fs::path p(path);
-  while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();  // "runs/x/" names "runs/x"
+  while (p.has_relative_path() && (p.filename().empty() || p.filename() == ".")) p = p.parent_path();
+  if (p.empty()) p = ".";
+  if (p.filename() == "..")
+    throw InputError(what + " '" + path + "': name the folder itself, not a path ending in '..'");
   if (create) {
     std::error_code ec;
     if (p.has_parent_path() && !p.parent_path().empty()) fs::create_directories(p.parent_path(), ec);
@@ -183,8 +188,7 @@ void Folder::write_atomically(const std::string& rel, const std::string& content
   if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
       (!replace_special || S_ISDIR(st.st_mode)))
     throw InputError("cannot write '" + target + "': it is " + what_is(st.st_mode) +
-                     "; ripplekv never writes through a link or over another kind of file (remove it" +
-                     (S_ISDIR(st.st_mode) ? std::string(")") : std::string(", or pass --force to replace it)")));
+                     "; ripplekv never writes through a link or over another kind of file (remove it)");
   const std::string tmp = "." + name + ".tmp." + random_hex();
   const int fd = ::openat(dir.fd(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw InputError("cannot write '" + target + "': " + io_error(errno));
@@ -224,6 +228,11 @@ int open_regular_at(int dir, const std::string& name, int flags, const std::stri
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw InputError(what + " '" + path + "' is " + what_is(st.st_mode) + "; expected a regular file");
+  }
+  if ((flags & (O_WRONLY | O_RDWR)) && st.st_nlink != 1) {  // a hard link: writing it writes a file elsewhere
+    ::close(fd);
+    throw InputError(what + " '" + path + "' has " + std::to_string(st.st_nlink) +
+                     " names (a hard link to another file); ripplekv writes in place only files of one name");
   }
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);

@@ -116,6 +116,8 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ino_ = static_cast<uint64_t>(st.st_ino);
   mtime_s_ = static_cast<int64_t>(st.st_mtim.tv_sec);
   mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_nsec);
+  ctime_s_ = static_cast<int64_t>(st.st_ctim.tv_sec);
+  ctime_ns_ = static_cast<int64_t>(st.st_ctim.tv_nsec);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
     if (p == MAP_FAILED) {
@@ -140,6 +142,8 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
       ino_(other.ino_),
       mtime_s_(other.mtime_s_),
       mtime_ns_(other.mtime_ns_),
+      ctime_s_(other.ctime_s_),
+      ctime_ns_(other.ctime_ns_),
       slot_(std::exchange(other.slot_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -150,6 +154,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     fd_ = std::exchange(other.fd_, -1);
     dev_ = other.dev_, ino_ = other.ino_, mtime_s_ = other.mtime_s_, mtime_ns_ = other.mtime_ns_;
+    ctime_s_ = other.ctime_s_, ctime_ns_ = other.ctime_ns_;
     slot_ = std::exchange(other.slot_, -1);
   }
   return *this;
@@ -172,6 +177,9 @@ std::string MappedFile::change() const {
   if (::stat(path_.c_str(), &now) != 0) return "it was removed or renamed (the path names no file now)";
   if (static_cast<uint64_t>(now.st_dev) != dev_ || static_cast<uint64_t>(now.st_ino) != ino_)
     return "the path now names another file (it was replaced)";
+  if (have && (st.st_ctim.tv_sec != ctime_s_ || st.st_ctim.tv_nsec != ctime_ns_))
+    return "it was written, truncated or its attributes changed (its status change time moved; a writer that restores "
+           "the size and modification time still moves it)";
   return "";
 }
 

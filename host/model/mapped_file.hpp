@@ -37,9 +37,11 @@ class MappedFile {
   void drop_pages(const uint8_t* p, size_t n) const;
 
   /// Why the file is no longer what was mapped, or "" when it is: a read of the mapping hit a page past its end
-  /// (SIGBUS, answered with zeros; see the file comment); the open file's size or modification time differ from when
-  /// it was mapped (truncated, or written in place: a private mapping sees such writes); or its path now names
-  /// another file (replaced, e.g. by a rename) or nothing. Two system calls (fstat, stat); safe from any thread.
+  /// (SIGBUS, answered with zeros; see the file comment); the open file's size, modification time or status change
+  /// time differ from when it was mapped (truncated, or written in place: a private mapping sees such writes; the
+  /// ctime also catches a writer that restored size and mtime, and changes with chmod, chown or a new hard link,
+  /// which are taken as changes too); or its path now names another file (replaced, e.g. by a rename) or nothing.
+  /// Two system calls (fstat, stat); safe from any thread.
   std::string change() const;
   bool changed() const { return !change().empty(); }
   /// Throws rkv::InputError "<path>: the file changed while it was being read (...)" when changed(); `during` names
@@ -54,6 +56,7 @@ class MappedFile {
   int fd_ = -1;     ///< kept open to see the file's current size (fstat), even if the path is replaced meanwhile
   uint64_t dev_ = 0, ino_ = 0;        ///< the file mapped (st_dev, st_ino)
   int64_t mtime_s_ = 0, mtime_ns_ = 0;  ///< its modification time when mapped
+  int64_t ctime_s_ = 0, ctime_ns_ = 0;  ///< its status change time when mapped (no user can set it back)
   int slot_ = -1;   ///< index in the SIGBUS handler's table of mapped ranges (-1: not registered)
 };
 

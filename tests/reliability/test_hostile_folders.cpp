@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "core/errors.hpp"
 #include "core/folder.hpp"
 #include "core/subprocess.hpp"
+#include "runner/records/output_folder.hpp"
 #include "synthetic_run.hpp"
 
 namespace fs = std::filesystem;
@@ -165,6 +167,18 @@ TEST_F(HostileFolders, NoLinkPlantedInAMergeOrAnalysisFolderChangesAnythingOutsi
   std::tie(rc, log) = cli({"analyze", "cfg.toml", "--out", "analysis", "--quiet", "--fractions", "0.5"});
   ASSERT_EQ(rc, 0) << log;
   ASSERT_TRUE(fs::exists(dir / "analysis" / "analysis.md"));
+  {  // every profile the analysis read has its provenance, the oracle's (damage) included
+    const auto a = nlohmann::json::parse(rkv::read_file((dir / "analysis" / "analysis.json").string()));
+    std::set<std::string> signals;
+    for (const auto& p : a.at("profiles")) {
+      signals.insert(p.at("signal").get<std::string>());
+      const std::string from = p.at("source").at("from");
+      EXPECT_TRUE(from == "computed" || from == "cache") << p.dump();
+      EXPECT_EQ(p["source"]["sha256"].get<std::string>().size(), 64u) << p.dump();
+    }
+    EXPECT_TRUE(signals.count("org.ripplekv.signal.depth")) << a["profiles"].dump();
+    EXPECT_TRUE(signals.count("org.ripplekv.signal.damage")) << a["profiles"].dump();
+  }
   for (const auto& [folder, args] :
        std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"merged", {"merge", "ref", "--out", "out", "--quiet"}},
@@ -187,15 +201,20 @@ TEST_F(HostileFolders, NoLinkPlantedInAMergeOrAnalysisFolderChangesAnythingOutsi
 
 // The output folder itself given as a link: refused (the user names the folder, not a link to it), nothing written.
 TEST_F(HostileFolders, AnOutputFolderThatIsALinkIsRefused) {
+  auto [ref_rc, ref_log] = cli({"run", "cfg.toml", "--out", "ref", "--quiet"});  // something to merge
+  ASSERT_EQ(ref_rc, 0) << ref_log;
   reset_outside();
   fs::create_symlink(outside, dir / "out");
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"run", "cfg.toml", "--out", "out", "--quiet"},
         std::vector<std::string>{"run", "cfg.toml", "--out", "out", "--quiet", "--force"},
+        std::vector<std::string>{"run", "cfg.toml", "--out", "out/.", "--quiet", "--force"},  // "LINK/." too
+        std::vector<std::string>{"run", "cfg.toml", "--out", "out/./", "--quiet", "--force"},
+        std::vector<std::string>{"merge", "ref", "--out", "out/.", "--quiet", "--force"},
         std::vector<std::string>{"analyze", "cfg.toml", "--out", "out", "--quiet", "--fractions", "0.5", "--force"}}) {
     auto [rc, log] = cli(args);
     EXPECT_EQ(rc, 2) << log;
-    EXPECT_TRUE(contains(log, "'out' is a symbolic link, not a folder")) << log;
+    EXPECT_TRUE(contains(log, "output folder '" + args[3] + "' is a symbolic link, not a folder")) << log;
     expect_outside_untouched(args[0], log);
   }
 }
@@ -223,6 +242,18 @@ TEST_F(HostileFolders, FoldersHoldingRipplekvsFileNamesAreNotRipplekvsFolders) {
       EXPECT_EQ(rkv::read_file((theirs / "report.md").string()), "their report\n") << name;
       if (name != "cells") EXPECT_EQ(rkv::read_file((theirs / name).string()), text) << name;
     }
+  }
+  // --force writes into someone else's folder but deletes nothing of theirs (only a run's own cells start over).
+  fs::remove_all(theirs);
+  fs::create_directories(theirs / "cells");
+  fs::create_directories(theirs / "partial");
+  std::ofstream(theirs / "cells" / "important.json") << "{\"mine\": 1}\n";
+  std::ofstream(theirs / "partial" / "notes.jsonl") << "{}\n";
+  {
+    auto [rc, log] = cli({"run", "cfg.toml", "--out", "theirs", "--quiet", "--force"});
+    EXPECT_EQ(rc, 0) << log;
+    EXPECT_EQ(rkv::read_file((theirs / "cells" / "important.json").string()), "{\"mine\": 1}\n");
+    EXPECT_EQ(rkv::read_file((theirs / "partial" / "notes.jsonl").string()), "{}\n");
   }
   // ripplekv's own records are recognised: a finished run resumes, an analysis folder takes a new analysis.
   auto [rc, log] = cli({"run", "cfg.toml", "--out", "ref", "--quiet"});
@@ -333,6 +364,49 @@ TEST_F(HostileFolders, TheFileSizeLimitIsAnErrorNamingTheFileNotASignal) {
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_EQ(tree(dir / "small"), std::vector<std::string>{"kept.txt"});  // no temporary left, the old file kept
   EXPECT_EQ(rkv::read_file((dir / "small" / "kept.txt").string()), "finished\n");
+}
+
+// Hard links are not symbolic links: a lock file or checkpoint that is a hard link to a file elsewhere would be
+// written in place (the lock is truncated and gets the pid). Refused; files replaced by a rename are safe anyway.
+TEST_F(HostileFolders, AHardLinkedLockOrCheckpointIsRefusedNotWrittenIn) {
+  auto [rc, log] = cli({"run", "cfg.toml", "--out", "ref", "--quiet"});
+  ASSERT_EQ(rc, 0) << log;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "cfg.toml", "--out", "out", "--quiet", "--resume"},
+        std::vector<std::string>{"merge", "ref", "--out", "out", "--quiet", "--force"},
+        std::vector<std::string>{"analyze", "cfg.toml", "--out", "out", "--quiet", "--fractions", "0.5"}}) {
+    reset_outside();
+    copy_folder(dir / "ref", dir / "out");
+    fs::remove(dir / "out" / ".ripplekv.lock");
+    fs::create_hard_link(outside / "victim", dir / "out" / ".ripplekv.lock");
+    std::tie(rc, log) = cli(args);
+    EXPECT_EQ(rc, 2) << args[0] << ": " << log;
+    EXPECT_TRUE(contains(log, "hard link")) << log;
+    EXPECT_EQ(rkv::read_file((outside / "victim").string()), kVictim) << args[0];
+    fs::remove(dir / "out" / ".ripplekv.lock");
+  }
+  reset_outside();
+  const rkv::Folder f = rkv::Folder::open((dir / "h").string(), true);
+  fs::create_hard_link(outside / "victim", dir / "h" / "x.jsonl");
+  EXPECT_THROW(f.open_append("x.jsonl"), rkv::InputError);
+  expect_outside_untouched("open_append on a hard link", "");
+}
+
+// flock cannot stop an unlink: a lock file removed (or replaced) while a process holds it is noticed before the next
+// result is written, so two writers never share a folder silently.
+TEST_F(HostileFolders, ALockFileRemovedWhileHeldStopsItsHolder) {
+  const rkv::Folder f = rkv::Folder::open((dir / "l").string(), true);
+  const rkv::OutputFolderLock lock(f);
+  EXPECT_NO_THROW(lock.check_held());
+  fs::remove(dir / "l" / ".ripplekv.lock");
+  const rkv::OutputFolderLock second(f);  // what a second writer would now get
+  try {
+    lock.check_held();
+    ADD_FAILURE() << "the first holder did not notice";
+  } catch (const rkv::InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "was removed or replaced while this process held it")) << e.what();
+  }
+  EXPECT_NO_THROW(second.check_held());
 }
 
 // The Folder primitives themselves: temporaries never reuse a planted name, subfolders must be real folders.

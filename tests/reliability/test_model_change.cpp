@@ -3,6 +3,7 @@
 // let `run` finish with exit 0 (perplexities of 1e5..1e8) and `generate` print garbage. Now the change is detected at
 // every prefill, decode step, example and cell, the error names the file, and no result computed after it is written.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,9 @@
 #include "model/mapped_file.hpp"
 #include "model/model.hpp"
 #include "runner/decode/generate.hpp"
+#include "runner/plan/config.hpp"
+#include "runner/profile/profile.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "synthetic_run.hpp"
 
 namespace fs = std::filesystem;
@@ -77,6 +81,17 @@ TEST_F(ModelChange, TruncationRewriteAndReplacementAreEachDetected) {
     EXPECT_TRUE(contains(m.change(), "modified in place")) << m.change();
   }
   rkv_test::write_synthetic_run_folder(dir);
+  {  // a writer that restores the size and the modification time: the status change time still moves
+    const rkv::MappedFile m(model().string());
+    struct stat before {};
+    ASSERT_EQ(::stat(model().c_str(), &before), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rewrite_in_place(model());
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, model().c_str(), times, 0), 0);
+    EXPECT_TRUE(contains(m.change(), "status change time moved")) << m.change();
+  }
+  rkv_test::write_synthetic_run_folder(dir);
   {
     const rkv::MappedFile m(model().string());
     fs::copy_file(model(), dir / "other.gguf");
@@ -108,6 +123,29 @@ TEST_F(ModelChange, GenerateStopsAtTheFirstStepAfterTheWeightsChanged) {
   const rkv::Model copy = rkv::load_model(model().string(), rkv::WeightStorage::f32);
   fs::resize_file(model(), 100);
   EXPECT_NO_THROW(copy.check_unchanged("decoding"));
+}
+
+// A profile computed while the weights changed is neither cached nor returned (it would steer every later run).
+TEST_F(ModelChange, AProfileComputedAfterTheWeightsChangedIsNotCached) {
+  std::ofstream(dir / "cfg.toml")
+      << "[model]\npath = \"model.gguf\"\nthreads = 1\nweights = \"quantized\"\n"
+         "[data.calibration]\nfiles = [\"cal.txt\"]\nexamples = 2\nprefix_tokens = 32\nwindow_tokens = 8\n"
+         "[data.eval]\nfiles = [\"eval.txt\"]\nexamples = 2\nprefix_tokens = 32\n"
+         "[signal]\nplugin = \"perturbation_kl\"\n[scorer]\nplugin = \"streamingllm\"\n"
+         "[allocator]\nplugin = \"ripplekv\"\n[budget]\nfraction = 0.5\n";
+  const rkv::RunPlan plan = rkv::load_run_plan((dir / "cfg.toml").string());
+  const rkv::Model m = rkv::load_model(model().string(), rkv::WeightStorage::quantized);
+  const rkv::Tokenizer tok = rkv::Tokenizer::from_path(model().string());
+  rkv::ProfileRequest req = rkv::make_profile_request(plan, plan.cells[1].config, m, tok);
+  req.cache_dir = (dir / "cache").string();
+  fs::resize_file(model(), fs::file_size(model()) - 4096);  // before the signal runs: what it computes is suspect
+  try {
+    rkv::compute_profile(req);
+    ADD_FAILURE() << "a profile was computed from changed weights";
+  } catch (const rkv::InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "during computing the org.ripplekv.signal.perturbation_kl profile")) << e.what();
+  }
+  EXPECT_TRUE(!fs::exists(dir / "cache") || fs::is_empty(dir / "cache")) << "a profile was cached";
 }
 
 // run: the model is truncated while a (slow) cell runs; the run exits 2 naming the file, and the cell computed after

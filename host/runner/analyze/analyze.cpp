@@ -433,8 +433,12 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   j["seconds"] = seconds_since(t0);
   j["schema"] = kAnalysisSchema;
   j["profiles"] = nlohmann::json::array();  // where each signal's profile came from (computed, or a cache file)
-  for (const SensitivityProfile& p : profiles)
-    j["profiles"].push_back({{"signal", p.signal}, {"cache_key", p.cache_key}, {"source", p.source}});
+  for (const auto* set : {&profiles, &oracle})  // the signals' profiles and the oracle's (damage) profiles
+    for (const SensitivityProfile& p : *set)
+      j["profiles"].push_back({{"signal", p.signal}, {"params", p.params}, {"cache_key", p.cache_key},
+                               {"source", p.source}});
+  model.check_unchanged("the analysis");  // nothing computed from weights that changed is written
+  lock.check_held();                       // still the folder's only writer
   if (choices.size() > 1)  // --scorers: D_l per scorer, the guided route and its random-placement baseline
     write_routes(choices, d_all, sel.fractions, opt, route_options, out, j, md);
   if (opt.sharing) {  // --sharing: D^share_l on the same evaluation windows, and each signal against it
@@ -443,6 +447,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     for (const SensitivityProfile& p : profiles) named.push_back({p.signal, p.s});
     write_sharing(sharing_damage(*backend, window_tokens, T), named, plan.bootstrap_resamples, j, md);
   }
+  model.check_unchanged("the analysis");  // nothing computed from weights that changed is written
+  lock.check_held();                       // still the folder's only writer
   out.write_atomically("analysis.json", j.dump(1) + "\n");
   md << "\n" << analysis_figures(out.sub("plots"), sel.fractions, D, profiles, j["signals"], dat);
   out.write_atomically("analysis.md", md.str());

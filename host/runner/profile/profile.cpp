@@ -254,8 +254,8 @@ void check_profile_output(const std::string& path, bool force) {
   if (S_ISDIR(st.st_mode)) throw InputError("profile --out '" + path + "' is a folder; name a file");
   if (force) return;
   if (!S_ISREG(st.st_mode))
-    throw InputError("profile --out '" + path + "' is " + describe_special_file(path) +
-                     (S_ISLNK(st.st_mode) ? " (a symbolic link)" : "") +
+    throw InputError("profile --out '" + path + "' is " +
+                     (S_ISLNK(st.st_mode) ? std::string("a symbolic link") : describe_special_file(path)) +
                      ", not a regular file; ripplekv never writes through a link or over another kind of file. "
                      "Choose another file, or pass --force to replace it (the link itself, never its target)");
   const nlohmann::json j = nlohmann::json::parse(read_regular_file(path, "profile --out", 256u << 20), nullptr, false);
@@ -329,6 +329,8 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
     for (auto& w : out.warnings) p.warnings.push_back(w);
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // A profile computed from weights that changed meanwhile is neither cached nor returned (model/model.hpp).
+  model.check_unchanged("computing the " + r.signal.id + " profile");
   add_statistics(p, r.bootstrap_seed, r.bootstrap_resamples);
 
   if (r.write_cache && cache) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,7 +18,13 @@ namespace rkv {
 
 OutputFolderLock::OutputFolderLock(const Folder& out) {
   const std::string path = out.path_of(".ripplekv.lock");
-  fd_ = out.open_or_create(".ripplekv.lock");  // a link, FIFO or folder planted there is refused, never followed
+  // A link, FIFO or folder planted there is refused, never followed, and so is a hard link to a file elsewhere
+  // (it would be truncated below).
+  fd_ = out.open_or_create(".ripplekv.lock");
+  struct stat st {};
+  ::fstat(fd_, &st);
+  out_ = out;
+  dev_ = static_cast<uint64_t>(st.st_dev), ino_ = static_cast<uint64_t>(st.st_ino);
   int rc;
   while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
   }
@@ -41,6 +48,16 @@ OutputFolderLock::OutputFolderLock(const Folder& out) {
     fd_ = -1;
     throw InputError("output folder '" + out.path() + "': cannot write the lock file '" + path + "'");
   }
+}
+
+void OutputFolderLock::check_held() const {
+  struct stat st {};
+  if (fd_ >= 0 && out_ && ::fstatat(out_->fd(), ".ripplekv.lock", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      static_cast<uint64_t>(st.st_dev) == dev_ && static_cast<uint64_t>(st.st_ino) == ino_)
+    return;
+  throw InputError("output folder '" + (out_ ? out_->path() : std::string("?")) + "': its lock file '.ripplekv.lock' " +
+                   "was removed or replaced while this process held it, so another process may be writing the folder; " +
+                   "stopping before writing anything more (rerun with --resume once no other process writes it)");
 }
 
 OutputFolderLock::~OutputFolderLock() {
@@ -140,8 +157,18 @@ RunIdentity prepare_output_folder(const RunPlan& plan, const Folder& out, bool r
 
 void write_run_identity(const RunPlan& plan, const Folder& out, bool resume, int shard_index, int shard_count,
                         bool force) {
+  // Start over (--force): no cell of an earlier run may reach this run's report or a later merge. Only in a folder
+  // that held a run of ripplekv's (its run.json, read before it is replaced): --force into someone else's folder
+  // writes there, but never deletes their files.
+  bool held_run = false;
+  if (force && !resume && out.kind("run.json") == Folder::Kind::regular) {
+    try {
+      held_run = is_ripplekv_record(out.read("run.json", "run record", 64 << 20), kRunSchema);
+    } catch (const InputError&) {
+    }
+  }
   const Folder cells = out.sub("cells");  // created here, once the run starts: an empty cells/ is nobody's record
-  if (force && !resume) {  // start over: no cell of an earlier run may reach this run's report or a later merge
+  if (held_run) {
     for (const std::string& f : cells.list_files(".json")) cells.remove(f);
     if (const std::optional<Folder> partial = out.find_sub("partial"))
       for (const std::string& f : partial->list_files(".jsonl")) partial->remove(f);

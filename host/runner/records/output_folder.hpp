@@ -17,6 +17,7 @@
 // Thread rules: one writer per folder (the lock); the functions are called from that writer's thread.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/folder.hpp"
@@ -38,7 +39,8 @@ struct RunIdentity {
 
 /// An exclusive lock on an output folder: flock(2) on `<out>/.ripplekv.lock` (opened through the folder's descriptor,
 /// never through a link: a link, FIFO or other kind of file planted there is refused), which records the holder's
-/// pid. Held until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one
+/// pid; a lock file with more than one name (a hard link to a file elsewhere, which would be truncated) is refused
+/// too. Held until destroyed (or the process ends, however it ends: a killed run leaves no stale lock). Locks of one
 /// folder exclude each other across processes and within one (each is its own open file description).
 class OutputFolderLock {
  public:
@@ -49,8 +51,15 @@ class OutputFolderLock {
   OutputFolderLock(const OutputFolderLock&) = delete;
   OutputFolderLock& operator=(const OutputFolderLock&) = delete;
 
+  /// Throws rkv::InputError naming the folder when `.ripplekv.lock` is no longer the file this lock holds (someone
+  /// removed or replaced it, so a second writer could have taken a new one): writers call it before each result they
+  /// write. flock(2) cannot stop an unlink; this turns one into a clear stop instead of two writers in one folder.
+  void check_held() const;
+
  private:
   int fd_ = -1;
+  std::optional<Folder> out_;
+  uint64_t dev_ = 0, ino_ = 0;  ///< the lock file held
 };
 
 /// The schema ids ripplekv writes into its records ("schema" key), so that a folder counts as ripplekv's by what its
@@ -84,8 +93,9 @@ Folder open_ripplekv_folder(const std::string& out, bool force, const std::strin
 RunIdentity prepare_output_folder(const RunPlan& plan, const Folder& out, bool resume, bool force = false);
 
 /// Creates cells/ and writes run.json (the cell list of this plan and shard) and config.toml into `out`, after prepare_output_folder()
-/// accepted it. With `force` and not `resume` (start over) the finished cell files (cells/*.json) and checkpoints
-/// (partial/*.jsonl) are deleted first (through the folder's descriptor: a cells/ or partial/ that is a link is
+/// accepted it. With `force` and not `resume` (start over) in a folder whose run.json is ripplekv's run record, the
+/// finished cell files (cells/*.json) and checkpoints (partial/*.jsonl) are deleted first (in any other folder
+/// nothing is deleted) (through the folder's descriptor: a cells/ or partial/ that is a link is
 /// refused, never followed).
 /// Called once the run is known to start: before the first cell file, or when every cell is already complete.
 void write_run_identity(const RunPlan& plan, const Folder& out, bool resume, int shard_index, int shard_count,

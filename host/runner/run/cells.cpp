@@ -170,6 +170,7 @@ void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
     // Nothing computed from weights that changed under the run is written (model/model.hpp check_unchanged).
     s.model->check_unchanged("cell '" + c.cell->label + "', " + ex.data.task + " example " +
                              std::to_string(ex.data.index + 1));
+    s.lock->check_held();  // still the folder's only writer
     if (!o.logits.empty()) write_logits_dump(*s.out, c.cell->id, o.record.task, o.record.example, o.logits,
                                              s.config().vocab_size);
     c.checkpoint->append(o.record, o.kept);
@@ -186,6 +187,7 @@ void finish_cell(const RunState& s, CellRun& c) {
                              std::to_string(ex.data.index));
     outcomes.push_back(*r);
   }
+  s.lock->check_held();
   write_kept_dump(*s.out, c.cell->id, c.checkpoint->kept_lines());
   write_cell_file(*s.out, s.plan, s.id, *c.cell, outcomes, c.seconds);
   c.checkpoint->remove();

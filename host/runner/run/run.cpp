@@ -39,6 +39,14 @@ void open_output_folder(RunState& s, const std::string& backend_kind) {
   const RunOptions& opt = s.opt;
   s.id = prepare_output_folder(s.plan, *s.out, opt.resume, opt.force);
   for (size_t c : shard_cells(s.plan, opt.shard_index, opt.shard_count)) {
+    // Something other than a file where a cell file goes is refused now, not after the cell has been computed.
+    const std::string cell_file = "cells/" + s.plan.cells[c].id + ".json";
+    if (const Folder::Kind k = s.out->kind(cell_file); k == Folder::Kind::link || k == Folder::Kind::other ||
+                                                        k == Folder::Kind::directory)
+      throw InputError("cannot write '" + s.out->path_of(cell_file) + "': it is " +
+                       (k == Folder::Kind::link ? "a symbolic link" : k == Folder::Kind::directory ? "a folder"
+                                                                                               : "not a regular file") +
+                       "; ripplekv never writes through a link or over another kind of file (remove it)");
     if (opt.resume && cell_file_complete(*s.out, s.plan.cells[c].id, s.plan.base_sha256, backend_kind, s.plan.dtype))
       s.complete.push_back(c);
     else
@@ -124,7 +132,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // Opened once (never a folder of someone else's, unless --force) and written only through its descriptor, so that
   // nothing planted in it can redirect a write (core/folder.hpp).
   s.out = open_ripplekv_folder(opt.out_dir, opt.force, "run");
-  const OutputFolderLock lock(*s.out);  // one writer per folder: a second run (or merge) into it stops here
+  s.lock = std::make_unique<OutputFolderLock>(*s.out);  // one writer per folder: a second run or merge stops here
   open_output_folder(s, backend_kind);
 
   RunSummary summary;
@@ -134,6 +142,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
     s.progress.note("run: nothing to do (" + std::to_string(summary.cells_skipped) +
                     " cells complete or in other shards)");
     write_run_identity(plan, *s.out, opt.resume, opt.shard_index, opt.shard_count, opt.force);
+    s.lock->check_held();
     assemble_outputs({opt.out_dir}, *s.out, true);
     summary.seconds = seconds_since(t_run);
     return summary;
@@ -146,6 +155,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   check_budgets_on_examples(s);
   write_run_start(s);
   run_cells(s, summary);
+  s.lock->check_held();
   assemble_outputs({opt.out_dir}, *s.out, opt.quiet);
   summary.seconds = seconds_since(t_run);
   return summary;

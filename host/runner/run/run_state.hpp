@@ -42,6 +42,7 @@ struct RunState {
   const RunOptions& opt;
   Progress progress;
   std::optional<Folder> out;  ///< the output folder, opened once; every file of the run is written through it
+  std::unique_ptr<OutputFolderLock> lock;  ///< held for the whole run; check_held() before each result written
   RunIdentity id;
   std::vector<size_t> pending, complete;  ///< cell indices this invocation computes / finds complete (--resume)
 
