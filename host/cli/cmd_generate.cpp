@@ -1,6 +1,8 @@
 // `ripplekv generate`: text generation on a backend (cpu by default; greedy by default).
 #include <boost/program_options.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iostream>
 
@@ -10,6 +12,7 @@
 #include "runner/decode/generate_compressed.hpp"
 #include "runner/decode/generate.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 #include "model/model.hpp"
 #include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -27,6 +30,50 @@ size_t complete_utf8_prefix(const std::string& s) {
   const unsigned char lead = static_cast<unsigned char>(s[n - 1 - back]);
   const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
   return need > back + 1 ? n - 1 - back : n;
+}
+
+/// `warnings` with repeats folded, in first-seen order: the same text once with "(N times)", and a per-layer text
+/// ("layer L: ...", as the host's selection writes it) once for all layers that gave it ("layers 0-29: ...").
+std::vector<std::string> fold_warnings(const std::vector<std::string>& warnings) {
+  struct Group {
+    std::string text;
+    std::vector<long> layers;  ///< empty: not a per-layer warning
+    int count = 0;
+  };
+  std::vector<Group> groups;
+  for (const std::string& w : warnings) {
+    std::string text = w;
+    long layer = -1;
+    if (w.rfind("layer ", 0) == 0) {  // "layer <digits>: rest"
+      size_t i = 6;
+      while (i < w.size() && std::isdigit(static_cast<unsigned char>(w[i]))) ++i;
+      if (i > 6 && w.compare(i, 2, ": ") == 0) layer = std::stol(w.substr(6, i - 6)), text = w.substr(i + 2);
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& g) { return g.text == text && g.layers.empty() == (layer < 0); });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{text, {}, 0});
+    ++it->count;
+    if (layer >= 0) it->layers.push_back(layer);
+  }
+  std::vector<std::string> out;
+  for (const Group& g : groups) {
+    if (g.layers.empty()) {
+      out.push_back(g.text + (g.count > 1 ? " (" + std::to_string(g.count) + " times)" : std::string()));
+      continue;
+    }
+    std::vector<long> ls = g.layers;
+    std::sort(ls.begin(), ls.end());
+    ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
+    std::string ranges;  // "0-5, 7, 9-29"
+    for (size_t i = 0; i < ls.size();) {
+      size_t j = i;
+      while (j + 1 < ls.size() && ls[j + 1] == ls[j] + 1) ++j;
+      ranges += (ranges.empty() ? "" : ", ") + std::to_string(ls[i]) + (j > i ? "-" + std::to_string(ls[j]) : "");
+      i = j + 1;
+    }
+    out.push_back((ls.size() > 1 ? "layers " : "layer ") + ranges + ": " + g.text);
+  }
+  return out;
 }
 
 /// generate --compress: prefill, compress as the config says, print budgets and bytes, decode greedily.
@@ -50,7 +97,7 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
     }
     std::cerr << "]\n";
   }
-  for (const auto& w : g.warnings) std::cerr << "warning: " << w << "\n";
+  for (const std::string& w : fold_warnings(g.warnings)) std::cerr << "warning: " << w << "\n";
   std::cout << tok.decode(g.tokens, false) << std::endl;
   std::cerr << "[" << g.tokens.size() << " generated on the compressed cache, decode " << g.decode_tokens_per_second
             << " tok/s; KV bytes at the end " << g.bytes_end << "]\n";
@@ -58,17 +105,18 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
 }
 
 int run_generate(const std::vector<std::string>& args) {
-  std::string model_path, prompt, system, template_name, compress_path, profile_path, backend_kind = "cpu", dtype = "f32",
-              weights = "quantized";
+  std::string model_path, prompt, prompt_file, system, template_name, compress_path, profile_path, backend_kind = "cpu",
+              dtype = "f32", weights = "quantized";
   int64_t max_new = 256;
   float temperature = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
   int threads = 0;
   po::options_description opts(
-      "usage: ripplekv generate --model MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--temperature X]\n"
-      "                         [--top-p P] [--seed S] [--threads N] [--backend cpu|cuda|auto] [--dtype f32|bf16]\n"
-      "                         [--weights quantized|f32] [--compress CONFIG [--profile FILE]]\n\n"
-      "Generates a continuation of TEXT (or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
+      "usage: ripplekv generate --model MODEL (--prompt TEXT | --prompt-file FILE) [--chat] [--max-new-tokens N]\n"
+      "                         [--temperature X] [--top-p P] [--seed S] [--threads N] [--backend cpu|cuda|auto]\n"
+      "                         [--dtype f32|bf16] [--weights quantized|f32] [--compress CONFIG [--profile FILE]]\n\n"
+      "Generates a continuation of TEXT (the whole of FILE with --prompt-file, a regular file of at most 64 MiB, read\n"
+      "as UTF-8 bytes; or, with --chat, the assistant's answer to TEXT as a user message, using the\n"
       "model's chat template) and prints it. Greedy unless --temperature > 0. Stops at any end-of-generation token of\n"
       "the model or after N tokens, or at the model's context length (a longer prompt is an error). Timing goes to\n"
       "stderr. --backend: cpu (f32, default), cuda (--dtype f32 or bf16), or auto (cuda when this build has it and a\n"
@@ -91,7 +139,7 @@ int run_generate(const std::vector<std::string>& args) {
       "A cell that reads a sensitivity profile (an allocator such as ripplekv, codec layer_bits = \"profile\", share\n"
       "count = k) reads it from --profile FILE (a profile.json from `ripplekv profile` or a run).\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
-      "prompt", po::value(&prompt), "prompt text")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
+      "prompt", po::value(&prompt), "prompt text")("prompt-file", po::value(&prompt_file), "read the prompt from a file")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(
       "chat-template", po::value(&template_name), "template family to use instead of detecting it (chatml, llama3, llama2, mistral)")(
       "max-new-tokens", po::value(&max_new)->default_value(256), "maximum number of generated tokens")(
@@ -110,7 +158,9 @@ int run_generate(const std::vector<std::string>& args) {
     return 0;
   }
   if (model_path.empty()) throw rkv::cli::UsageError("--model is required");
-  if (!vm.count("prompt")) throw rkv::cli::UsageError("--prompt is required");
+  if (vm.count("prompt") && vm.count("prompt-file"))
+    throw rkv::cli::UsageError("--prompt and --prompt-file exclude each other (give the prompt once)");
+  if (!vm.count("prompt") && !vm.count("prompt-file")) throw rkv::cli::UsageError("--prompt or --prompt-file is required");
   if (max_new < 0) throw rkv::cli::UsageError("--max-new-tokens must be >= 0");
   if (max_new > 1000000) throw rkv::cli::UsageError("--max-new-tokens must be at most 1000000");
   if (threads < 0) throw rkv::cli::UsageError("--threads must be >= 0");
@@ -121,6 +171,7 @@ int run_generate(const std::vector<std::string>& args) {
   if (!chat && (vm.count("system") || vm.count("chat-template"))) {
     throw rkv::cli::UsageError("--system and --chat-template need --chat");
   }
+  if (vm.count("prompt-file")) prompt = rkv::read_regular_file(prompt_file, "--prompt-file", 64u << 20);
   rkv::BackendOptions backend_options;
   backend_options.threads = threads;
   backend_options.dtype = dtype;

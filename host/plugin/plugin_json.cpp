@@ -1,6 +1,9 @@
 // A plugin's descriptor as JSON (see plugin_json.hpp).
 #include "plugin/plugin_json.hpp"
 
+#include <cmath>
+#include <cstdint>
+
 #include "plugin/params.hpp"
 
 namespace rkv {
@@ -16,8 +19,14 @@ nlohmann::json param_spec_json(const rkv_param_spec& s) {
     case RKV_PARAM_FLOAT: j["default"] = s.default_float; break;
     default: j["default"] = s.default_string ? s.default_string : ""; break;
   }
-  if (s.has_min) j["min"] = s.min;
-  if (s.has_max) j["max"] = s.max;
+  // An int parameter's bounds are integers (the ABI stores every bound as a double): 1, not 1.0. A bound outside the
+  // int64 range or not integral (a plugin's own spec) stays as written.
+  auto bound = [&](double v) {
+    if (s.type == RKV_PARAM_INT && v == std::floor(v) && std::fabs(v) < 9.2e18) return nlohmann::json(static_cast<int64_t>(v));
+    return nlohmann::json(v);
+  };
+  if (s.has_min) j["min"] = bound(s.min);
+  if (s.has_max) j["max"] = bound(s.max);
   if (s.type == RKV_PARAM_CHOICE && s.choices) {
     j["choices"] = nlohmann::json::array();
     for (const char* const* c = s.choices; *c; ++c) j["choices"].push_back(*c);

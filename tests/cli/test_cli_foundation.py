@@ -52,6 +52,12 @@ class Foundation(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("org.ripplekv.allocator.pyramid", out)
         self.assertIn("beta", out)
+        code, out, _ = rkv("plugins", "describe", "snapkv")  # an int parameter's bounds are integers
+        self.assertEqual(code, 0)
+        self.assertRegex(out, r"window\s+int\s+default 32, min 1, max 1048576\n")
+        code, out, _ = rkv("plugins", "list", "--json")
+        snap = {q["name"]: q for q in next(p for p in json.loads(out) if p["id"] == "org.ripplekv.scorer.snapkv")["params"]}
+        self.assertIs(type(snap["window"]["min"]), int)
         code, _, err = rkv("plugins", "describe", "pyramd")
         self.assertEqual(code, 2)
         self.assertIn("did you mean 'pyramid'?", err)
@@ -129,6 +135,24 @@ class Foundation(unittest.TestCase):
             self.assertEqual(code, 2, (args, err))
             self.assertIn(message, err, args)
             self.assertEqual(out, "", args)
+
+    def test_prompt_and_prompt_file_are_checked_before_the_model_is_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "empty.gguf")
+            open(model, "wb").close()  # reading it would fail with another message
+            code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--prompt-file", model)
+            self.assertEqual(code, 2, err)
+            self.assertIn("--prompt and --prompt-file exclude each other", err)
+            code, out, err = rkv("generate", "--model", model)
+            self.assertEqual(code, 2, err)
+            self.assertIn("--prompt or --prompt-file is required", err)
+            os.mkfifo(os.path.join(d, "fifo"))
+            code, out, err = rkv("generate", "--model", model, "--prompt-file", os.path.join(d, "fifo"))
+            self.assertEqual(code, 2, err)  # refused unread: a FIFO would block
+            self.assertIn("--prompt-file '%s' is a FIFO" % os.path.join(d, "fifo"), err)
+            code, out, err = rkv("generate", "--model", model, "--prompt-file", os.path.join(d, "missing.txt"))
+            self.assertEqual(code, 2, err)
+            self.assertIn("--prompt-file '%s': cannot open" % os.path.join(d, "missing.txt"), err)
 
     def test_backend_that_cannot_be_had_is_refused_before_the_model_is_read(self):
         with tempfile.TemporaryDirectory() as d:

@@ -84,6 +84,28 @@ class GenerateCompress(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("'compression.rerotate' must be true or false", p.stderr)
 
+    def test_prompt_file_gives_the_prompts_output_and_repeated_warnings_are_folded(self):
+        """--prompt-file FILE is --prompt with FILE's text: the same greedy tokens. With streamingllm's 8 sinks and
+        b_l = 2 per layer, the host warns in every one of the 30 layers that b_l is below the protected count: one line
+        for the 30 layers ("layers 0-29: ...")."""
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 3
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write(prompt)
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as c:
+            c.write('[scorer]\nplugin = "streamingllm"\n[scorer.streamingllm]\nsinks = 8\n'
+                    '[allocator]\nplugin = "uniform"\n[budget]\ntokens = 2\n')
+        cfg = c.name
+        outs = []
+        for source in (["--prompt", prompt], ["--prompt-file", f.name]):
+            p = subprocess.run([BIN, "generate", "--model", MODEL, *source, "--max-new-tokens", "6", "--threads", "2",
+                                "--compress", cfg], capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            outs.append(p.stdout)
+            warnings = [l for l in p.stderr.splitlines() if l.startswith("warning: ")]
+            self.assertEqual(len(warnings), len(set(warnings)), p.stderr)  # each distinct warning once
+            self.assertTrue(any(l.startswith("warning: layers 0-29: budget b_l = 2 is below") for l in warnings), p.stderr)
+        self.assertEqual(outs[0], outs[1])
+
     def test_profile_allocator_needs_profile(self):
         p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", "Hello there", "--compress",
                             self.config("ripplekv")], capture_output=True, text=True, timeout=600)
