@@ -15,6 +15,7 @@
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "core/regular_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,16 +23,7 @@ namespace rkv {
 
 namespace {
 
-std::string what_is(mode_t m) {
-  if (S_ISLNK(m)) return "a symbolic link";
-  if (S_ISDIR(m)) return "a folder";
-  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISREG(m)) return "a regular file";
-  return "not a regular file";
-}
+std::string what_is(mode_t m) { return describe_file_mode(m); }
 
 std::shared_ptr<const int> own_fd(int fd) {
   return std::shared_ptr<const int>(new int(fd), [](const int* p) {

@@ -12,9 +12,10 @@
 
 namespace rkv {
 
-namespace {
-
-std::string kind_of_mode(mode_t m) {
+std::string describe_file_mode(unsigned mode) {
+  const mode_t m = static_cast<mode_t>(mode);
+  if (S_ISREG(m)) return "a regular file";
+  if (S_ISLNK(m)) return "a symbolic link";
   if (S_ISDIR(m)) return "a folder";
   if (S_ISFIFO(m)) return "a FIFO (named pipe)";
   if (S_ISCHR(m)) return "a character device";
@@ -22,8 +23,6 @@ std::string kind_of_mode(mode_t m) {
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
 }
-
-}  // namespace
 
 int open_regular_file(const std::string& path, const std::string& what) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. It does not change reads of a regular
@@ -43,7 +42,7 @@ int open_regular_file(const std::string& path, const std::string& what) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw InputError(what + " '" + path + "' is " + kind_of_mode(st.st_mode) + "; expected a regular file");
+    throw InputError(what + " '" + path + "' is " + describe_file_mode(st.st_mode) + "; expected a regular file");
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -102,7 +101,7 @@ PathKind path_kind(const std::string& path, std::string* why) {
 std::string describe_special_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "not a regular file";
-  return kind_of_mode(st.st_mode);
+  return describe_file_mode(st.st_mode);
 }
 
 }  // namespace rkv

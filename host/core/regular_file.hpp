@@ -26,5 +26,8 @@ enum class PathKind { missing, regular, directory, other, error };
 PathKind path_kind(const std::string& path, std::string* why = nullptr);
 /// "a FIFO", "a character device", "a socket", ... for messages about a path that is neither file nor folder.
 std::string describe_special_file(const std::string& path);
+/// What a stat(2) mode is, for messages: "a regular file", "a folder", "a symbolic link", "a FIFO (named pipe)", "a
+/// character device", "a block device", "a socket".
+std::string describe_file_mode(unsigned mode);
 
 }  // namespace rkv

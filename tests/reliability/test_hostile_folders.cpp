@@ -392,8 +392,9 @@ TEST_F(HostileFolders, AHardLinkedLockOrCheckpointIsRefusedNotWrittenIn) {
   expect_outside_untouched("open_append on a hard link", "");
 }
 
-// flock cannot stop an unlink: a lock file removed (or replaced) while a process holds it is noticed before the next
-// result is written, so two writers never share a folder silently.
+// flock cannot stop an unlink or a rename: a lock file removed (or replaced) while a process holds it, or the folder
+// moved away from its path, is noticed before the next result is written, so two writers (or two runs' cells) never
+// share a report silently.
 TEST_F(HostileFolders, ALockFileRemovedWhileHeldStopsItsHolder) {
   const rkv::Folder f = rkv::Folder::open((dir / "l").string(), true);
   const rkv::OutputFolderLock lock(f);
@@ -407,6 +408,16 @@ TEST_F(HostileFolders, ALockFileRemovedWhileHeldStopsItsHolder) {
     EXPECT_TRUE(contains(e.what(), "was removed or replaced while this process held it")) << e.what();
   }
   EXPECT_NO_THROW(second.check_held());
+  // The folder moved away while its run holds it (and another folder put at its path): stop, do not assemble the
+  // report from the cells at the path.
+  fs::rename(dir / "l", dir / "l.moved");
+  fs::create_directories(dir / "l");
+  try {
+    second.check_held();
+    ADD_FAILURE() << "a moved folder was not noticed";
+  } catch (const rkv::InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "was moved or replaced while this process wrote it")) << e.what();
+  }
 }
 
 // The Folder primitives themselves: temporaries never reuse a planted name, subfolders must be real folders.

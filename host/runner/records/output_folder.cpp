@@ -51,6 +51,14 @@ OutputFolderLock::OutputFolderLock(const Folder& out) {
 }
 
 void OutputFolderLock::check_held() const {
+  // The folder's path must still name the folder this process opened: one moved away (and maybe replaced by another
+  // run's folder) would have the run's report assembled from someone else's cells at the path.
+  struct stat here {}, opened {};
+  if (out_ && (::stat(out_->path().c_str(), &here) != 0 || ::fstat(out_->fd(), &opened) != 0 ||
+               here.st_dev != opened.st_dev || here.st_ino != opened.st_ino))
+    throw InputError("output folder '" + out_->path() + "' was moved or replaced while this process wrote it; " +
+                     "stopping before writing anything more (its finished cells are in the folder that was moved; " +
+                     "continue there with --resume)");
   struct stat st {};
   if (fd_ >= 0 && out_ && ::fstatat(out_->fd(), ".ripplekv.lock", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
       static_cast<uint64_t>(st.st_dev) == dev_ && static_cast<uint64_t>(st.st_ino) == ino_)

@@ -52,8 +52,10 @@ class OutputFolderLock {
   OutputFolderLock& operator=(const OutputFolderLock&) = delete;
 
   /// Throws rkv::InputError naming the folder when `.ripplekv.lock` is no longer the file this lock holds (someone
-  /// removed or replaced it, so a second writer could have taken a new one): writers call it before each result they
-  /// write. flock(2) cannot stop an unlink; this turns one into a clear stop instead of two writers in one folder.
+  /// removed or replaced it, so a second writer could have taken a new one), or when the folder's path no longer
+  /// names the folder that was opened (moved away, maybe replaced by another run's): writers call it before each
+  /// result they write and before assembling the report from the cells at the path. flock(2) cannot stop an unlink or
+  /// a rename; this turns one into a clear stop instead of two writers, or two runs, in one report.
   void check_held() const;
 
  private:
