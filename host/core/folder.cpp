@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
 
@@ -236,30 +235,7 @@ int open_regular_at(int dir, const std::string& name, int flags, const std::stri
 std::string Folder::read(const std::string& rel, const std::string& what, uint64_t max_bytes) const {
   const auto [dir, name] = parent_of(rel, false);
   const std::string path = path_of(rel);
-  const int fd = open_regular_at(dir.fd(), name, O_RDONLY, what, path);
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    if (cancellation_requested()) {
-      ::close(fd);
-      throw Cancelled();
-    }
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw InputError(what + " '" + path + "': cannot read: " + std::strerror(err));
-    }
-    if (out.size() + static_cast<uint64_t>(n) > max_bytes) {
-      ::close(fd);
-      throw InputError(what + " '" + path + "' is larger than the limit of " + std::to_string(max_bytes) + " bytes");
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  return read_open_file(open_regular_at(dir.fd(), name, O_RDONLY, what, path), path, what, max_bytes);
 }
 
 int Folder::open_append(const std::string& rel) const {

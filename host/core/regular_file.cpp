@@ -49,8 +49,7 @@ int open_regular_file(const std::string& path, const std::string& what) {
   return fd;
 }
 
-std::string read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
-  const int fd = open_regular_file(path, what);
+std::string read_open_file(int fd, const std::string& path, const std::string& what, uint64_t max_bytes) {
   struct stat st {};
   ::fstat(fd, &st);
   const uint64_t size = st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -81,6 +80,10 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
   }
   ::close(fd);
   return out;
+}
+
+std::string read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return read_open_file(open_regular_file(path, what), path, what, max_bytes);
 }
 
 PathKind path_kind(const std::string& path, std::string* why) {

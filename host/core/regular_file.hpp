@@ -20,6 +20,10 @@ int open_regular_file(const std::string& path, const std::string& what);
 /// meanwhile.
 std::string read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes = UINT64_MAX);
 
+/// The whole content of the open file `fd` (read with read(2)), which it closes, always. Errors as
+/// read_regular_file's, naming `what` and `path`. For a descriptor opened some other way (core/folder.hpp).
+std::string read_open_file(int fd, const std::string& path, const std::string& what, uint64_t max_bytes = UINT64_MAX);
+
 /// What is at `path`, following symbolic links; never throws.
 enum class PathKind { missing, regular, directory, other, error };
 /// The kind of `path`; on PathKind::error (a symbolic-link loop, a permission problem) `*why` (when given) says why.
