@@ -1,17 +1,16 @@
 // make_backend(): the one place that knows every backend (the runner, C API and CLI see only backend.hpp).
 #include "backend/backend.hpp"
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "backend/backend_module.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/threads.hpp"
 #include "core/errors.hpp"
-#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
-#include "backend/cuda/check.hpp"
-#include "backend/cuda/cuda_backend.hpp"
-#endif
 
 namespace rkv {
 
@@ -39,17 +38,27 @@ bool find_override(const std::string& kind, Override& out) {
   return true;
 }
 
-/// Why no CUDA backend can be made here, or "" when one can.
-std::string cuda_unavailable() {
+/// Whether the NVIDIA kernel driver is present, asked without loading any CUDA library: its files in /proc and /dev.
+bool nvidia_driver_present() {
+  return ::access("/proc/driver/nvidia/version", F_OK) == 0 || ::access("/dev/nvidiactl", F_OK) == 0;
+}
+
+/// Why no CUDA backend can be made here, or "" when one can. Loads the CUDA module (libcudart, cuBLAS) only when it
+/// must: for "auto" (`probing`) on a machine without the NVIDIA driver the answer needs no CUDA library at all.
+std::string cuda_unavailable(bool probing) {
   Override o;
   if (find_override("cuda", o)) return !o.available || o.available() ? "" : "no CUDA device (the registered backend says none)";
-#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
-  if (cuda::device_count() > 0) return "";
-  const std::string why = cuda::device_unavailable_reason();
+  if (probing && !nvidia_driver_present())
+    return "no CUDA device (no NVIDIA driver: /proc/driver/nvidia/version and /dev/nvidiactl are absent)";
+  const BackendModule* module = nullptr;
+  try {
+    module = &load_backend_module("cuda");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  if (module->device_count() > 0) return "";
+  const std::string why = module->unavailable_reason();
   return "no CUDA device" + (why.empty() ? std::string() : " (" + why + ")");
-#else
-  return "this build has no CUDA backend";
-#endif
 }
 
 }  // namespace
@@ -85,7 +94,7 @@ void register_backend(const std::string& kind, BackendFactory factory, std::func
 
 std::string resolve_backend_kind(const std::string& kind) {
   if (kind != "auto") return kind;
-  return cuda_unavailable().empty() ? "cuda" : "cpu";
+  return cuda_unavailable(/*probing=*/true).empty() ? "cuda" : "cpu";
 }
 
 WeightStorage weights_for_backend(const std::string& kind, WeightStorage requested) {
@@ -105,13 +114,13 @@ void check_backend_available(const std::string& kind, const BackendOptions& opti
     throw InputError("threads = " + std::to_string(options.threads) + ": must be >= 0 (0 = every core)");
   const std::string k = resolve_backend_kind(kind);
   if (k == "cuda") {
-    const std::string why = cuda_unavailable();
+    const std::string why = cuda_unavailable(/*probing=*/false);
     if (!why.empty()) throw InputError("model.backend = cuda: " + why);
   }
   Override o;
   if (k == "cpu" && !find_override(k, o) && options.dtype != "f32")
     throw InputError("model.dtype = " + options.dtype + ": the cpu backend computes in f32 only (bf16 needs cuda" +
-                     (kind == "auto" ? "; model.backend = auto chose cpu: " + cuda_unavailable() + ")" : ")"));
+                     (kind == "auto" ? "; model.backend = auto chose cpu: " + cuda_unavailable(true) + ")" : ")"));
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options) {
@@ -121,11 +130,7 @@ std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& mode
   Override o;
   if (find_override(k, o)) return o.factory(model, options);
   if (k == "cpu") return std::make_unique<cpu::CpuBackend>(model);
-#if defined(RKV_HAVE_CUDA) && RKV_HAVE_CUDA
-  return cuda::make_cuda_backend(model, options);
-#else
-  throw InputError("model.backend = cuda: this build has no CUDA backend");
-#endif
+  return load_backend_module("cuda").make_backend(model, options);  // check_backend_available loaded it
 }
 
 void check_share_layer(const BackendCache& cache, int64_t layer, int64_t source) {

@@ -296,10 +296,13 @@ struct BackendOptions {
 };
 
 /// Makes the backend `kind` for `model`: "cpu", "cuda" or "auto" (cuda when this build has the CUDA backend and a
-/// device is present, else cpu). Also sets the process-wide CPU thread count when options.threads >= 0 (every backend
+/// device is present, else cpu). The CUDA backend is a module (libripplekv-cuda.so, backend_module.hpp) loaded on
+/// the first call that needs it: "cuda", or "auto" on a machine with the NVIDIA driver; a CPU-only process never
+/// loads it. Also sets the process-wide CPU thread count when options.threads >= 0 (every backend
 /// runs host-side work on the CPU). Throws rkv::InputError with the message
 ///   model.backend = cuda: no CUDA device (<reason>)      or
-///   model.backend = cuda: this build has no CUDA backend
+///   model.backend = cuda: this build has no CUDA backend (backend module '<path>' is missing ...)   or
+///   model.backend = cuda: backend module '<path>': cannot be loaded: <the dynamic loader's reason>
 /// when cuda is asked for and cannot be had, for an unknown kind, and for a dtype the backend cannot run.
 /// `model` must outlive the result.
 std::unique_ptr<Backend> make_backend(const std::string& kind, const Model& model, const BackendOptions& options = {});

@@ -10,8 +10,9 @@ import unittest
 BIN = os.environ["RIPPLEKV_BIN"]
 
 
-def rkv(*args):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
+def rkv(*args, env=None):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60,
+                       env=None if env is None else {**os.environ, **env})
     return p.returncode, p.stdout, p.stderr
 
 
@@ -170,6 +171,32 @@ class Foundation(unittest.TestCase):
                 self.skipTest("this machine has a CUDA device: " + err.strip())
             self.assertRegex(err, r"model\.backend = cuda: (no CUDA device|this build has no CUDA backend)")
             self.assertEqual(out, "")
+
+    def test_a_missing_or_broken_cuda_module_is_named(self):
+        # The CUDA backend is a module (libripplekv-cuda.so) loaded only when cuda is asked for; RIPPLEKV_BACKEND_DIR
+        # points the host at another folder. Each case runs in its own process (a module is loaded once per process).
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.gguf")
+            open(model, "wb").close()
+            module = os.path.join(d, "libripplekv-cuda.so")
+            args = ("generate", "--model", model, "--prompt", "hi", "--backend", "cuda")
+            code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": d})
+            self.assertEqual(code, 2, err)
+            self.assertIn("model.backend = cuda: this build has no CUDA backend (backend module '%s' is missing"
+                          % module, err)
+            with open(module, "wb") as f:
+                f.write(b"not an ELF file" * 100)
+            code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": d})
+            self.assertEqual(code, 2, err)
+            self.assertIn("model.backend = cuda: backend module '%s': cannot be loaded: " % module, err)
+            self.assertIn("invalid ELF header", err)
+            # auto on a machine without the NVIDIA driver never loads the module: the broken file is not touched
+            if not os.path.exists("/proc/driver/nvidia/version") and not os.path.exists("/dev/nvidiactl"):
+                code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--backend", "auto",
+                                     env={"RIPPLEKV_BACKEND_DIR": d})
+                self.assertEqual(code, 2, err)
+                self.assertNotIn("backend module", err)
+                self.assertIn(model, err)  # it went on to read the (empty) model file with the cpu backend
 
 
 if __name__ == "__main__":

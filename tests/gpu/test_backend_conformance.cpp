@@ -1,7 +1,8 @@
 // The backend conformance suite (in the style of ggml's test-backend-ops): every member of rkv::Backend
 // (backend/backend.hpp) on seeded synthetic models (SmolLM2's shapes; a Gemma-3-shaped one with sliding-window
 // layers), run on the CUDA backend -- the real one on a
-// device (test_gpu, label gpu) or its code path under the CPU emulator (test_gpu_emu, label unit) -- and checked
+// device (test_gpu, label gpu) or its code path under the CPU emulator (test_gpu_emu, label unit), made by
+// make_backend("cuda") from the backend module (libripplekv-cuda.so, the real one or tests/emu-backend's) -- and checked
 // against the CPU backend, the oracle. fp32 mode: logits, queries, statistics and caches within 1e-4 relative,
 // identical kept positions (selection runs on the host from the CPU's scores), identical greedy tokens; the profiler's
 // KL within 1e-3 relative (docs/ARCHITECTURE.md "perturbation_kl": across backends) and exactly 0 on an unperturbed cache.
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/backend_module.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "cache/selection.hpp"
 #include "core/errors.hpp"
@@ -116,7 +118,7 @@ class BackendConformance : public GpuTest, public testing::WithParamInterface<st
     rkv::BackendOptions o;
     o.dtype = "f32";
     cpu = rkv::make_backend("cpu", model, o);
-    dev = rc::make_cuda_backend(model, o);
+    dev = rkv::make_backend("cuda", model, o);  // through the module loader: libripplekv-cuda.so, real or emulated
   }
   rkv::Model model;
   std::vector<int32_t> prompt, next;
@@ -130,6 +132,11 @@ TEST_P(BackendConformance, KindDtypeAndDescription) {
   EXPECT_EQ(dev->compute_dtype(), "f32");
   EXPECT_NE(dev->description().find("cuda"), std::string::npos);
   EXPECT_EQ(&dev->model(), &model);
+  // make_backend("cuda") went through the module loader, which found this build's module (real or emulated)
+  const rkv::BackendModule& module = rkv::load_backend_module("cuda");
+  EXPECT_EQ(module.interface_version, rkv::kBackendModuleInterface);
+  EXPECT_STREQ(module.kind, "cuda");
+  EXPECT_GT(module.device_count(), 0);
 }
 
 TEST_P(BackendConformance, PrefillLogitsQueriesAndStatisticsMatchCpu) {
@@ -565,7 +572,7 @@ TEST_P(BackendConformance, ProfilerSessionMatchesCpu) {
   for (float& w : soft.output_norm) w *= 0.05f;
   rkv::BackendOptions o;
   o.dtype = "f32";
-  const auto soft_cpu = rkv::make_backend("cpu", soft, o), soft_dev = rc::make_cuda_backend(soft, o);
+  const auto soft_cpu = rkv::make_backend("cpu", soft, o), soft_dev = rkv::make_backend("cuda", soft, o);
   const int64_t P = 48, n_w = 6;
   const rkv::ProtectedSpec protect{2, 4};
   auto sa = soft_cpu->new_profiler(P, n_w, protect), sb = soft_dev->new_profiler(P, n_w, protect);

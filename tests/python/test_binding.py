@@ -231,6 +231,11 @@ class WithModel(unittest.TestCase):
             self.assertEqual(len({r["cell_id"] for r in rows}), 7)
             self.assertEqual({r["task"] for r in rows}, {"lm_fidelity", "needle"})
             self.assertEqual(rows, ripplekv.results(out))
+        # A CPU run loads no CUDA library (the CUDA backend is a module loaded only when cuda is asked for)
+        with open("/proc/self/maps") as f:
+            cuda = sorted({line.split()[-1] for line in f if "libcuda" in line or "libcublas" in line
+                           or "libripplekv-cuda" in line})
+        self.assertEqual(cuda, [], "a CPU-only run of ci-tiny mapped " + ", ".join(cuda))
 
     def test_cancel_after_first_example(self):
         state = {"examples": 0}
