@@ -180,6 +180,7 @@ int run_validate(const std::vector<std::string>& args) {
   RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   check_plan_backend(plan, plan_backend_options(plan));  // a backend this machine cannot run is an error here too
+  check_run_plan(plan);  // task settings no model can run
   std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";
   for (const auto& c : plan.cells) std::cout << "  " << c.id << "  " << c.label << "  " << c.values.dump() << "\n";
   return 0;

@@ -76,6 +76,29 @@ TEST(TaskTable, EachTaskChecksItsOwnLengthsAgainstTheContext) {
   EXPECT_NO_THROW(rkv::find_task("longbench")->check_fits_context(plan, 1));  // it truncates its prompts
 }
 
+// A RULER length that includes the answer must leave room for a prompt: known from the config alone (validate).
+TEST(TaskTable, RulerRefusesALengthTheAnswerFillsBeforeAnyModelIsLoaded) {
+  rkv::RunPlan plan;
+  plan.config_path = "c.toml";
+  plan.tasks = {"ruler"};
+  plan.ruler.subtasks = {"niah_single_1", "vt"};  // RULER: niah answers with up to 128 tokens, vt with 30
+  plan.ruler.context_tokens = {4096, 128};
+  EXPECT_NO_THROW(rkv::check_task_plans(plan));  // the answer comes after the 128 tokens
+  plan.ruler.length_includes_answer = true;
+  try {
+    rkv::check_task_plans(plan);
+    FAIL() << "a 128-token length holds a 128-token answer and no prompt";
+  } catch (const rkv::InputError& e) {
+    EXPECT_STREQ(e.what(), "c.toml: tasks.ruler.context_tokens = 128 with length_includes_answer = true leaves no "
+                           "room for the prompt: subtask niah_single_1 answers with up to 128 tokens (RULER's own "
+                           "max_new_tokens), which the context length includes");
+  }
+  plan.ruler.context_tokens = {129};
+  EXPECT_NO_THROW(rkv::check_task_plans(plan));  // one prompt token beside the answer
+  plan.ruler.max_new_tokens = 200;                 // the config's own answer length, for every subtask
+  EXPECT_THROW(rkv::check_task_plans(plan), rkv::InputError);
+}
+
 TEST(DecodePolicyTable, TheSessionsAreThePoliciesThePlanReadsInTheSameOrder) {
   EXPECT_EQ(rkv::decode_policy_session_names(), rkv::decode_policy_names());
   EXPECT_EQ(rkv::decode_policy_names(), (std::vector<std::string>{"none", "rolling", "h2o", "periodic"}));

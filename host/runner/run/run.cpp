@@ -16,6 +16,7 @@
 #include "runner/run/cells.hpp"
 #include "runner/run/examples.hpp"
 #include "runner/run/run_state.hpp"
+#include "runner/tasks/task.hpp"
 
 namespace rkv {
 
@@ -115,6 +116,8 @@ void write_run_start(const RunState& s) {
 
 }  // namespace
 
+void check_run_plan(const RunPlan& plan) { check_task_plans(plan); }
+
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // Model loading, reading and tokenizing texts and drawing windows poll this (core/cancel.hpp), not only the
   // per-example loops: a cancelled run stops within a fraction of a second in every phase.
@@ -127,6 +130,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // The backend first: one that cannot be had stops the run before anything is loaded or written.
   const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
   check_plan_backend(plan, backend_options);
+  check_run_plan(plan);  // settings no model can run (validate checks them too)
   RunState s(plan, opt);
   const std::string backend_kind = resolve_backend_kind(plan.backend);
   // Opened once (never a folder of someone else's, unless --force) and written only through its descriptor, so that

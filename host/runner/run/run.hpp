@@ -52,4 +52,8 @@ struct RunSummary {
 /// rkv::Cancelled when cancelled (finished cells stay on disk).
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
 
+/// The checks of `plan` that need no model, no backend and no file: each task's settings (Task::check_plan). Throws
+/// the first rkv::InputError, naming the config and key. run_ablation() makes them first; `validate` calls this.
+void check_run_plan(const RunPlan& plan);
+
 }  // namespace rkv

@@ -192,6 +192,23 @@ class RulerTask : public Task {
  public:
   std::string name() const override { return "ruler"; }
 
+  /// With length_includes_answer, each context length must leave room for a prompt beside every subtask's answer.
+  void check_plan(const RunPlan& plan) const override {
+    if (!plan.ruler.length_includes_answer) return;
+    for (const auto& subtask : plan.ruler.subtasks) {
+      const RulerSubtask* s = find_ruler_subtask(subtask);
+      if (!s) continue;  // named by build_examples
+      const int64_t max_new = plan.ruler.max_new_tokens > 0 ? plan.ruler.max_new_tokens : s->max_new_tokens;
+      for (int64_t n : plan.ruler.context_tokens)
+        if (n <= max_new)
+          throw InputError(plan.config_path + ": tasks.ruler.context_tokens = " + std::to_string(n) +
+                           " with length_includes_answer = true leaves no room for the prompt: subtask " + subtask +
+                           " answers with up to " + std::to_string(max_new) + " tokens (" +
+                           (plan.ruler.max_new_tokens > 0 ? "tasks.ruler.max_new_tokens" : "RULER's own max_new_tokens") +
+                           "), which the context length includes");
+    }
+  }
+
   /// Each context length plus the longest answer any configured subtask generates (the length alone when it
   /// includes the answer).
   void check_fits_context(const RunPlan& plan, int64_t context_length) const override {

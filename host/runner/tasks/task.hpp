@@ -74,6 +74,9 @@ class Task {
   /// Throws rkv::InputError naming the config keys when a sequence this task feeds the model (prompt and answer or
   /// continuation) is longer than `context_length` (the model's trained context, > 0).
   virtual void check_fits_context(const RunPlan& plan, int64_t context_length) const = 0;
+  /// Throws rkv::InputError naming the config keys for settings that cannot work on any model (checked by `validate`
+  /// and by a run before anything is loaded); returns otherwise. Nothing by default.
+  virtual void check_plan(const RunPlan& plan) const;
   /// The task's examples for `plan` in order, each with its prompt tokens and data. Reads the plan's files; polls
   /// cancellation (core/cancel.hpp). rkv::InputError for inputs the task cannot use (naming them).
   virtual std::vector<TaskExample> build_examples(const RunPlan& plan, const Tokenizer& tok,
@@ -100,6 +103,9 @@ const Task* find_task(const std::string& name);
 
 /// The tasks of plan.tasks, in its order. rkv::InputError for a name without a task (the plan checked them).
 std::vector<const Task*> tasks_of(const RunPlan& plan);
+
+/// Task::check_plan of every task `plan` runs: the first rkv::InputError stops it.
+void check_task_plans(const RunPlan& plan);
 
 /// The input record of a generated prompt: `source` and `id` name it, the hash covers the compressed part then the
 /// question fed after compression (the whole prompt the model sees).

@@ -33,6 +33,12 @@ std::vector<const Task*> tasks_of(const RunPlan& plan) {
   return out;
 }
 
+void check_task_plans(const RunPlan& plan) {
+  for (const Task* task : tasks_of(plan)) task->check_plan(plan);
+}
+
+void Task::check_plan(const RunPlan&) const {}
+
 std::shared_ptr<const TaskPayload> Task::prepare(Backend&, const PrefilledPrompt&, const TaskExample&) const {
   return nullptr;
 }
