@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/fnv1a.hpp"
 #include "core/subprocess.hpp"
 
 namespace fs = std::filesystem;
@@ -20,6 +21,23 @@ namespace {
 const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 constexpr int kColours = 10;
+/// The marker and dash of each round of colours: filled circle / solid, triangle / dashed, square / dotted,
+/// diamond / dash-dot (gnuplot's pngcairo and svg point types 7, 9, 5, 13 and dash types 1-4).
+constexpr int kPointTypes[] = {7, 9, 5, 13};
+constexpr int kStyles = 4;
+
+/// The gnuplot clause that draws a line in `style`.
+std::string style_clause(const SeriesStyle& style) {
+  return "lc rgb '" + style.colour + "' pt " + std::to_string(style.point_type) + " dt " +
+         std::to_string(style.dash_type) + " lw 2 ps 0.9";
+}
+
+/// The styles of a figure's lines, by their legend titles (PlotSeries order).
+std::vector<SeriesStyle> styles_of(const PlotSeries& series) {
+  std::vector<std::string> labels;
+  for (const auto& entry : series) labels.push_back(entry.first);
+  return series_styles(labels);
+}
 
 /// A label inside a gnuplot single-quoted string.
 std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
@@ -48,6 +66,24 @@ std::string budget_axis(const PlotSeries& series) {
   return os.str();
 }
 
+/// `set logscale y` when every y, CI end and `reference` (when finite) is positive and they span >= 100x; else "".
+std::string log_axis_if_decades(const PlotSeries& series, double reference) {
+  double lo = INFINITY, hi = 0;
+  auto see = [&](double v) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v), hi = std::max(hi, v);
+  };
+  for (const auto& entry : series)
+    for (const auto& p : entry.second) see(p.y), see(p.low), see(p.high);
+  see(reference);
+  return lo > 0 && hi >= 100 * lo ? "set logscale y\n" : "";
+}
+
+/// "metric (lower is better)", or the metric alone when `better` is empty.
+std::string axis_label(const std::string& metric, const std::string& better) {
+  return better.empty() ? metric : metric + " (" + better + ")";
+}
+
 std::string number(double v) {
   std::ostringstream os;
   os.precision(4);
@@ -56,6 +92,23 @@ std::string number(double v) {
 }
 
 }  // namespace
+
+std::vector<SeriesStyle> series_styles(const std::vector<std::string>& labels) {
+  std::vector<SeriesStyle> out;
+  std::vector<bool> taken(static_cast<size_t>(kColours * kStyles), false);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const int preferred = static_cast<int>(fnv1a64(labels[i]) % kColours);
+    int slot = -1;  // style * kColours + colour: every colour in the first style before any line gets the second
+    for (int s = 0; s < kStyles && slot < 0; ++s)
+      for (int c = 0; c < kColours && slot < 0; ++c)
+        if (!taken[static_cast<size_t>(s * kColours + (preferred + c) % kColours)])
+          slot = s * kColours + (preferred + c) % kColours;
+    if (slot < 0) slot = static_cast<int>(i) % (kColours * kStyles);  // past 40 lines, styles repeat
+    taken[static_cast<size_t>(slot)] = true;
+    out.push_back({kPalette[slot % kColours], kPointTypes[slot / kColours], slot / kColours + 1});
+  }
+  return out;
+}
 
 ReportPlots::ReportPlots(Folder plots, std::string script_name)
     : plots_(std::move(plots)), script_name_(std::move(script_name)) {
@@ -93,13 +146,14 @@ std::string ReportPlots::series_clauses(const std::string& stem, const PlotSerie
   const double span = xs.size() > 1 ? xs.back() - xs.front() : (xs.empty() || xs[0] == 0 ? 1.0 : std::fabs(xs[0]));
   const double n = static_cast<double>(series.size());
   std::ostringstream clauses;
+  const std::vector<SeriesStyle> styles = styles_of(series);
   int k = 0;
   for (const auto& [group, points] : series) {
     const double dx = n > 1 ? (static_cast<double>(k) - (n - 1) / 2) * 0.03 * span / (n - 1) : 0.0;
     const std::string file = stem + "_" + std::to_string(k) + ".dat";
     write_points(file, points, dx);
-    clauses << (k ? ", " : "") << "'" << gq(file) << "' using 1:2:3:4 with yerrorlines lt " << (k % kColours + 1)
-            << " title '" << gq(group) << "'";
+    clauses << (k ? ", " : "") << "'" << gq(file) << "' using 1:2:3:4 with yerrorlines "
+            << style_clause(styles[static_cast<size_t>(k)]) << " title '" << gq(group) << "'";
     ++k;
   }
   return clauses.str();
@@ -115,7 +169,7 @@ std::string ReportPlots::profile(const std::string& signal, const std::vector<Pl
 }
 
 std::string ReportPlots::metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
-                                          double full) {
+                                          double full, const std::string& better) {
   const std::string stem = task + "_" + metric;
   std::string plot = "plot " + series_clauses(stem, series);
   if (std::isfinite(full))
@@ -123,12 +177,14 @@ std::string ReportPlots::metric_vs_budget(const std::string& task, const std::st
   const int height = 520 + 22 * static_cast<int>((series.size() + 2) / 2);
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + " vs budget (mean, 95% CI)'\nset xlabel 'budget'\n"
-         "set ylabel '" + gq(metric) + "'\n" + budget_axis(series) + kLegendBelow + plot);
+         "set ylabel '" + gq(axis_label(metric, better)) + "'\n" + log_axis_if_decades(series, full) +
+             budget_axis(series) + kLegendBelow + plot);
   return stem + ".png";
 }
 
 std::string ReportPlots::paired_differences(const std::string& task, const std::string& metric,
-                                            const PlotSeries& differences, const std::string& baseline) {
+                                            const PlotSeries& differences, const std::string& baseline,
+                                            const std::string& better) {
   std::string slug = baseline;
   for (char& ch : slug) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   const std::string stem = task + "_" + metric + "_vs_" + slug;
@@ -139,7 +195,7 @@ std::string ReportPlots::paired_differences(const std::string& task, const std::
          "set title '" + gq(task) + ": " + gq(metric) + ", cell - " + gq(baseline) +
              " on the same examples (mean, 95% CI)'\n"
          "set xlabel '" + std::string(baseline == "uniform" ? "budget" : "budget (KV bytes: fraction of the float32 cache)") +
-             "'\nset ylabel 'difference in " + gq(metric) + "'\n" + budget_axis(differences) +
+             "'\nset ylabel 'difference in " + gq(axis_label(metric, better)) + "'\n" + budget_axis(differences) +
              kLegendBelow + plot);
   return stem + ".png";
 }
@@ -236,10 +292,13 @@ std::string ReportPlots::normalized_overlay(const std::string& name, const std::
     ++k;
   }
   int j = 0;
+  const std::vector<SeriesStyle> styles = styles_of(signals);
   for (const auto& [title_j, points] : signals) {
     const std::string file = name + "_signal_" + std::to_string(j) + ".dat";
     write_points(file, normalised(points), 0.0);
-    plot << (k + j ? ", " : "") << "'" << gq(file) << "' using 1:2 with linespoints dt 2 lt " << (j % kColours + 1)
+    SeriesStyle style = styles[static_cast<size_t>(j)];
+    style.dash_type = 2;  // signals dashed beside the solid references
+    plot << (k + j ? ", " : "") << "'" << gq(file) << "' using 1:2 with linespoints " << style_clause(style)
          << " title '" << gq(title_j) << "'";
     ++j;
   }
@@ -259,11 +318,12 @@ std::string ReportPlots::scatter_panels(const std::string& name, const std::vect
     body << "set title '" << gq(panel.title) << "'\nset xlabel '" << gq(panel.xlabel) << "'\nset ylabel '"
          << gq(panel.ylabel) << "'\n" << kLegendBelow << "plot ";
     int k = 0;
+    const std::vector<SeriesStyle> styles = styles_of(panel.points);
     for (const auto& [title_k, points] : panel.points) {
       const std::string file = name + "_" + std::to_string(p) + "_" + std::to_string(k) + ".dat";
       write_points(file, points, 0.0);
-      body << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with points lt " << (k % kColours + 1) << " title '"
-           << gq(title_k) << "'";
+      body << (k ? ", " : "") << "'" << gq(file) << "' using 1:2 with points " << style_clause(styles[static_cast<size_t>(k)])
+           << " title '" << gq(title_k) << "'";
       ++k;
     }
     if (!panel.diagonal.empty()) body << ", x with lines dt 2 lw 1 lc rgb '#888888' title '" << gq(panel.diagonal) << "'";

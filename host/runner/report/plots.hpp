@@ -7,9 +7,11 @@
 // never an error.
 //
 // Conventions every figure follows, so a reader sees the result at a glance: one colour per line from a 10-colour
-// qualitative palette (Tableau 10, colour-blind safe up to ~8 lines), the legend below the data in columns, 95% CIs as
-// error bars nudged apart per line (never overlapping shaded bands), the full-cache reference as a labelled dashed
-// black line, the zero line drawn on difference plots.
+// qualitative palette (Tableau 10, colour-blind safe up to ~8 lines) keyed by the line's label, so a method keeps its
+// colour from report to report, and past 10 lines a marker and dash style per round of colours (series_styles); the
+// legend below the data in columns, 95% CIs as error bars nudged apart per line (never overlapping shaded bands), the
+// full-cache reference as a labelled dashed black line, the zero line drawn on difference plots, a log axis when a
+// metric's values span two decades or more, and "lower/higher is better" on every metric's axis.
 //
 // Thread rules: one ReportPlots per report; not thread-safe.
 #pragma once
@@ -28,6 +30,20 @@ struct PlotPoint {
 
 /// Lines of one figure, by legend title.
 using PlotSeries = std::map<std::string, std::vector<PlotPoint>>;
+
+/// How one line is drawn: colour ("#rrggbb"), gnuplot point type and dash type.
+struct SeriesStyle {
+  std::string colour;
+  int point_type = 7;
+  int dash_type = 1;
+};
+
+/// The styles of one figure's lines, one per label in order. A label's colour is keyed by the label itself (FNV-1a of
+/// its text modulo the 10 colours), so a method keeps its colour in every report; a label whose colour an earlier
+/// label of the same figure took gets the next free colour, and only when all 10 are taken does a line move to the
+/// next marker and dash (circle/solid, triangle/dashed, square/dotted, diamond/dash-dot), so up to 40 lines are
+/// pairwise distinct (beyond that styles repeat). Pure; reentrant.
+std::vector<SeriesStyle> series_styles(const std::vector<std::string>& labels);
 
 /// One panel of a scatter figure: points (x, y) per legend title (low/high unused), and its title and axis labels.
 struct ScatterPanel {
@@ -49,14 +65,17 @@ class ReportPlots {
 
   /// `metric` of `task` against the budget, one line per group with CI error bars, and the full cache's value as a
   /// labelled dashed line when `full` is finite. Returns the PNG's name.
+  /// `better` ("lower is better", "higher is better" or "") goes on the metric's axis; the axis is logarithmic when
+  /// every value, CI end and the reference are positive and span two decades or more.
   std::string metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
-                               double full);
+                               double full, const std::string& better = "");
 
   /// Paired differences cell − `baseline` (uniform: the same scorer, budget and examples; "eviction alone": the same
   /// KV bytes) against the budget, one line per group with the CI of the mean difference, and the zero line: the
   /// figure that shows whether an allocator beats uniform, or a codec beats eviction at equal bytes.
+  /// `better` as in metric_vs_budget (of the metric: a negative difference is better when lower is).
   std::string paired_differences(const std::string& task, const std::string& metric, const PlotSeries& differences,
-                                 const std::string& baseline = "uniform");
+                                 const std::string& baseline = "uniform", const std::string& better = "");
 
   /// Budgets per layer as a heatmap: one row per compressed cell (`rows`: label -> per layer b_l relative to what
   /// uniform gives the layer out of the cell's total, 1 = uniform), one column per layer, a diverging palette on a log2 scale from 0.5 to 2

@@ -116,6 +116,29 @@ std::string profile_section(const Folder& out, ReportPlots& plots) {
   return md.str();
 }
 
+/// "lower is better" or "higher is better" for `metric` of `task` (Task::lower_is_better), "" for a task no table
+/// entry names (an older cell file).
+std::string better_of(const std::string& task, const std::string& metric) {
+  const Task* driver = find_task(task);
+  if (!driver) return "";
+  return driver->lower_is_better(metric) ? "lower is better" : "higher is better";
+}
+
+/// The line under a task's heading that says which way each metric is better: "Better: lower kl; higher top1.".
+std::string direction_line(const std::string& task, const std::vector<std::string>& names) {
+  std::string lower, higher;
+  for (const auto& metric : names) {
+    const std::string b = better_of(task, metric);
+    if (b.empty()) return "";
+    std::string& list = b[0] == 'l' ? lower : higher;
+    list += (list.empty() ? "" : ", ") + metric;
+  }
+  std::string out = "Better: ";
+  if (!lower.empty()) out += "lower " + lower + (higher.empty() ? "" : "; ");
+  if (!higher.empty()) out += "higher " + higher;
+  return out + ".\n\n";
+}
+
 /// One row per cell of `task`: each metric's mean [CI], the full cache's value of the first metric (unless the task's
 /// metrics compare with the full cache by construction: Task::report_full_cache_column), and the bytes kept after compression and at the
 /// end of decoding as % of the full prompt cache. Fills `series` (metric -> group -> points) and `full` (metric ->
@@ -126,7 +149,7 @@ std::string task_table(const std::vector<CellData>& cells, const std::string& ta
   std::ostringstream md;
   const Task* driver = find_task(task);  // a task no table entry names (an older cell file) shows the column
   const bool full_column = !driver || driver->report_full_cache_column();
-  md << "## Task " << task << "\n\n| cell |";
+  md << "## Task " << task << "\n\n" << direction_line(task, names) << "| cell |";
   for (const auto& metric : names) md << " " << metric << " |";
   if (full_column) md << " full cache (" << names.front() << ") |";
   md << " n | KV kept | KV at end |\n|---|";
@@ -270,20 +293,20 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
     std::map<std::string, double> full;
     md << task_table(cells, task, names, resamples, &series, &full) << comparison_section(comparisons, task);
     for (const auto& [metric, groups] : difference_series(comparisons, task))
-      md << "![" << task << " " << metric << " vs uniform](plots/" << plots.paired_differences(task, metric, groups)
-         << ")\n\n";
+      md << "![" << task << " " << metric << " vs uniform](plots/"
+         << plots.paired_differences(task, metric, groups, "uniform", better_of(task, metric)) << ")\n\n";
     md << comparison_section(equal_bytes, task,
                              "Paired comparison at equal KV bytes (against eviction alone: float32 cache, uniform "
                              "allocator, same scorer and budget.bytes_fraction)",
                              "eviction alone");
     for (const auto& [metric, groups] : difference_series(equal_bytes, task))
       md << "![" << task << " " << metric << " vs eviction alone](plots/"
-         << plots.paired_differences(task, metric, groups, "eviction alone") << ")\n\n";
+         << plots.paired_differences(task, metric, groups, "eviction alone", better_of(task, metric)) << ")\n\n";
     for (const auto& [metric, groups] : series) {
       if (metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0) continue;  // the reference line
       const double reference = full.count(metric) ? full.at(metric) : NAN;
-      md << "![" << task << " " << metric << "](plots/" << plots.metric_vs_budget(task, metric, groups, reference)
-         << ")\n\n";
+      md << "![" << task << " " << metric << "](plots/"
+         << plots.metric_vs_budget(task, metric, groups, reference, better_of(task, metric)) << ")\n\n";
     }
     const auto rows = budget_rows(cells, task);
     if (!rows.empty()) md << "![budgets](plots/" << plots.budget_heatmap(task, rows) << ")\n\n";

@@ -143,6 +143,10 @@ class LmFidelityTask : public Task {
   }
 
   bool report_full_cache_column() const override { return false; }
+  /// KL and perplexities: lower is better; top-1 agreement: higher.
+  bool lower_is_better(const std::string& metric) const override {
+    return metric == "kl" || metric == "ppl" || metric == "ppl_full";
+  }
 };
 
 }  // namespace

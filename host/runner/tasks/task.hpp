@@ -93,6 +93,9 @@ class Task {
   /// True when the report's table shows the full cache's value beside each cell; false for a task whose metrics
   /// compare with the full cache by construction (lm_fidelity's KL).
   virtual bool report_full_cache_column() const { return true; }
+  /// True when a lower value of `metric` is better (a divergence, a perplexity); false (the default) when higher is
+  /// (accuracy, scores). Reports mark every metric's direction with it.
+  virtual bool lower_is_better(const std::string& /*metric*/) const { return false; }
 };
 
 /// Every task, in the order of runner/plan/task_settings.hpp's table (a unit test checks they match).
