@@ -23,11 +23,24 @@ namespace {
 namespace fs = std::filesystem;
 using rkv_test::GgufWriter;
 
+/// A fresh path in the test folder, private to this process (ctest runs these tests in parallel processes).
 fs::path tmp(const std::string& name) {
-  fs::path p = fs::path(testing::TempDir()) / ("rkv_describe_" + name);
+  fs::path p = fs::path(testing::TempDir()) / ("rkv_describe_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(p);
   return p;
 }
+
+/// Removes this process's tmp() paths when the tests end.
+class RemoveTmpPaths : public testing::Environment {
+ public:
+  void TearDown() override {
+    const std::string prefix = "rkv_describe_" + std::to_string(::getpid()) + "_";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(testing::TempDir(), ec))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(e.path(), ec);
+  }
+};
+const testing::Environment* const kRemoveTmpPaths = testing::AddGlobalTestEnvironment(new RemoveTmpPaths);
 
 std::string info_text(const rkv::Model& m) {
   std::ostringstream os;
