@@ -18,9 +18,10 @@ namespace {
 struct GgufLoader {
   const GgufFile& f;
   const std::string& src;
-  bool check_only = false;  ///< load() only checks that the tensor exists with its shape, and returns {}
+  bool check_only = false;  ///< load() only checks that the tensor exists with its shape and type, and returns {}
   WeightStorage storage = WeightStorage::f32;  ///< where load_matrix() puts a matrix
   std::shared_ptr<const void> keep;            ///< owner of the mapped bytes a QuantMatrix view points into
+  int64_t* elements = nullptr;  ///< when set, require() adds the element count of each tensor it finds (from its info)
 
   /// Tensor shape in PyTorch order (ggml ne reversed).
   static std::vector<int64_t> torch_shape(const GgufTensorInfo& t) { return {t.ne.rbegin(), t.ne.rend()}; }
@@ -33,15 +34,23 @@ struct GgufLoader {
                        what + ")");
     }
     detail::check_shape(src, name, torch_shape(*t), expected, what);
+    check_type(*t);
+    if (elements) *elements += t->n_elements();
     return *t;
   }
 
-  std::vector<float> dequant(const GgufTensorInfo& t) const {
+  /// Throws InputError naming the tensor when its type is one this loader cannot read (checked from the tensor info,
+  /// so a check-only pass finds it before any data is read).
+  void check_type(const GgufTensorInfo& t) const {
     if (!can_dequantize(t.type)) {
       throw InputError(src + ": tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
                        ", which this loader cannot dequantize (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
                        "q5_1, iq4_nl, q4_K, q5_K, q6_K)");
     }
+  }
+
+  std::vector<float> dequant(const GgufTensorInfo& t) const {
+    check_type(t);
     std::vector<float> out(static_cast<size_t>(t.n_elements()));
     dequantize_row(t.type, f.tensor_data(t), out.data(), t.n_elements());
     return out;
@@ -63,7 +72,7 @@ struct GgufLoader {
   }
 
   /// A weight matrix [rows, cols]: into `q` (model/quant_matrix.hpp) when storing quantized weights and its type is
-  /// not F32, else dequantized into `f32`. With check_only: only checks that it exists with its shape.
+  /// not F32, else dequantized into `f32`. With check_only: only checks that it exists with its shape and type.
   void load_matrix(const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
                    std::vector<float>& f32, QuantMatrix& q) const {
     const GgufTensorInfo& t = require(name, expected, what);
@@ -87,7 +96,8 @@ struct GgufLoader {
   }
 };
 
-/// Loads the tensors of layer `l` into `w` (with ld.check_only: only checks that they exist with their shapes).
+/// Loads the tensors of layer `l` into `w` (with ld.check_only: only checks that they exist with their shapes and
+/// types, reading no tensor data).
 void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeights& w) {
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
   const std::string p = "blk." + std::to_string(l) + ".";
@@ -129,36 +139,33 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   }
 }
 
-}  // namespace
-
-namespace {
-
-Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightStorage weights);
-
-}  // namespace
-
-Model load_gguf_model(const std::string& path, WeightStorage weights) {
-  auto file = std::make_shared<const GgufFile>(path);
-  try {
-    return load_gguf_model_from(file, weights);
-  } catch (const InputError&) {
-    // A file truncated while it is read reads as zeros past its new end (model/mapped_file.hpp): report the
-    // truncation rather than whatever the zeros look like.
-    file->check_unchanged("loading the model");
-    throw;
-  }
+/// Checks, without reading tensor data, that the file holds every tensor the model needs with its shape and a
+/// loadable type: the layers' first (so a corrupt block_count or head size is refused before anything is sized by it;
+/// found by fuzz/fuzz_gguf.cpp), then the embeddings, final norm and LM head. Sets c.tied_embeddings (no
+/// output.weight). Returns the element count of those tensors (tied embeddings counted once): the model's parameters.
+int64_t check_tensors(const GgufFile& f, const std::string& src, ModelConfig& c) {
+  int64_t elements = 0;
+  GgufLoader ld{f, src, /*check_only=*/true, WeightStorage::f32, nullptr, &elements};
+  LayerWeights none;
+  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, none);
+  const int64_t V = c.vocab_size, D = c.d_model;
+  ld.load_matrix("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]", none.wq, none.quant.wq);
+  ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  if (!c.tied_embeddings) ld.load_matrix("output.weight", {V, D}, "LM head [vocab, hidden]", none.wq, none.quant.wq);
+  return elements;
 }
 
-namespace {
-
-Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightStorage weights) {
+/// The model of `file` without its weights (describe_gguf_model): configuration, source tensors, parameter count,
+/// RoPE frequencies. Reads the metadata and tensor infos parsed into `file`, and of the tensor data only the tiny
+/// rope_freqs.weight factors.
+Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   const GgufFile& f = *file;
   const std::string& path = f.path();
   const std::string& src = path;
-  GgufLoader ld{f, src, false, weights, file};
+  GgufLoader ld{f, src, false, WeightStorage::f32, nullptr};
 
   Model m;
-  m.weights = weights;
   m.path = path;
   m.format = "gguf";
   m.gguf = file;
@@ -208,25 +215,30 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw InputError(src + ": missing tensor 'token_embd.weight' (the token embeddings, [vocab, " + std::to_string(D) + "])");
   c.vocab_size = ld.hparam(a + "vocab_size", embd->ne.size() == 2 ? embd->ne[1] : 0);
-  const int64_t V = c.vocab_size;
   c.qkv_bias = c.architecture == "qwen2";
 
   std::vector<float> freq_factors;
   if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
     detail::check_shape(src, rf->name, GgufLoader::torch_shape(*rf), {d / 2}, "llama3 rope frequency factors");
-    freq_factors = ld.dequant(*rf);
+    freq_factors = ld.dequant(*rf);  // d/2 floats: the one tensor whose data a description reads
     c.rope_freq_factors = true;
     c.rope_scaling.type = "none";  // the factors already encode the scaling
   }
-  // Every layer's tensors must be in the file with their shapes before anything is sized by the hyperparameters: a
-  // corrupt block_count or head size would otherwise ask for terabytes (found by fuzz/fuzz_gguf.cpp).
+  // Every tensor must be in the file with its shape before anything is sized by the hyperparameters: a corrupt
+  // block_count or head size would otherwise ask for terabytes (found by fuzz/fuzz_gguf.cpp).
   detail::check_sizes(c, src);
-  {
-    GgufLoader shapes{f, src, /*check_only=*/true, WeightStorage::f32, nullptr};
-    LayerWeights none;
-    for (int64_t l = 0; l < c.n_layers; ++l) load_layer(shapes, c, l, none);
-  }
+  m.source_parameters = check_tensors(f, src, c);
   detail::finish_config(m, src, freq_factors);
+  return m;
+}
+
+Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightStorage weights) {
+  const GgufFile& f = *file;
+  Model m = describe_gguf_from(file);  // configuration and every tensor checked, no weights read yet
+  m.weights = weights;
+  GgufLoader ld{f, f.path(), false, weights, file};
+  const ModelConfig& c = m.config;
+  const int64_t D = c.d_model, V = c.vocab_size;
 
   // The hash reads every page first; each tensor copied below (dequantized, requantized, Q/K-reordered) then drops
   // its mapped pages from the resident set, so the weights are never resident twice.
@@ -240,12 +252,7 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
 
   ld.load_matrix("token_embd.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
   m.output_norm = ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
-  if (f.find_tensor("output.weight")) {
-    ld.load_matrix("output.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
-    c.tied_embeddings = false;
-  } else {
-    c.tied_embeddings = true;
-  }
+  if (!c.tied_embeddings) ld.load_matrix("output.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
 
   m.layers.resize(static_cast<size_t>(c.n_layers));  // the file holds every layer (checked above)
   for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, m.layers[static_cast<size_t>(l)]);
@@ -253,6 +260,30 @@ Model load_gguf_model_from(const std::shared_ptr<const GgufFile>& file, WeightSt
   return m;
 }
 
+/// Runs `read` (a describe or load of `file`); an InputError on a file truncated meanwhile is reported as the
+/// truncation: such a file reads as zeros past its new end (model/mapped_file.hpp), not as what the zeros look like.
+template <typename Read>
+Model reporting_truncation(const GgufFile& file, Read read) {
+  try {
+    return read();
+  } catch (const InputError&) {
+    file.check_unchanged("loading the model");
+    throw;
+  }
+}
+
 }  // namespace
+
+Model load_gguf_model(const std::string& path, WeightStorage weights) {
+  return load_gguf_model(std::make_shared<const GgufFile>(path), weights);
+}
+
+Model load_gguf_model(const std::shared_ptr<const GgufFile>& file, WeightStorage weights) {
+  return reporting_truncation(*file, [&] { return load_gguf_model_from(file, weights); });
+}
+
+Model describe_gguf_model(const std::shared_ptr<const GgufFile>& file) {
+  return reporting_truncation(*file, [&] { return describe_gguf_from(file); });
+}
 
 }  // namespace rkv

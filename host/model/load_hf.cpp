@@ -63,26 +63,48 @@ bool cfg_bool(const json& cfg, const std::string& key, const std::string& src, b
   return fallback;
 }
 
+/// The safetensors files of a model folder, opened (headers parsed; tensor data mapped, not read).
 struct Shards {
+  std::vector<std::string> names;  ///< file names in the folder, sorted
   std::vector<SafetensorsFile> files;
   std::map<std::string, std::pair<size_t, const SafetensorsTensor*>> by_name;
 };
 
-}  // namespace
+/// The names of the folder's safetensors files, sorted: those model.safetensors.index.json lists, else
+/// model.safetensors, else every *.safetensors. Throws InputError when there are none or the index is malformed.
+std::vector<std::string> shard_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    const json idx = read_json(index_path);
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
+      throw InputError(index_path.string() + ": no 'weight_map' object");
+    }
+    std::set<std::string> uniq;
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) throw InputError(index_path.string() + ": weight_map entry '" + it.key() + "' is not a file name");
+      const std::string fname = it.value().get<std::string>();
+      if (fname.find('/') != std::string::npos || fname == "..") {
+        throw InputError(index_path.string() + ": weight_map file '" + fname + "' is not a plain file name");
+      }
+      uniq.insert(fname);
+    }
+    names.assign(uniq.begin(), uniq.end());
+  } else if (fs::exists(dir / "model.safetensors")) {
+    names.push_back("model.safetensors");
+  } else {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_regular_file() && e.path().extension() == ".safetensors") names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+  }
+  if (names.empty()) throw InputError(dir.string() + ": no *.safetensors files");
+  return names;
+}
 
-Model load_hf_model(const std::string& folder, WeightStorage weights) {
-  const fs::path dir(folder);
-  const fs::path cfg_path = dir / "config.json";
-  if (!fs::exists(cfg_path)) throw InputError(folder + ": no config.json (expected a Hugging Face model folder)");
-  const std::string csrc = cfg_path.string();
-  const json cfg = read_json(cfg_path);
-  if (!cfg.is_object()) throw InputError(csrc + ": not a JSON object");
-
-  Model m;
-  m.path = folder;
-  m.format = "safetensors";
-  m.weights = weights;
-  ModelConfig& c = m.config;
+/// The model's configuration from config.json (`csrc` is its path, for messages), checked with check_sizes.
+ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
+  ModelConfig c;
   const std::string model_type = cfg.value("model_type", std::string());
   std::string arch_name = model_type;
   if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
@@ -141,51 +163,22 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
     c.rope_scaling.type = type;
   }
   detail::check_sizes(c, csrc);
+  return c;
+}
 
-  // ---- shards ----
-  std::vector<std::string> names;
-  const fs::path index_path = dir / "model.safetensors.index.json";
-  if (fs::exists(index_path)) {
-    const json idx = read_json(index_path);
-    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
-      throw InputError(index_path.string() + ": no 'weight_map' object");
-    }
-    std::set<std::string> uniq;
-    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) throw InputError(index_path.string() + ": weight_map entry '" + it.key() + "' is not a file name");
-      const std::string fname = it.value().get<std::string>();
-      if (fname.find('/') != std::string::npos || fname == "..") {
-        throw InputError(index_path.string() + ": weight_map file '" + fname + "' is not a plain file name");
-      }
-      uniq.insert(fname);
-    }
-    names.assign(uniq.begin(), uniq.end());
-  } else if (fs::exists(dir / "model.safetensors")) {
-    names.push_back("model.safetensors");
-  } else {
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.is_regular_file() && e.path().extension() == ".safetensors") names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-  }
-  if (names.empty()) throw InputError(folder + ": no *.safetensors files");
+/// Reads the tensors of an opened folder into a Model, or (check_only) checks that each exists with its shape and a
+/// readable dtype without reading its data, adding its element count to `elements`.
+struct HfLoader {
+  const std::string& folder;
+  const Shards& sh;
+  WeightStorage weights = WeightStorage::f32;
+  bool check_only = false;
+  int64_t elements = 0;  ///< check_only: element count of the tensors checked so far
 
-  Shards sh;
-  sh.files.reserve(names.size());
-  for (const auto& n : names) sh.files.emplace_back((dir / n).string());
-  for (size_t k = 0; k < sh.files.size(); ++k) {
-    for (const auto& t : sh.files[k].tensors()) {
-      auto [it, fresh] = sh.by_name.emplace(t.name, std::make_pair(k, &t));
-      if (!fresh) {
-        throw InputError(folder + ": tensor '" + t.name + "' appears in both " + names[it->second.first] + " and " + names[k]);
-      }
-      m.source_tensors.push_back({t.name, t.dtype, t.shape});
-    }
-  }
-
-  bool check_only = false;  // load() and load_matrix() only check that the tensor exists with its shape
-  // The file and tensor `name`, after checking its shape against `expected`.
-  auto find = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
+  /// The file and tensor `name`, after checking its shape against `expected` and its dtype.
+  std::pair<const SafetensorsFile*, const SafetensorsTensor*> find(const std::string& name,
+                                                                   const std::vector<int64_t>& expected,
+                                                                   const std::string& what) {
     auto it = sh.by_name.find(name);
     if (it == sh.by_name.end()) {
       throw InputError(folder + ": missing tensor '" + name + "' (expected shape " + detail::shape_str(expected) + ", " +
@@ -194,20 +187,25 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
     const SafetensorsFile& f = sh.files[it->second.first];
     const SafetensorsTensor& t = *it->second.second;
     detail::check_shape(f.path(), name, t.shape, expected, what);
-    return std::make_pair(&f, &t);
-  };
-  auto load = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
+    check_weight_dtype(f, t);
+    if (check_only) elements += t.n_elements();
+    return {&f, &t};
+  }
+
+  /// A float32 tensor (norms, biases, matrices kept in f32); empty with check_only.
+  std::vector<float> load(const std::string& name, const std::vector<int64_t>& expected, const std::string& what) {
     const auto [f, t] = find(name, expected, what);
-    if (check_only) return std::vector<float>();
+    if (check_only) return {};
     throw_if_cancelled();  // a run's Ctrl-C / SIGTERM (core/cancel.hpp) stops the load between tensors
     std::vector<float> out = safetensors_to_f32(*f, *t);
     f->check_unchanged("loading the model");  // truncated meanwhile: the tensor read zeros (model/mapped_file.hpp)
     return out;
-  };
-  // A weight matrix [rows, cols]: Q8_0 blocks into `q` when storing quantized weights and the tensor is F16 or BF16
-  // with cols a multiple of 32, else float32 into `f32`.
-  auto load_matrix = [&](const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
-                         std::vector<float>& f32, QuantMatrix& q) {
+  }
+
+  /// A weight matrix [rows, cols]: Q8_0 blocks into `q` when storing quantized weights and the tensor is F16 or BF16
+  /// with cols a multiple of 32, else float32 into `f32`.
+  void load_matrix(const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
+                   std::vector<float>& f32, QuantMatrix& q) {
     const auto [f, t] = find(name, expected, what);
     if (check_only) return;
     const bool half = t->dtype == "F16" || t->dtype == "BF16";
@@ -219,13 +217,10 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
     const GgmlType type = t->dtype == "F16" ? GgmlType::F16 : GgmlType::BF16;
     q = to_quant_matrix(static_cast<uint32_t>(type), f->data(*t), expected[0], expected[1], nullptr);
     f->check_unchanged("loading the model");
-  };
+  }
 
-  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff, V = c.vocab_size;
-  load_matrix("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
-  m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
-  if (!c.tied_embeddings) load_matrix("lm_head.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
-  auto load_layer = [&](int64_t l, LayerWeights& w) {
+  void load_layer(const ModelConfig& c, int64_t l, LayerWeights& w) {
+    const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
     const std::string p = "model.layers." + std::to_string(l) + ".";
     w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
     load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
@@ -241,27 +236,86 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
     load_matrix(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
     load_matrix(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
     load_matrix(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
-  };
-  // Every layer's tensors must be in the files with their shapes before anything is sized by the configuration: a
-  // corrupt num_hidden_layers or head size would otherwise ask for terabytes (see fuzz/fuzz_gguf.cpp for the GGUF twin).
-  check_only = true;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights none;
-    load_layer(l, none);
   }
-  check_only = false;
+
+  /// The model-wide tensors: embeddings, final norm, LM head (untied only).
+  void load_globals(Model& m) {
+    const ModelConfig& c = m.config;
+    const int64_t D = c.d_model, V = c.vocab_size;
+    load_matrix("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
+    m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
+    if (!c.tied_embeddings) load_matrix("lm_head.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
+  }
+};
+
+/// Opens `folder`: config.json read and checked, the shards' headers parsed, every tensor checked without reading
+/// its data (the layers' first: a corrupt num_hidden_layers or head size would otherwise ask for terabytes; see
+/// fuzz/fuzz_gguf.cpp for the GGUF twin). Fills m (no weights) and sh.
+void open_hf(const std::string& folder, Model& m, Shards& sh) {
+  const fs::path dir(folder);
+  const fs::path cfg_path = dir / "config.json";
+  if (!fs::exists(cfg_path)) throw InputError(folder + ": no config.json (expected a Hugging Face model folder)");
+  const std::string csrc = cfg_path.string();
+  const json cfg = read_json(cfg_path);
+  if (!cfg.is_object()) throw InputError(csrc + ": not a JSON object");
+
+  m.path = folder;
+  m.format = "safetensors";
+  m.config = read_hf_config(cfg, csrc);
+
+  sh.names = shard_names(dir);
+  sh.files.reserve(sh.names.size());
+  for (const auto& n : sh.names) sh.files.emplace_back((dir / n).string());
+  for (size_t k = 0; k < sh.files.size(); ++k) {
+    for (const auto& t : sh.files[k].tensors()) {
+      auto [it, fresh] = sh.by_name.emplace(t.name, std::make_pair(k, &t));
+      if (!fresh) {
+        throw InputError(folder + ": tensor '" + t.name + "' appears in both " + sh.names[it->second.first] + " and " +
+                         sh.names[k]);
+      }
+      m.source_tensors.push_back({t.name, t.dtype, t.shape});
+    }
+  }
+
+  HfLoader check{folder, sh, WeightStorage::f32, /*check_only=*/true};
+  LayerWeights none;
+  for (int64_t l = 0; l < m.config.n_layers; ++l) check.load_layer(m.config, l, none);
+  check.load_globals(m);  // check_only: leaves its weights empty
+  m.source_parameters = check.elements;
   detail::finish_config(m, csrc);
+}
 
-  m.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int64_t l = 0; l < c.n_layers; ++l) load_layer(l, m.layers[static_cast<size_t>(l)]);
-
-  // Identity: hash of "name sha\n" lines for config.json and the shards, sorted by name.
-  std::vector<std::string> hashed = names;
-  hashed.push_back("config.json");
-  std::sort(hashed.begin(), hashed.end());
+/// Identity of a folder: SHA-256 of the lines "<file> <sha256 of file>\n" of config.json and the shards `names`,
+/// sorted by name (streaming reads of every byte).
+std::string hf_identity(const fs::path& dir, std::vector<std::string> names) {
+  names.push_back("config.json");
+  std::sort(names.begin(), names.end());
   std::string manifest;
-  for (const auto& n : hashed) manifest += n + " " + sha256_file((dir / n).string()) + "\n";
-  m.sha256 = sha256_hex(manifest.data(), manifest.size());
+  for (const auto& n : names) manifest += n + " " + sha256_file((dir / n).string()) + "\n";
+  return sha256_hex(manifest.data(), manifest.size());
+}
+
+}  // namespace
+
+Model describe_hf_model(const std::string& folder) {
+  Model m;
+  Shards sh;
+  open_hf(folder, m, sh);
+  return m;
+}
+
+std::string hf_model_sha256(const std::string& folder) { return hf_identity(fs::path(folder), shard_names(folder)); }
+
+Model load_hf_model(const std::string& folder, WeightStorage weights) {
+  Model m;
+  Shards sh;
+  open_hf(folder, m, sh);
+  m.weights = weights;
+  HfLoader ld{folder, sh, weights, /*check_only=*/false};
+  ld.load_globals(m);
+  m.layers.resize(static_cast<size_t>(m.config.n_layers));
+  for (int64_t l = 0; l < m.config.n_layers; ++l) ld.load_layer(m.config, l, m.layers[static_cast<size_t>(l)]);
+  m.sha256 = hf_identity(fs::path(folder), sh.names);
   return m;
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
+#include "core/sha256.hpp"
 #include "model/gguf.hpp"
 
 namespace rkv {
@@ -13,7 +14,9 @@ void Model::check_unchanged(const std::string& during) const {
   if (weights == WeightStorage::quantized && gguf) gguf->check_unchanged(during);
 }
 
-int64_t Model::parameter_count() const {
+int64_t Model::parameter_count() const { return source_parameters >= 0 ? source_parameters : held_parameter_count(); }
+
+int64_t Model::held_parameter_count() const {
   int64_t n = static_cast<int64_t>(tok_embd.size() + output_norm.size() + lm_head.size());
   n += tok_embd_q.rows * tok_embd_q.cols + lm_head_q.rows * lm_head_q.cols;
   for (const auto& l : layers) {
@@ -47,7 +50,11 @@ void unpermute_qk_rows(std::vector<float>& w, int64_t n_heads, int64_t head_dim,
   w.swap(out);
 }
 
-Model load_model(const std::string& path, WeightStorage weights) {
+namespace {
+
+/// True when `path` is a Hugging Face folder, false for a (GGUF) regular file; throws the InputError load_model
+/// documents for anything else (missing, unreadable, a FIFO or device: refused without opening it).
+bool is_model_folder(const std::string& path) {
   std::string why;
   switch (path_kind(path, &why)) {
     case PathKind::missing:
@@ -56,10 +63,24 @@ Model load_model(const std::string& path, WeightStorage weights) {
     case PathKind::other:  // a FIFO would block the open until someone writes to it; a device never ends
       throw InputError(path + " is " + describe_special_file(path) +
                        "; expected a .gguf file or a Hugging Face model folder");
-    case PathKind::directory: return load_hf_model(path, weights);
+    case PathKind::directory: return true;
     case PathKind::regular: break;
   }
-  return load_gguf_model(path, weights);
+  return false;
+}
+
+}  // namespace
+
+Model load_model(const std::string& path, WeightStorage weights) {
+  return is_model_folder(path) ? load_hf_model(path, weights) : load_gguf_model(path, weights);
+}
+
+Model describe_model(const std::string& path) {
+  return is_model_folder(path) ? describe_hf_model(path) : describe_gguf_model(std::make_shared<const GgufFile>(path));
+}
+
+std::string model_sha256(const std::string& path) {
+  return is_model_folder(path) ? hf_model_sha256(path) : sha256_file(path);
 }
 
 }  // namespace rkv

@@ -147,8 +147,15 @@ struct Model {
   const std::vector<double>& layer_inv_freq(int64_t l) const {
     return config.is_sliding(l) && !rope_inv_freq_swa.empty() ? rope_inv_freq_swa : rope_inv_freq;
   }
-  /// Number of parameters in the weights held (tied embeddings counted once).
+  /// Parameters of the weights the loader reads (tied embeddings counted once), summed from the tensor shapes in the
+  /// source's headers by load_model and describe_model; -1 for a model built in memory (synthetic_model).
+  int64_t source_parameters = -1;
+
+  /// Number of parameters of the model (tied embeddings counted once): source_parameters for a model read from a
+  /// file (a described model holds no weights), else held_parameter_count().
   int64_t parameter_count() const;
+  /// Number of parameters in the weights held (float vectors and ggml-block matrices); 0 for a described model.
+  int64_t held_parameter_count() const;
 
   /// Throws rkv::InputError naming the file when weights this model reads in place from its mapped GGUF (`weights`
   /// = quantized: ggml blocks used from the mapping, never copied) may have changed since loading: the file was
@@ -171,9 +178,31 @@ struct Model {
 /// (core/cancel.hpp) is cancelled.
 Model load_model(const std::string& path, WeightStorage weights = WeightStorage::f32);
 
-/// Loaders for one source format (load_model dispatches on the path).
+/// What `ripplekv model info` needs of the model at `path` (as load_model takes it), without its weights: a GGUF's
+/// metadata and tensor infos, or a Hugging Face folder's config.json and each *.safetensors JSON header (no tokenizer
+/// file). Fills config, format, path, gguf, source_tensors, source_parameters (so parameter_count()) and the RoPE
+/// frequencies, and runs every check load_model runs before it reads weights, throwing the same rkv::InputError
+/// (unsupported architecture, missing key or tensor, wrong shape, unreadable tensor type, bad hyperparameters, and
+/// the path errors). Reads no tensor data except a GGUF's rope_freqs.weight (d/2 floats): memory and time follow the
+/// header's size, not the weights'. The weights stay empty and `sha256` is empty (it reads every byte:
+/// model_sha256), so the result is for inspection, never for a forward. Thread-safe (no shared state).
+Model describe_model(const std::string& path);
+
+/// The Model::sha256 load_model computes for `path` (see there), by streaming reads of every byte of the GGUF file,
+/// or of config.json and every shard of a folder; memory stays small. Throws rkv::InputError for a path load_model
+/// refuses or a file that cannot be read, rkv::Cancelled when the thread's CancelScope (core/cancel.hpp) is
+/// cancelled meanwhile. Thread-safe.
+std::string model_sha256(const std::string& path);
+
+/// Loaders for one source format (load_model and describe_model dispatch on the path). The GgufFile overloads read
+/// an already opened file (shared with the Model's `gguf`).
 Model load_gguf_model(const std::string& path, WeightStorage weights = WeightStorage::f32);
+Model load_gguf_model(const std::shared_ptr<const GgufFile>& file, WeightStorage weights = WeightStorage::f32);
+Model describe_gguf_model(const std::shared_ptr<const GgufFile>& file);
 Model load_hf_model(const std::string& folder, WeightStorage weights = WeightStorage::f32);
+Model describe_hf_model(const std::string& folder);
+/// model_sha256 of a Hugging Face folder.
+std::string hf_model_sha256(const std::string& folder);
 
 /// Reorders the rows of a llama GGUF Q or K matrix [n_heads*head_dim, cols] from llama.cpp's permuted order back
 /// to the Hugging Face order (see the top of this file). In place. Also used for a [n_heads*head_dim] bias (cols = 1).

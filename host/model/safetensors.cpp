@@ -144,10 +144,16 @@ std::vector<float> safetensors_to_f32(const SafetensorsFile& f, const Safetensor
       out[i] = bf ? bf16_to_fp32(h) : fp16_to_fp32(h);
     }
   } else {
+    check_weight_dtype(f, t);
+  }
+  return out;
+}
+
+void check_weight_dtype(const SafetensorsFile& f, const SafetensorsTensor& t) {
+  if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16") {
     throw InputError(f.path() + ": tensor '" + t.name + "' has dtype " + t.dtype +
                      "; model weights must be F32, F16 or BF16");
   }
-  return out;
 }
 
 }  // namespace rkv

@@ -60,4 +60,8 @@ class SafetensorsFile {
 /// and the file for any other dtype.
 std::vector<float> safetensors_to_f32(const SafetensorsFile& f, const SafetensorsTensor& t);
 
+/// Throws the InputError safetensors_to_f32 throws for a dtype it cannot read (not F32, F16 or BF16), from the
+/// tensor's header entry alone (no data read).
+void check_weight_dtype(const SafetensorsFile& f, const SafetensorsTensor& t);
+
 }  // namespace rkv

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "core/errors.hpp"
@@ -203,94 +204,114 @@ TEST(ModelLoad, GgufRopeFreqFactorsAndLinearScaling) {
   }
 }
 
+// Every error reaches `model info` too: describe_model runs the checks load_model runs before it reads weights.
 TEST(ModelLoad, ErrorsNameTheProblem) {
   rkv::ModelConfig c = rkv::synthetic_config("llama");
   const rkv::Model ref = rkv::synthetic_model(c, 12);
-  expect_input_error([] { rkv::load_model("/nonexistent/x.gguf"); }, {"/nonexistent/x.gguf", "no such file"});
-  {  // unknown architecture (GGUF)
-    GgufWriter w;
-    w.add_string("general.architecture", "mamba");
-    const fs::path p = tmp("mamba.gguf");
-    w.write(p.string());
-    expect_input_error([&] { rkv::load_model(p.string()); }, {"unsupported architecture 'mamba'", "llama, qwen2"});
-  }
-  {  // unknown architecture (HF)
-    const fs::path d = tmp("gpt2");
-    rkv_test::write_hf_folder(ref, d);
-    nlohmann::json cfg = rkv_test::hf_config(c);
-    cfg["model_type"] = "gpt2";
-    cfg["architectures"] = {"GPT2LMHeadModel"};
-    std::ofstream(d / "config.json") << cfg.dump();
-    expect_input_error([&] { rkv::load_model(d.string()); }, {"unsupported architecture 'gpt2 / GPT2LMHeadModel'"});
-  }
-  {  // a missing tensor: blk.1.ffn_up.weight renamed in the file
-    const fs::path p = tmp("missing.gguf");
-    std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
-    const std::string needle = "blk.1.ffn_up.weight";
-    auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
-    ASSERT_NE(it, b.end());
-    *(it + 8) = 'X';  // "blk.1.ffX_up.weight"
-    GgufWriter::write_file(p.string(), b);
-    expect_input_error([&] { rkv::load_model(p.string()); },
-                       {"missing tensor 'blk.1.ffn_up.weight'", "expected shape [24, 16]"});
-  }
-  {  // a tensor of the wrong shape (GGUF): patch blk.0.attn_k.weight's row count from 16 to 8
-    std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
-    const std::string needle = "blk.0.attn_k.weight";
-    auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
-    ASSERT_NE(it, b.end());
-    // after the name: u32 n_dims, u64 ne0 (= 16 inputs), u64 ne1 (= 16 rows): set ne1 = 8
-    const size_t ne1_at = static_cast<size_t>(it - b.begin()) + needle.size() + 4 + 8;
-    ASSERT_EQ(b[ne1_at], 16);
-    b[ne1_at] = 8;
-    const fs::path p = tmp("shape.gguf");
-    GgufWriter::write_file(p.string(), b);
-    expect_input_error([&] { rkv::load_model(p.string()); },
-                       {"tensor 'blk.0.attn_k.weight' has shape [8, 16], expected [16, 16]"});
-  }
-  {  // a tensor of the wrong shape (HF)
-    const fs::path d = tmp("hfshape");
-    fs::create_directories(d);
-    std::ofstream(d / "config.json") << rkv_test::hf_config(c).dump();
-    SafetensorsWriter w;
-    rkv_test::add_hf_tensors(w, ref, "F32", 0, 2, true);
-    w.header["model.layers.1.mlp.down_proj.weight"]["shape"] = {24, 16};  // transposed: same bytes, wrong shape
-    w.write((d / "model.safetensors").string());
-    expect_input_error([&] { rkv::load_model(d.string()); },
-                       {"model.layers.1.mlp.down_proj.weight", "has shape [24, 16], expected [16, 24]"});
-  }
-  {  // HF folder without config.json
-    const fs::path d = tmp("noconfig");
-    fs::create_directories(d);
-    expect_input_error([&] { rkv::load_model(d.string()); }, {"no config.json"});
-  }
-  {  // HF: head count not divisible by KV heads
-    const fs::path d = tmp("badheads");
-    rkv_test::write_hf_folder(ref, d);
-    nlohmann::json cfg = rkv_test::hf_config(c);
-    cfg["num_key_value_heads"] = 3;
-    std::ofstream(d / "config.json") << cfg.dump();
-    expect_input_error([&] { rkv::load_model(d.string()); }, {"not a multiple of the KV head count 3"});
-  }
-  {  // HF: unsupported rope scaling
-    const fs::path d = tmp("yarn");
-    rkv_test::write_hf_folder(ref, d);
-    nlohmann::json cfg = rkv_test::hf_config(c);
-    cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-    std::ofstream(d / "config.json") << cfg.dump();
-    expect_input_error([&] { rkv::load_model(d.string()); }, {"unsupported rope_scaling type 'yarn'"});
-  }
-  {  // a tensor type that is not a weight type: output_norm.weight relabelled as i32 (same size as f32)
-    std::vector<uint8_t> bytes = rkv_test::gguf_writer_for(ref).bytes();
-    const std::string needle = "output_norm.weight";
-    auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
-    ASSERT_NE(it, bytes.end());
-    const size_t type_at = static_cast<size_t>(it - bytes.begin()) + needle.size() + 4 + 8;  // after n_dims, ne0
-    ASSERT_EQ(bytes[type_at], 0);  // f32
-    bytes[type_at] = 26;           // i32
-    const fs::path p = tmp("i32.gguf");
-    GgufWriter::write_file(p.string(), bytes);
-    expect_input_error([&] { rkv::load_model(p.string()); }, {"output_norm.weight", "type i32", "cannot dequantize"});
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers = {
+      {"load_model", [](const std::string& p) { rkv::load_model(p); }},
+      {"describe_model", [](const std::string& p) { rkv::describe_model(p); }}};
+  for (const auto& reader : readers) {
+    SCOPED_TRACE(reader.first);
+    const std::function<void(const std::string&)>& read_model = reader.second;
+    expect_input_error([&] { read_model("/nonexistent/x.gguf"); }, {"/nonexistent/x.gguf", "no such file"});
+    {  // unknown architecture (GGUF)
+      GgufWriter w;
+      w.add_string("general.architecture", "mamba");
+      const fs::path p = tmp("mamba.gguf");
+      w.write(p.string());
+      expect_input_error([&] { read_model(p.string()); }, {"unsupported architecture 'mamba'", "llama, qwen2"});
+    }
+    {  // unknown architecture (HF)
+      const fs::path d = tmp("gpt2");
+      rkv_test::write_hf_folder(ref, d);
+      nlohmann::json cfg = rkv_test::hf_config(c);
+      cfg["model_type"] = "gpt2";
+      cfg["architectures"] = {"GPT2LMHeadModel"};
+      std::ofstream(d / "config.json") << cfg.dump();
+      expect_input_error([&] { read_model(d.string()); }, {"unsupported architecture 'gpt2 / GPT2LMHeadModel'"});
+    }
+    {  // a missing tensor: blk.1.ffn_up.weight renamed in the file
+      const fs::path p = tmp("missing.gguf");
+      std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
+      const std::string needle = "blk.1.ffn_up.weight";
+      auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
+      ASSERT_NE(it, b.end());
+      *(it + 8) = 'X';  // "blk.1.ffX_up.weight"
+      GgufWriter::write_file(p.string(), b);
+      expect_input_error([&] { read_model(p.string()); },
+                         {"missing tensor 'blk.1.ffn_up.weight'", "expected shape [24, 16]"});
+    }
+    {  // a tensor of the wrong shape (GGUF): patch blk.0.attn_k.weight's row count from 16 to 8
+      std::vector<uint8_t> b = rkv_test::gguf_writer_for(ref).bytes();
+      const std::string needle = "blk.0.attn_k.weight";
+      auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
+      ASSERT_NE(it, b.end());
+      // after the name: u32 n_dims, u64 ne0 (= 16 inputs), u64 ne1 (= 16 rows): set ne1 = 8
+      const size_t ne1_at = static_cast<size_t>(it - b.begin()) + needle.size() + 4 + 8;
+      ASSERT_EQ(b[ne1_at], 16);
+      b[ne1_at] = 8;
+      const fs::path p = tmp("shape.gguf");
+      GgufWriter::write_file(p.string(), b);
+      expect_input_error([&] { read_model(p.string()); },
+                         {"tensor 'blk.0.attn_k.weight' has shape [8, 16], expected [16, 16]"});
+    }
+    {  // a tensor of the wrong shape (HF)
+      const fs::path d = tmp("hfshape");
+      fs::create_directories(d);
+      std::ofstream(d / "config.json") << rkv_test::hf_config(c).dump();
+      SafetensorsWriter w;
+      rkv_test::add_hf_tensors(w, ref, "F32", 0, 2, true);
+      w.header["model.layers.1.mlp.down_proj.weight"]["shape"] = {24, 16};  // transposed: same bytes, wrong shape
+      w.write((d / "model.safetensors").string());
+      expect_input_error([&] { read_model(d.string()); },
+                         {"model.layers.1.mlp.down_proj.weight", "has shape [24, 16], expected [16, 24]"});
+    }
+    {  // HF folder without config.json
+      const fs::path d = tmp("noconfig");
+      fs::create_directories(d);
+      expect_input_error([&] { read_model(d.string()); }, {"no config.json"});
+    }
+    {  // HF: head count not divisible by KV heads
+      const fs::path d = tmp("badheads");
+      rkv_test::write_hf_folder(ref, d);
+      nlohmann::json cfg = rkv_test::hf_config(c);
+      cfg["num_key_value_heads"] = 3;
+      std::ofstream(d / "config.json") << cfg.dump();
+      expect_input_error([&] { read_model(d.string()); }, {"not a multiple of the KV head count 3"});
+    }
+    {  // HF: unsupported rope scaling
+      const fs::path d = tmp("yarn");
+      rkv_test::write_hf_folder(ref, d);
+      nlohmann::json cfg = rkv_test::hf_config(c);
+      cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+      std::ofstream(d / "config.json") << cfg.dump();
+      expect_input_error([&] { read_model(d.string()); }, {"unsupported rope_scaling type 'yarn'"});
+    }
+    {  // a tensor type that is not a weight type: output_norm.weight relabelled as i32 (same size as f32)
+      std::vector<uint8_t> bytes = rkv_test::gguf_writer_for(ref).bytes();
+      const std::string needle = "output_norm.weight";
+      auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+      ASSERT_NE(it, bytes.end());
+      const size_t type_at = static_cast<size_t>(it - bytes.begin()) + needle.size() + 4 + 8;  // after n_dims, ne0
+      ASSERT_EQ(bytes[type_at], 0);  // f32
+      bytes[type_at] = 26;           // i32
+      const fs::path p = tmp("i32.gguf");
+      GgufWriter::write_file(p.string(), bytes);
+      expect_input_error([&] { read_model(p.string()); }, {"output_norm.weight", "type i32", "cannot dequantize"});
+    }
+    {  // a weight of a dtype that is not a float type (HF): relabelled I32, same size as F32
+      const fs::path d = tmp("hfi32");
+      fs::create_directories(d);
+      std::ofstream(d / "config.json") << rkv_test::hf_config(c).dump();
+      rkv_test::SafetensorsWriter w;
+      rkv_test::add_hf_tensors(w, ref, "F32", 0, 2, true);
+      w.header["model.layers.0.mlp.up_proj.weight"]["dtype"] = "I32";
+      w.write((d / "model.safetensors").string());
+      expect_input_error([&] { read_model(d.string()); },
+                         {"model.safetensors: tensor 'model.layers.0.mlp.up_proj.weight' has dtype I32",
+                          "must be F32, F16 or BF16"});
+    }
   }
 }
 

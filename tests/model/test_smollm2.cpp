@@ -2,12 +2,17 @@
 // numpy reference written the Hugging Face way, the same model exported as an F32 Hugging Face folder, llama.cpp's
 // logits (committed fixture), and the capital-of-France answer through the CLI.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "../backend/naive_forward.hpp"
@@ -22,6 +27,7 @@
 #include "core/subprocess.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
+#include "model/model_info.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "runner/decode/loop.hpp"
 
@@ -67,6 +73,47 @@ std::string joined(const std::vector<std::string>& argv) {
   return s;
 }
 
+/// The `model info` text of `m` with its sha256 line blanked (a described model has none).
+std::string info_without_sha256(const rkv::Model& m) {
+  std::ostringstream os;
+  rkv::print_model_info(m, os);
+  std::istringstream in(os.str());
+  std::string line, out;
+  while (std::getline(in, line)) out += (line.rfind("sha256:", 0) == 0 ? "sha256: -" : line) + "\n";
+  return out;
+}
+
+/// This process's resident set in KiB (/proc/self/statm).
+long own_rss_kib() {
+  std::ifstream in("/proc/self/statm");
+  long size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/// Runs `argv` (no shell, output to /dev/null) and returns its peak resident set in KiB (wait4), or -1 when it did not
+/// exit with status `expected_status`. Linux counts the pages the child shared with this process at fork in that
+/// peak, so it is the child's own only when this process is small.
+long peak_rss_kib(const std::vector<std::string>& argv, int expected_status = 0) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (pid < 0 || ::wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != expected_status) {
+    return -1;
+  }
+  return ru.ru_maxrss;
+}
+
 std::vector<float> read_f32(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::vector<float> v;
@@ -101,6 +148,28 @@ TEST(SmolLM2, ConfigAndWeights) {
   EXPECT_EQ(smollm2().parameter_count(), 134515008);
   EXPECT_EQ(c.kv_bytes_per_token(), 2 * 30 * 3 * 64 * 4);
   EXPECT_EQ(smollm2().sha256.size(), 64u);
+  EXPECT_EQ(smollm2().held_parameter_count(), 134515008);
+  const rkv::Model described = rkv::describe_model(rkv_test::smollm2_gguf().string());
+  EXPECT_EQ(info_without_sha256(described), info_without_sha256(smollm2()));
+  EXPECT_EQ(rkv::model_sha256(rkv_test::smollm2_gguf().string()), smollm2().sha256);
+}
+
+// `model info` reads the headers only: its peak memory is that of the same command on a missing file (whatever the
+// binary maps at start, e.g. a GPU runtime) plus a few MB, where the full f32 load it used to make took about 490 MB
+// more.
+TEST(SmolLM2, ModelInfoReadsHeadersOnly) {
+  REQUIRE_ASSET_AT(rkv_test::smollm2_gguf());
+  if (own_rss_kib() > 64 * 1024) {  // a test run before this one in the same process loaded the model (ctest runs
+                                     // each test alone)
+    GTEST_SKIP() << "this process holds " << own_rss_kib() << " KiB, which a forked child's peak would include";
+  }
+  const std::string bin = RKV_TEST_BINARY_DIR "/bin/ripplekv";
+  const long floor = peak_rss_kib({bin, "model", "info", "/nonexistent/model.gguf"}, 2);
+  const long info = peak_rss_kib({bin, "model", "info", rkv_test::smollm2_gguf().string()});
+  ASSERT_GT(floor, 0);
+  ASSERT_GT(info, 0);
+  std::printf("peak RSS: model info on a missing file %ld KiB, on SmolLM2 %ld KiB\n", floor, info);
+  EXPECT_LT(info - floor, 32 * 1024);
 }
 
 TEST(SmolLM2, PrefillMatchesTokenByTokenDecode) {
@@ -161,6 +230,8 @@ TEST(SmolLM2, F32HuggingFaceExportGivesTheSameLogits) {
   const rkv::Model hf = rkv::load_model(dir.string());
   EXPECT_EQ(hf.format, "safetensors");
   EXPECT_TRUE(hf.config.tied_embeddings);
+  EXPECT_EQ(info_without_sha256(rkv::describe_model(dir.string())), info_without_sha256(hf));
+  EXPECT_EQ(rkv::model_sha256(dir.string()), hf.sha256);
   const std::vector<int32_t> ids = tokenizer().encode(reference_prompts()[1], false, false);
   const int64_t T = static_cast<int64_t>(ids.size()), V = hf.config.vocab_size;
   const double err = rkv_test::max_rel_err(all_logits(hf, ids), all_logits(smollm2(), ids), T, V);
