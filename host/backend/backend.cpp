@@ -57,7 +57,9 @@ std::string cuda_unavailable(bool probing) {
     return e.what();
   }
   if (module->device_count() > 0) return "";
-  const std::string why = module->unavailable_reason();
+  std::string why = module->unavailable_reason();
+  if (!nvidia_driver_present())  // the runtime's own words ("driver version is insufficient") hide the plain cause
+    why = "no NVIDIA driver: /proc/driver/nvidia/version and /dev/nvidiactl are absent" + (why.empty() ? "" : "; " + why);
   return "no CUDA device" + (why.empty() ? std::string() : " (" + why + ")");
 }
 

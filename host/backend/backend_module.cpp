@@ -2,6 +2,10 @@
 #include "backend/backend_module.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -35,20 +39,47 @@ std::map<std::string, LoadedModule>& modules() {
   return *m;
 }
 
+/// $RIPPLEKV_BACKEND_DIR when set and not empty, else "".
+std::string backend_dir_env() {
+  const char* env = std::getenv("RIPPLEKV_BACKEND_DIR");
+  return env && *env ? std::string(env) : std::string();
+}
+
 /// Where backend modules are looked for: $RIPPLEKV_BACKEND_DIR when set and not empty, else the folder
 /// libripplekv.so was loaded from (this function's own library).
 boost::dll::fs::path module_folder() {
-  if (const char* env = std::getenv("RIPPLEKV_BACKEND_DIR"); env && *env) return boost::dll::fs::path(env);
+  const std::string env = backend_dir_env();
+  if (!env.empty()) return boost::dll::fs::path(env);
   return boost::dll::this_line_location().parent_path();
+}
+
+/// Throws InputError unless `path` names a regular file (a link to one is followed, as dlopen does): missing, a
+/// folder, a FIFO (dlopen would block on it), a device or a link loop are each named.
+void check_module_file(const std::string& kind, const boost::dll::fs::path& path, const std::string& name) {
+  const std::string where = backend_dir_env().empty()
+                                ? "ripplekv was built without it, or it was not installed beside libripplekv"
+                                : "RIPPLEKV_BACKEND_DIR = '" + backend_dir_env() + "'";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      if (!backend_dir_env().empty())
+        throw InputError(name + " is missing (" + where + (err == ENOTDIR ? " is not a folder" : "") + ")");
+      throw InputError("this build has no " + (kind == "cuda" ? std::string("CUDA") : kind) + " backend (" + name +
+                       " is missing: " + where + ")");
+    }
+    throw InputError(name + ": cannot be read: " + std::strerror(err) + " (" + where + ")");
+  }
+  if (!S_ISREG(st.st_mode))
+    throw InputError(name + " is " + (S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file") +
+                     ", not a shared library (" + where + ")");
 }
 
 /// Loads `path` and checks its entry point and versions; returns the module or throws InputError naming the file.
 LoadedModule load_module_file(const std::string& kind, const boost::dll::fs::path& path) {
   const std::string name = "backend module '" + path.string() + "'";
+  check_module_file(kind, path, name);
   boost::system::error_code ec;
-  if (!boost::dll::fs::exists(path, ec))
-    throw InputError("this build has no " + (kind == "cuda" ? std::string("CUDA") : kind) + " backend (" + name + " is missing: ripplekv was built without "
-                     "it, or it was not installed beside libripplekv)");
   LoadedModule out;
   out.library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec) {

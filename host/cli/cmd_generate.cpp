@@ -175,7 +175,11 @@ int run_generate(const std::vector<std::string>& args) {
   rkv::BackendOptions backend_options;
   backend_options.threads = threads;
   backend_options.dtype = dtype;
-  rkv::check_backend_available(backend_kind, backend_options);  // before the model is loaded
+  try {  // before the model is loaded; the message says where the setting came from, as run's does
+    rkv::check_backend_available(backend_kind, backend_options);
+  } catch (const rkv::InputError& e) {
+    throw rkv::InputError(std::string("--backend/--dtype: ") + e.what());
+  }
 
   const rkv::Model model = rkv::load_model(
       model_path, rkv::weights_for_backend(backend_kind, weights == "f32" ? rkv::WeightStorage::f32

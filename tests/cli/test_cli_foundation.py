@@ -161,7 +161,7 @@ class Foundation(unittest.TestCase):
             open(model, "wb").close()  # reading it would fail with another message
             code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--backend", "tpu")
             self.assertEqual(code, 2, err)
-            self.assertIn("model.backend = tpu: unknown backend", err)
+            self.assertIn("ripplekv generate: --backend/--dtype: model.backend = tpu: unknown backend", err)
             code, out, err = rkv("generate", "--model", model, "--prompt", "hi", "--dtype", "bf16")
             self.assertEqual(code, 2, err)
             self.assertIn("model.dtype = bf16: the cpu backend computes in f32 only", err)
@@ -182,8 +182,16 @@ class Foundation(unittest.TestCase):
             args = ("generate", "--model", model, "--prompt", "hi", "--backend", "cuda")
             code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": d})
             self.assertEqual(code, 2, err)
-            self.assertIn("model.backend = cuda: this build has no CUDA backend (backend module '%s' is missing"
-                          % module, err)
+            self.assertIn("model.backend = cuda: backend module '%s' is missing (RIPPLEKV_BACKEND_DIR = '%s')"
+                          % (module, d), err)
+            code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": model})  # a file, not a folder
+            self.assertEqual(code, 2, err)
+            self.assertIn("is missing (RIPPLEKV_BACKEND_DIR = '%s' is not a folder)" % model, err)
+            os.mkfifo(module)  # dlopen would block on it: refused before
+            code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": d})
+            self.assertEqual(code, 2, err)
+            self.assertIn("backend module '%s' is a FIFO, not a shared library" % module, err)
+            os.unlink(module)
             with open(module, "wb") as f:
                 f.write(b"not an ELF file" * 100)
             code, out, err = rkv(*args, env={"RIPPLEKV_BACKEND_DIR": d})
