@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "runner/decode/sampling.hpp"
 #include "core/errors.hpp"
@@ -16,6 +17,25 @@ TEST(Sampling, GreedyIsArgmaxLowestIdOnTies) {
   Sampler s(SamplingOptions{});
   EXPECT_EQ(s.sample(l, 5), 1);
   EXPECT_EQ(rkv::argmax(l, 5), 1);
+}
+
+// Corrupt weights give NaN logits; greedy decoding and sampling refuse them instead of emitting a token.
+TEST(Sampling, NaNLogitsAreRefusedNamingTheId) {
+  const float l[4] = {0.5f, 1.0f, NAN, 0.2f};
+  try {
+    rkv::argmax(l, 4);
+    FAIL() << "a NaN logit was ignored";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN at vocabulary id 2"), std::string::npos) << e.what();
+  }
+  const float first[3] = {NAN, 1.0f, 2.0f};
+  EXPECT_THROW(rkv::argmax(first, 3), rkv::InputError);
+  SamplingOptions o;
+  o.temperature = 0.8f;
+  Sampler s(o);
+  EXPECT_THROW(s.sample(l, 4), rkv::InputError);
+  const float inf[3] = {1.0f, INFINITY, 2.0f};
+  EXPECT_EQ(rkv::argmax(inf, 3), 1);  // +inf is ordered: the largest
 }
 
 TEST(Sampling, TemperatureFollowsSoftmax) {

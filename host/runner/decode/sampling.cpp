@@ -8,10 +8,21 @@
 
 namespace rkv {
 
+namespace {
+
+[[noreturn]] void throw_nan_logit(int64_t i) {
+  throw InputError("the model's logits are not numbers (NaN at vocabulary id " + std::to_string(i) +
+                   "): its weights are corrupt or overflow (check the file, e.g. `ripplekv model info --sha256`)");
+}
+
+}  // namespace
+
 int32_t argmax(const float* logits, int64_t V) {
   int64_t best = 0;
+  if (std::isnan(logits[0])) throw_nan_logit(0);
   for (int64_t i = 1; i < V; ++i) {
     if (logits[i] > logits[best]) best = i;
+    else if (std::isnan(logits[i])) throw_nan_logit(i);  // NaN compares false: it would never be chosen, silently
   }
   return static_cast<int32_t>(best);
 }
@@ -27,7 +38,10 @@ int32_t Sampler::sample(const float* logits, int64_t V) {
   if (opts_.temperature <= 0.0f) return argmax(logits, V);
   const double inv_t = 1.0 / static_cast<double>(opts_.temperature);
   double mx = -INFINITY;
-  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]) * inv_t);
+  for (int64_t i = 0; i < V; ++i) {
+    if (std::isnan(logits[i])) throw_nan_logit(i);
+    mx = std::max(mx, static_cast<double>(logits[i]) * inv_t);
+  }
   buf_.resize(static_cast<size_t>(V));
   double sum = 0.0;
   for (int64_t i = 0; i < V; ++i) {

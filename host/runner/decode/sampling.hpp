@@ -28,7 +28,8 @@ class Sampler {
   std::vector<std::pair<double, int32_t>> buf_;
 };
 
-/// Index of the largest logit (lowest index on ties).
+/// Index of the largest of `V` logits (float32; lowest index on ties). rkv::InputError naming the vocabulary id when a
+/// logit is NaN (corrupt weights: without the check greedy decoding would stop or emit a fixed token silently).
 int32_t argmax(const float* logits, int64_t V);
 
 }  // namespace rkv
