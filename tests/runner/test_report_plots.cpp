@@ -58,7 +58,7 @@ TEST(ReportPlots, TheSameLabelGetsTheSameColourInTwoReports) {
   EXPECT_EQ(first[0].colour, rkv::series_styles({method})[0].colour);
   // The colour is the label's own: Tableau 10 in order, indexed by FNV-1a of the text modulo 10.
   const char* const tableau10[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+                                   "#d4a72c", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
   EXPECT_EQ(first[0].colour, tableau10[rkv::fnv1a64(method) % 10]);
   // Two labels that want the same colour: the second takes the next free one, the first keeps its own.
   std::string twin;
@@ -67,6 +67,31 @@ TEST(ReportPlots, TheSameLabelGetsTheSameColourInTwoReports) {
   const auto clash = rkv::series_styles({method, twin});
   EXPECT_EQ(clash[0].colour, first[0].colour);
   EXPECT_EQ(clash[1].colour, tableau10[(rkv::fnv1a64(method) + 1) % 10]);
+}
+
+// Within one report a line keeps its colour in a figure that shows only some of the lines (use_labels).
+TEST(ReportPlots, FixedLabelsKeepTheirStylesInFiguresOfSomeOfTheLines) {
+  const std::vector<std::string> all = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"};
+  const auto styles = rkv::series_styles(all);
+  // Find a label that another label pushed off its own colour: shown alone it would get another one.
+  size_t moved = all.size();
+  for (size_t i = 0; i < all.size() && moved == all.size(); ++i)
+    if (rkv::series_styles({all[i]})[0].colour != styles[i].colour) moved = i;
+  ASSERT_LT(moved, all.size()) << "12 labels on 10 colours: some label must have moved";
+  const fs::path dir = fs::temp_directory_path() / ("rkv-plots-fixed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    rkv::ReportPlots plots(rkv::Folder::open(dir.string(), false));
+    plots.use_labels(all);
+    plots.metric_vs_budget("t", "m", {{all[moved], {{0.5, 1, 0.9, 1.1}}}}, NAN, "");
+    std::vector<std::string> notes;
+    plots.draw(notes);
+  }
+  const std::string script = rkv::Folder::open(dir.string(), false).read("plots.gp", "plot script");
+  fs::remove_all(dir);
+  EXPECT_NE(script.find("lc rgb '" + styles[moved].colour + "' pt " + std::to_string(styles[moved].point_type)),
+            std::string::npos) << script;
 }
 
 std::string script_of(const std::function<void(rkv::ReportPlots&)>& draw_figures) {

@@ -17,9 +17,10 @@ namespace rkv {
 
 namespace {
 
-/// Tableau 10: a qualitative palette whose first eight colours stay distinct under common colour-vision deficiencies.
+/// Tableau 10: a qualitative palette whose first eight colours stay distinct under common colour-vision deficiencies
+/// (its yellow #edc948 darkened to #d4a72c, which a thin line on white shows).
 const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+                                "#d4a72c", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 constexpr int kColours = 10;
 /// The marker and dash of each round of colours: filled circle / solid, triangle / dashed, square / dotted,
 /// diamond / dash-dot (gnuplot's pngcairo and svg point types 7, 9, 5, 13 and dash types 1-4).
@@ -32,12 +33,6 @@ std::string style_clause(const SeriesStyle& style) {
          std::to_string(style.dash_type) + " lw 2 ps 0.9";
 }
 
-/// The styles of a figure's lines, by their legend titles (PlotSeries order).
-std::vector<SeriesStyle> styles_of(const PlotSeries& series) {
-  std::vector<std::string> labels;
-  for (const auto& entry : series) labels.push_back(entry.first);
-  return series_styles(labels);
-}
 
 /// A label inside a gnuplot single-quoted string.
 std::string gq(const std::string& s) { return gnuplot_single_quoted(s); }
@@ -106,6 +101,26 @@ std::vector<SeriesStyle> series_styles(const std::vector<std::string>& labels) {
     if (slot < 0) slot = static_cast<int>(i) % (kColours * kStyles);  // past 40 lines, styles repeat
     taken[static_cast<size_t>(slot)] = true;
     out.push_back({kPalette[slot % kColours], kPointTypes[slot / kColours], slot / kColours + 1});
+  }
+  return out;
+}
+
+void ReportPlots::use_labels(const std::vector<std::string>& labels) {
+  fixed_labels_ = labels;
+  std::sort(fixed_labels_.begin(), fixed_labels_.end());
+  fixed_labels_.erase(std::unique(fixed_labels_.begin(), fixed_labels_.end()), fixed_labels_.end());
+}
+
+std::vector<SeriesStyle> ReportPlots::styles_of(const PlotSeries& series) const {
+  // The fixed labels first (their styles do not depend on this figure), then this figure's other lines.
+  std::vector<std::string> labels = fixed_labels_;
+  for (const auto& entry : series)
+    if (!std::binary_search(fixed_labels_.begin(), fixed_labels_.end(), entry.first)) labels.push_back(entry.first);
+  const std::vector<SeriesStyle> all = series_styles(labels);
+  std::vector<SeriesStyle> out;
+  for (const auto& entry : series) {
+    const auto it = std::find(labels.begin(), labels.end(), entry.first);
+    out.push_back(all[static_cast<size_t>(it - labels.begin())]);
   }
   return out;
 }

@@ -115,7 +115,14 @@ class ReportPlots {
   /// in the plots folder) for the PNG and the SVG of `name`, `width` x `height` pixels.
   void figure(const std::string& name, int width, int height, const std::string& body);
 
+  /// Fixes the styles of `labels` (series_styles over all of them) for every figure drawn after: a line keeps its
+  /// colour in each figure of one report even when a figure shows only some of the lines (the paired-difference plots
+  /// leave the baseline out). Labels not given here are styled per figure, avoiding the colours these took.
+  void use_labels(const std::vector<std::string>& labels);
+
  private:
+  /// The styles of a figure's lines (fixed by use_labels, else per figure).
+  std::vector<SeriesStyle> styles_of(const PlotSeries& series) const;
   /// Writes one line's points (x nudged by `dx`) to `file`.
   void write_points(const std::string& file, const std::vector<PlotPoint>& points, double dx);
   /// "plot" clauses for `series`: error bars and lines per group, colours 1..10 in legend order.
@@ -125,6 +132,7 @@ class ReportPlots {
   PrivateTempFolder work_{"ripplekv-plots"};
   std::string script_name_;
   std::string script_;
+  std::vector<std::string> fixed_labels_;  ///< use_labels(), sorted and unique
 };
 
 }  // namespace rkv

@@ -272,6 +272,12 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
                   const std::string& missing_note) {
   std::vector<std::string> notes;
   ReportPlots plots(out.sub("plots"));
+  {  // one style per line for the whole report: every figure draws a method in the same colour
+    std::vector<std::string> groups;
+    for (const auto& c : cells)
+      if (!c.meta.at("full_cache").get<bool>()) groups.push_back(group_of(c.meta));
+    plots.use_labels(groups);
+  }
   std::ostringstream md;
   md << header(cells, resamples, missing_note) << warnings_section(cells);
   if (out.kind("profile.json") != Folder::Kind::missing) {
