@@ -22,6 +22,8 @@ import argparse
 import json
 import os
 import platform
+import signal
+import stat
 import statistics
 import subprocess
 import sys
@@ -44,7 +46,8 @@ PROGRAMS = {
 
 
 def fail(msg):
-    sys.exit("bench: " + msg)
+    print("bench: " + msg, file=sys.stderr)
+    sys.exit(2)
 
 
 def git(*args):
@@ -72,10 +75,18 @@ def machine():
 
 
 def direction(name):
-    """'higher' or 'lower' is better, from the figure's unit."""
-    if "/s" in name:
+    """'higher' or 'lower' is better, from the figure's unit, or None for a figure that is a setting, not a result."""
+    last = name.rsplit(": ", 1)[-1]
+    if "/s" in last or last in ("split_half",):
         return "higher"
+    if last in ("entries", "file_MB"):
+        return None
     return "lower"
+
+
+def resolution(name):
+    """The smallest change a figure can show: GNU time's wall clock counts hundredths of a second."""
+    return 0.015 if name.endswith("wall s") else 0.0
 
 
 TIME = "/usr/bin/time"  # GNU time: the child is forked from a small process, so its peak RSS is its own
@@ -181,6 +192,10 @@ def record(args):
         fail("missing asset %s; run scripts/fetch-assets" % MODEL)
     if args.out and os.path.lexists(args.out):
         fail("--out %s exists (a run is never overwritten; choose another name)" % args.out)
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        fail("--out %s: its folder does not exist" % args.out)
+    if not groups:
+        fail("--groups names no group (expected some of cli, %s)" % ", ".join(PROGRAMS))
     result = {
         "schema": SCHEMA,
         "commit": args.commit or git("rev-parse", "HEAD"),
@@ -199,24 +214,45 @@ def record(args):
     result["load_average_after"] = list(os.getloadavg())
     text = json.dumps(result, indent=1, sort_keys=True) + "\n"
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            with open(args.out, "x") as f:  # never over a file that appeared meanwhile
+                f.write(text)
+        except OSError as e:
+            sys.stdout.write(text)  # the measurements are not lost
+            fail("--out %s: %s (the run was printed on stdout instead)" % (args.out, e))
         print("bench: wrote %s (%d figures)" % (args.out, len(result["figures"])), file=sys.stderr)
     else:
         sys.stdout.write(text)
 
 
+MAX_RUN_BYTES = 16 << 20  # a run's JSON is a few kB
+
+
 def load_run(path):
     try:
-        data = json.loads(Path(path).read_text())
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            fail("%s: not a regular file" % path)
+        if st.st_size > MAX_RUN_BYTES:
+            fail("%s: %d bytes, more than a bench run holds (%d)" % (path, st.st_size, MAX_RUN_BYTES))
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_RUN_BYTES + 1))
     except (OSError, ValueError) as e:
         fail("%s: %s" % (path, e))
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("figures"), dict):
         fail("%s: not a %s file (written by scripts/bench.sh)" % (path, SCHEMA))
+    for k, v in data["figures"].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            fail("%s: figure '%s' is %r, not a number" % (path, k, v))
+    if not isinstance(data.get("machine", {}), dict):
+        fail("%s: 'machine' is not an object" % path)
     return data
 
 
 def compare(a_path, b_path, threshold):
     a, b = load_run(a_path), load_run(b_path)
+    if os.path.realpath(a_path) == os.path.realpath(b_path):
+        print("note: A and B are the same file")
     for tag, r in (("A", a), ("B", b)):
         print("%s: %s commit %s%s, %s, load average %s -> %s" % (
             tag, r.get("date"), (r.get("commit") or "?")[:10], " (dirty)" if r.get("dirty") else "",
@@ -229,20 +265,23 @@ def compare(a_path, b_path, threshold):
         x, y = a["figures"][k], b["figures"][k]
         ratio = y / x if x else float("nan")
         mark = ""
-        if x and abs(ratio - 1) > threshold:
-            better = (ratio > 1) == (direction(k) == "higher")
+        changed = abs(y - x) > resolution(k) and (abs(ratio - 1) > threshold if x else y != x)
+        if changed and direction(k):
+            better = (y > x) == (direction(k) == "higher")
             mark = "better" if better else "WORSE"
-        print("| %s | %.4g | %.4g | %.3f | %s |" % (k, x, y, ratio, mark))
+        print("| %s | %.4g | %.4g | %s | %s |" % (k, x, y, "%.3f" % ratio if x else "n/a (A is 0)", mark))
     only = sorted(set(a["figures"]) ^ set(b["figures"]))
     if only:
         print("\n%d figures in only one run (not compared)" % len(only))
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `--compare A B | head` ends quietly
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=str(REPO / "build"), help="build folder (default build/)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per figure (default 3)")
-    ap.add_argument("--groups", default=",".join(DEFAULT_GROUPS), help="comma-separated groups (default %(default)s)")
+    ap.add_argument("--groups", default=",".join(DEFAULT_GROUPS),
+                    help="comma-separated groups: cli, forward, decode_budget, memory, profile (default %(default)s)")
     ap.add_argument("--out", help="write the JSON here instead of stdout (never over an existing file)")
     ap.add_argument("--commit", help="the commit --build was built from, when it is not this tree's HEAD")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two runs' JSON files")

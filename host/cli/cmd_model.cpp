@@ -20,7 +20,9 @@ int run_model(const std::vector<std::string>& args) {
       "Reads the headers of MODEL (a GGUF file's metadata and tensor infos, or a Hugging Face folder's config.json\n"
       "and *.safetensors headers; no weights) and prints its architecture, sizes, rope settings, tensor types,\n"
       "parameter count and KV-cache bytes per token, after the checks a load makes (missing or misshapen tensors\n"
-      "are errors). --sha256 also prints the SHA-256 that identifies the weights, which reads the whole file.\n";
+      "are errors). --sha256 also prints the SHA-256 that identifies the weights, which reads the whole file (a\n"
+      "GGUF: the file's own sha256; a Hugging Face folder: the sha256 of its manifest, one \"<file> <sha256>\" line\n"
+      "per file).\n";
   if (args.empty()) throw rkv::cli::UsageError("missing subcommand (expected 'info'); see 'ripplekv model --help'");
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << usage;

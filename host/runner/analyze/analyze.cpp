@@ -377,14 +377,14 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   auto note = [&](const std::string& s) {
     if (!opt.quiet) std::cerr << s << "\n";
   };
+  // The backend first: one that cannot be had stops before anything is created (as run does).
+  const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
+  check_plan_backend(plan, backend_options);
   // Opened and locked before the work: a folder of someone else's is refused at once (unless --force), and every
   // file is then written through its descriptor (core/folder.hpp).
   const Folder out = open_ripplekv_folder(opt.out_dir, opt.force, "analyze");
   const OutputFolderLock lock(out);
   const AnalysisSelection sel = select_analysis(plan, opt);
-
-  const BackendOptions backend_options = plan_backend_options(plan, opt.threads);
-  check_plan_backend(plan, backend_options);
   note("analyze: loading " + plan.model_path);
   const Model model = load_model(plan.model_path, weights_for_backend(plan.backend, plan.weights));
   const Tokenizer tok = Tokenizer::from_path(plan.model_path);
