@@ -45,6 +45,7 @@ bool GgufValue::is_integer() const { return is_integer_type(type); }
 
 size_t GgufValue::array_size() const {
   if (type != GgufType::ARRAY) return 0;
+  if (strings_skipped) return static_cast<size_t>(skipped_strings);
   return arr_str.size() + arr_int.size() + arr_float.size() + arr_nested.size();
 }
 
@@ -97,6 +98,16 @@ class Cursor {
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
     pos_ += static_cast<size_t>(n);
     return s;
+  }
+
+  /// Moves past a string, with read_string's checks, without copying it.
+  void skip_string(const char* what) {
+    const uint64_t n = read<uint64_t>(what);
+    if (n > remaining()) {
+      fail("file is truncated or corrupt: " + std::string(what) + " has length " + std::to_string(n) + " but only " +
+           std::to_string(remaining()) + " bytes remain in the file");
+    }
+    pos_ += static_cast<size_t>(n);
   }
 
  private:
@@ -157,9 +168,9 @@ void read_scalar(Cursor& c, GgufType type, GgufValue& v, const std::string& key)
   }
 }
 
-void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth);
+void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth, bool skip_strings);
 
-void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
+void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth, bool skip_strings) {
   if (depth > kMaxArrayDepth) c.fail("key '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth));
   v.type = GgufType::ARRAY;
   const uint32_t et = c.read<uint32_t>("an array element type");
@@ -173,6 +184,12 @@ void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
   const size_t count = static_cast<size_t>(n);
   switch (v.elem_type) {
     case GgufType::STRING:
+      if (skip_strings) {
+        for (size_t k = 0; k < count; ++k) c.skip_string("a string array element");
+        v.strings_skipped = true;
+        v.skipped_strings = n;
+        break;
+      }
       v.arr_str.reserve(count);
       for (size_t k = 0; k < count; ++k) v.arr_str.push_back(c.read_string("a string array element"));
       break;
@@ -188,7 +205,7 @@ void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
     }
     case GgufType::ARRAY:
       v.arr_nested.resize(count);
-      for (size_t k = 0; k < count; ++k) read_array(c, v.arr_nested[k], key, depth + 1);
+      for (size_t k = 0; k < count; ++k) read_array(c, v.arr_nested[k], key, depth + 1, skip_strings);
       break;
     default: {  // integers and bool
       v.arr_int.reserve(count);
@@ -205,9 +222,9 @@ void read_array(Cursor& c, GgufValue& v, const std::string& key, int depth) {
   }
 }
 
-void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth) {
+void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, int depth, bool skip_strings) {
   if (type == GgufType::ARRAY) {
-    read_array(c, v, key, depth);
+    read_array(c, v, key, depth, skip_strings);
   } else {
     read_scalar(c, type, v, key);
   }
@@ -215,7 +232,7 @@ void read_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key, 
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : map_(path) {
+GgufFile::GgufFile(const std::string& path, Strings strings) : map_(path), strings_(strings) {
   // A file truncated while it is parsed reads as zeros past its new end (mapped_file.hpp): whatever error that
   // causes, report the truncation.
   try {
@@ -267,7 +284,7 @@ void GgufFile::parse() {
     const uint32_t t = c.read<uint32_t>("a metadata value type");
     if (!valid_type(t)) c.fail("key '" + key + "' has unknown value type " + std::to_string(t));
     GgufValue v;
-    read_value(c, static_cast<GgufType>(t), v, key, 0);
+    read_value(c, static_cast<GgufType>(t), v, key, 0, strings_ == Strings::skip_arrays);
     if (values_.count(key)) c.fail("duplicate metadata key '" + key + "'");
     keys_.push_back(key);
     values_.emplace(std::move(key), std::move(v));
@@ -413,6 +430,9 @@ const std::vector<std::string>& GgufFile::string_array_ref(const std::string& ke
   if (v.type != GgufType::ARRAY || v.elem_type != GgufType::STRING) {
     throw InputError(path() + ": GGUF metadata key '" + key + "' is " + describe(v) + ", expected an array of strings");
   }
+  if (v.strings_skipped)
+    throw InputError(path() + ": GGUF metadata key '" + key + "' was not kept (the file was opened for its headers "
+                     "only, GgufFile::Strings::skip_arrays)");
   return v.arr_str;
 }
 

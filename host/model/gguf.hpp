@@ -59,6 +59,9 @@ struct GgufValue {
   std::vector<int64_t> arr_int;
   std::vector<double> arr_float;
   std::vector<GgufValue> arr_nested;
+  /// A string array not kept (GgufStrings::skip_arrays): its element count; arr_str stays empty.
+  uint64_t skipped_strings = 0;
+  bool strings_skipped = false;
 
   bool is_array() const { return type == GgufType::ARRAY; }
   bool is_integer() const;  ///< any of the integer scalar types (not BOOL)
@@ -82,8 +85,15 @@ struct GgufTensorInfo {
 /// mapping, which lives as long as this object. Move-only. Thread rules: const methods may be called concurrently.
 class GgufFile {
  public:
+  /// What to keep of string arrays (the vocabulary, the merges: ~100k strings, several MB).
+  enum class Strings {
+    keep,         ///< every value is parsed and held
+    skip_arrays,  ///< string arrays are checked (every length inside the file) but not held: their value keeps only
+                  ///< the element count, and string_array_ref() on them throws. For readers of the headers only
+                  ///< (describe_model), which never need the tokenizer's arrays.
+  };
   /// Opens and parses `path`. Throws rkv::InputError (message starts with the path) on any malformed content.
-  explicit GgufFile(const std::string& path);
+  explicit GgufFile(const std::string& path, Strings strings = Strings::keep);
   GgufFile(GgufFile&&) noexcept = default;
   GgufFile& operator=(GgufFile&&) noexcept = default;
 
@@ -148,6 +158,7 @@ class GgufFile {
   const GgufValue& require(const std::string& key, const char* what) const;
 
   MappedFile map_;
+  Strings strings_ = Strings::keep;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

@@ -76,7 +76,7 @@ Model load_model(const std::string& path, WeightStorage weights) {
 }
 
 Model describe_model(const std::string& path) {
-  return is_model_folder(path) ? describe_hf_model(path) : describe_gguf_model(std::make_shared<const GgufFile>(path));
+  return is_model_folder(path) ? describe_hf_model(path) : describe_gguf_model(std::make_shared<const GgufFile>(path, GgufFile::Strings::skip_arrays));
 }
 
 std::string model_sha256(const std::string& path) {

@@ -100,6 +100,27 @@ TEST(Gguf, ReadsMetadataOfEveryType) {
   }
 }
 
+// A reader of the headers only keeps no string array: the count is there, the strings are not, and asking for them
+// is an error naming the key (describe_model opens files this way).
+TEST(Gguf, SkippedStringArraysKeepTheirCountOnly) {
+  const std::string p = temp_path("skip");
+  sample_writer().write(p);
+  const GgufFile f(p, GgufFile::Strings::skip_arrays);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");  // scalars are read as before
+  EXPECT_EQ(f.get_f32_array("tokenizer.ggml.scores"), (std::vector<float>{0.0f, -1.5f, 2.25f, 3.0f}));
+  const rkv::GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_EQ(tokens->array_size(), 4u);
+  EXPECT_TRUE(tokens->arr_str.empty());
+  try {
+    f.string_array_ref("tokenizer.ggml.tokens");
+    FAIL() << "a skipped array was returned";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'tokenizer.ggml.tokens' was not kept"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(GgufFile(p).get_string_array("tokenizer.ggml.tokens").size(), 4u);  // the default keeps them
+}
+
 TEST(Gguf, ReadsTensorInfosAndData) {
   const std::string p = temp_path("tensors");
   sample_writer().write(p);
