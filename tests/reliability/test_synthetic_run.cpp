@@ -286,6 +286,20 @@ TEST_F(SyntheticRun, CliPluginCallingExitEndsWithStatus3NamingThePluginAndTheCal
       << run_out;
 }
 
+// validate reads the model's headers (no weights) and refuses what a run would refuse right after loading the model:
+// here a sequence longer than the synthetic model's context length of 256.
+TEST_F(SyntheticRun, ValidateChecksLengthsAgainstTheModelsHeaders) {
+  std::ofstream(dir / "cfg.toml") << config("[scorer]\nplugin = \"streamingllm\"\n");
+  const auto [rc, out] = cli_argv({"validate", "cfg.toml"}, dir);
+  EXPECT_EQ(rc, 0) << out;
+  const auto [long_rc, long_out] = cli_argv({"validate", "cfg.toml", "--set", "data.eval.prefix_tokens=250"}, dir);
+  EXPECT_EQ(long_rc, 2) << long_out;
+  EXPECT_NE(long_out.find("data.eval.prefix_tokens + tasks.lm_fidelity.continuation_tokens = 258 tokens is longer "
+                          "than the model's context length 256"),
+            std::string::npos)
+      << long_out;
+}
+
 /// results.jsonl rows without the timing fields, sorted.
 std::vector<nlohmann::json> result_rows(const fs::path& out) {
   std::vector<nlohmann::json> rows;

@@ -12,16 +12,7 @@ namespace {
 /// Every sequence the run feeds the model fits its trained context length (when the model states one): the
 /// calibration windows when a cell reads a profile, and each task's prompts and answers (Task::check_fits_context).
 /// LongBench prompts are truncated by the task itself.
-void check_lengths_fit_the_context(const RunState& s) {
-  const int64_t ctx = s.config().context_length;
-  if (ctx <= 0) return;
-  bool needs_profile = false;
-  for (const auto& c : s.plan.cells) needs_profile |= !c.config.full_cache && c.config.uses_profile;
-  if (needs_profile)
-    check_sequence_fits(s.plan, s.plan.calibration.prefix_tokens + s.plan.calibration.window_tokens,
-                        "data.calibration.prefix_tokens + data.calibration.window_tokens", ctx);
-  for (const Task* task : tasks_of(s.plan)) task->check_fits_context(s.plan, ctx);
-}
+void check_lengths_fit_the_context(const RunState& s) { check_lengths_fit_context(s.plan, s.config().context_length); }
 
 /// A per-head allocator takes one protected mask for every layer: a route's scorers must protect the same positions.
 void check_heads_with_route(const RunState& s, size_t c) {
@@ -45,6 +36,23 @@ void check_decode_scoring(const RunState& s, size_t c) {
 }
 
 }  // namespace
+
+void check_lengths_fit_context(const RunPlan& plan, int64_t context_length) {
+  if (context_length <= 0) return;
+  bool needs_profile = false;
+  for (const auto& c : plan.cells) needs_profile |= !c.config.full_cache && c.config.uses_profile;
+  if (needs_profile)
+    check_sequence_fits(plan, plan.calibration.prefix_tokens + plan.calibration.window_tokens,
+                        "data.calibration.prefix_tokens + data.calibration.window_tokens", context_length);
+  for (const Task* task : tasks_of(plan)) task->check_fits_context(plan, context_length);
+}
+
+void check_plan_on_model_config(const RunPlan& plan, const ModelConfig& config) {
+  check_lengths_fit_context(plan, config.context_length);
+  for (const Cell& cell : plan.cells)
+    check_cell_on_model(cell.config, config, plan.rerotate, plan.calibration.prefix_tokens,
+                        plan.config_path + ": cell '" + cell.label + "'");
+}
 
 void check_cells_on_model(RunState& s) {
   const ModelConfig& mc = s.config();

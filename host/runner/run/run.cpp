@@ -2,11 +2,13 @@
 #include "runner/run/run.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/timing.hpp"
+#include "model/model.hpp"
 #include "runner/compress/plan_backend.hpp"
 #include "runner/profile/joint_damage.hpp"
 #include "runner/records/cell_records.hpp"
@@ -117,6 +119,14 @@ void write_run_start(const RunState& s) {
 }  // namespace
 
 void check_run_plan(const RunPlan& plan) { check_task_plans(plan); }
+
+bool check_run_plan_with_model_headers(const RunPlan& plan) {
+  check_run_plan(plan);
+  std::error_code ec;
+  if (!std::filesystem::exists(plan.model_path, ec)) return false;
+  check_plan_on_model_config(plan, describe_model(plan.model_path).config);
+  return true;
+}
 
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // Model loading, reading and tokenizing texts and drawing windows poll this (core/cancel.hpp), not only the

@@ -56,4 +56,10 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
 /// the first rkv::InputError, naming the config and key. run_ablation() makes them first; `validate` calls this.
 void check_run_plan(const RunPlan& plan);
 
+/// check_run_plan(), then, when the model file or folder at plan.model_path exists, the checks that need only its
+/// headers (describe_model, a few MB and milliseconds): every sequence fits its context length and every cell suits
+/// it (the checks a run makes right after loading the model). Returns false when the model is not there (nothing of
+/// it checked), true otherwise. rkv::InputError as those checks, or naming the model file when its headers are bad.
+bool check_run_plan_with_model_headers(const RunPlan& plan);
+
 }  // namespace rkv
