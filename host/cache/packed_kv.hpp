@@ -9,9 +9,10 @@
 //   classes: pack_classes(packed, tail, codecs, entry_class) first moves the entries a per-token precision plan
 //            (cache/token_bits.hpp) gives a class of their own into that class's packed heads (fixed from then on),
 //            then packs the rest as pack_oldest does; decode's new entries always join the base codec.
-//   use:     unpack_layer(packed, tail, out) writes the whole layer as float32 into `out` (the layout of a LayerKV,
-//            with room for `extra` appended entries per head): the attention of a decode step reads it, so the
-//            float copy lives only while one layer runs (Workspace scratch), never in the cache.
+//   use:     attention reads the codes in place, a tile at a time (backend/cpu/attended_kv.hpp: entries numbered as
+//            unpack_layer numbers them). unpack_layer(packed, tail, out) writes the whole layer as float32 into `out`
+//            (the layout of a LayerKV, with room for `extra` appended entries per head): for download_layer and the
+//            CUDA backend's attention, never kept in the cache.
 //
 // Bytes: packed key units + value rows + int32 positions, plus the tail's own bytes; nothing else is held.
 //

@@ -24,7 +24,7 @@ T* grow(std::vector<T>& v, size_t n) {
 }
 
 /// Entries of the KV heads before head g (g's offset in an attention-mass vector).
-int64_t head_offset(const LayerKV& kv, int64_t g) {
+int64_t head_offset(const AttendedKV& kv, int64_t g) {
   int64_t at = 0;
   for (int64_t h = 0; h < g; ++h) at += kv.head_length(h);
   return at;
@@ -32,7 +32,7 @@ int64_t head_offset(const LayerKV& kv, int64_t g) {
 
 }  // namespace
 
-std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const LayerKV& kv, const int64_t* positions,
+std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const AttendedKV& kv, const int64_t* positions,
                                    int64_t n) {
   const int64_t W = c.layer_window(layer);
   if (W <= 0) return {};
@@ -40,15 +40,22 @@ std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const La
     throw InputError("layer " + std::to_string(layer) + ": a sliding-window layer needs a KV cache that stores "
                      "positions (this one has none)");
   }
-  std::vector<int64_t> first(static_cast<size_t>(kv.n_kv_heads * n));
-  for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
-    const int32_t* pos = kv.pos_at(g, 0);
+  std::vector<int64_t> first(static_cast<size_t>(kv.n_kv_heads() * n));
+  for (int64_t g = 0; g < kv.n_kv_heads(); ++g) {
     const int64_t len_before = kv.head_length(g) - n;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t own = len_before + i;  // the row's own entry, always visible
       const int64_t oldest = positions[i] - W + 1;
-      const int64_t j = std::lower_bound(pos, pos + own, oldest, [](int32_t p, int64_t v) { return p < v; }) - pos;
-      first[static_cast<size_t>(g * n + i)] = std::min(j, own);
+      int64_t lo = 0, hi = own;  // the first entry in [0, own) whose position is >= oldest (positions ascend)
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (kv.position(g, mid) < oldest) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      first[static_cast<size_t>(g * n + i)] = lo;
     }
   }
   return first;
@@ -63,7 +70,7 @@ namespace {
 /// the probability rows (no hook, statistics or attention mass), the block's columns start at the smallest first_i,
 /// so a sliding-window layer costs O(window) per query; otherwise rows span [0, len) with zeros outside the window.
 /// When `row_parallel`, softmax rows are spread over the pool (the sgemm calls use OpenBLAS's threads).
-void attention_block(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, int64_t g, int64_t i0,
+void attention_block(const ModelConfig& c, const float* qg, int64_t n, const AttendedKV& kv, int64_t g, int64_t i0,
                      const std::vector<int64_t>& first, float* S, float* O, float* out, bool row_parallel,
                      const LayerHooks* hooks, const std::vector<AttentionStatsAccumulator*>& stats) {
   const int64_t G = c.group_size(), d = c.head_dim, H = c.n_heads;
@@ -75,10 +82,8 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   const int64_t k0 = lo && !full_rows ? *std::min_element(lo + i0, lo + i1) : 0;  // first key column of the block
   const int64_t M = (i1 - i0) * G;         // rows: (query i, head j) -> (i - i0) * G + j
   const int64_t N = len_before + i1 - k0;  // key columns k0 .. len_before + i1 - 1
-  const float* K = kv.k_at(g, k0);         // [head capacity, d], rows 0..head_length(g) valid
-  const float* V = kv.v_at(g, k0);
   const float* Q = qg + (g * n + i0) * G * d;
-  gemm_nt(M, N, d, c.attention_scale(), Q, d, K, d, 0.0f, S, N);
+  kv.scores(g, k0, N, Q, M, c.attention_scale(), S, N);
   // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
   std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
   auto softmax_rows = [&](int64_t r0, int64_t r1) {
@@ -120,7 +125,7 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Lay
   for (AttentionStatsAccumulator* acc : stats)
     for (int64_t r = 0; r < M; ++r)
       acc->add_row(g * G + r % G, len_before + i0 + r / G, S + r * N, inv_sum[static_cast<size_t>(r)]);
-  gemm_nn(M, d, N, 1.0f, S, N, V, d, 0.0f, O, d);
+  kv.mix_values(g, k0, N, S, M, N, O);
   for (int64_t r = 0; r < M; ++r) {
     const int64_t i = i0 + r / G, h = g * G + r % G;
     const float s = inv_sum[static_cast<size_t>(r)];
@@ -135,15 +140,15 @@ constexpr int64_t kKeyPiece = 512;
 /// One piece of attention_one_row: the G query heads of KV head g (q: [G, d]) over its entries [k0, k1), into
 /// o [G, d] (unnormalized: sum_j exp(s_j - m) V[j]), m [G] (the largest score s_j) and l [G] (sum_j exp(s_j - m)).
 /// S: scratch [G, k1 - k0].
-void attention_piece(const ModelConfig& c, const float* q, const LayerKV& kv, int64_t g, int64_t k0, int64_t k1,
+void attention_piece(const ModelConfig& c, const float* q, const AttendedKV& kv, int64_t g, int64_t k0, int64_t k1,
                      float* S, float* o, float* m, float* l) {
-  const int64_t G = c.group_size(), d = c.head_dim, N = k1 - k0;
-  gemm_nt(G, N, d, c.attention_scale(), q, d, kv.k_at(g, k0), d, 0.0f, S, N);
+  const int64_t G = c.group_size(), N = k1 - k0;
+  kv.scores(g, k0, N, q, G, c.attention_scale(), S, N);
   for (int64_t r = 0; r < G; ++r) {
     m[r] = *std::max_element(S + r * N, S + (r + 1) * N);
     l[r] = softmax_unnormalized(S + r * N, N);  // exp(s - m): the same maximum
   }
-  gemm_nn(G, d, N, 1.0f, S, N, kv.v_at(g, k0), d, 0.0f, o, d);
+  kv.mix_values(g, k0, N, S, G, N, o);
 }
 
 /// attention() for one new row (a decode step) when nothing observes the probabilities: each KV head's visible
@@ -152,9 +157,9 @@ void attention_piece(const ModelConfig& c, const float* q, const LayerKV& kv, in
 /// attention_piece and M = max_b m_b, a = sum_b exp(m_b - M) o_b / sum_b exp(m_b - M) l_b. Splitting by entries as
 /// well as by head keeps every thread busy when the KV heads (3 in SmolLM2) do not divide among the threads. The
 /// pieces do not depend on the thread count, so neither does the result.
-void attention_one_row(const ModelConfig& c, const float* qg, const LayerKV& kv, const std::vector<int64_t>& first,
+void attention_one_row(const ModelConfig& c, const float* qg, const AttendedKV& kv, const std::vector<int64_t>& first,
                        float* out, Workspace& ws) {
-  const int64_t G = c.group_size(), d = c.head_dim, Hkv = kv.n_kv_heads;
+  const int64_t G = c.group_size(), d = c.head_dim, Hkv = kv.n_kv_heads();
   std::vector<int64_t> piece_begin(static_cast<size_t>(Hkv + 1), 0);  // pieces of head g: [begin[g], begin[g + 1])
   for (int64_t g = 0; g < Hkv; ++g) {
     const int64_t k0 = first.empty() ? 0 : first[static_cast<size_t>(g)];
@@ -197,13 +202,13 @@ void attention_one_row(const ModelConfig& c, const float* qg, const LayerKV& kv,
 
 }  // namespace
 
-void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, const std::vector<int64_t>& first,
+void attention(const ModelConfig& c, const float* qg, int64_t n, const AttendedKV& kv, const std::vector<int64_t>& first,
                float* out, Workspace& ws, const LayerHooks* hooks) {
   const int64_t G = c.group_size(), d = c.head_dim;
   const int64_t n_blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t tasks = c.n_kv_heads * n_blocks;
   const int threads = num_threads();
-  const int64_t max_scores = std::min(n, kQueryBlock) * G * kv.length;
+  const int64_t max_scores = std::min(n, kQueryBlock) * G * kv.longest();
   static const std::vector<AttentionStatsAccumulator*> kNoStats;
   const std::vector<AttentionStatsAccumulator*>& stats = hooks ? hooks->stats : kNoStats;
   // Blocks of one KV head write the same attention-mass segment: with several query blocks they run serially.

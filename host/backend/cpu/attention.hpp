@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/attended_kv.hpp"
 #include "backend/cpu/forward.hpp"
-#include "cache/kv_cache.hpp"
 #include "model/model.hpp"
 
 namespace rkv::cpu {
@@ -23,15 +23,16 @@ namespace rkv::cpu {
 /// First cache entry of KV head g that new row i may see, for every head and row: first[g * n + i], int64
 /// [H_kv * n]. A global layer sees from entry 0 (the result is empty); a sliding-window layer of window W only entries
 /// with positions[i] - p < W for stored position p (the head's positions ascend, so the visible entries are a
-/// contiguous range ending at the row's own entry). kv must already hold the n new entries at the end of every head;
-/// positions: [n] absolute positions of the new rows. Throws rkv::InputError when a sliding-window layer's cache
-/// stores no positions.
-std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const LayerKV& kv, const int64_t* positions,
+/// contiguous range ending at the row's own entry, found by binary search). kv must already hold the n new entries at
+/// the end of every head; positions: [n] absolute positions of the new rows. Throws rkv::InputError when a
+/// sliding-window layer's cache stores no positions.
+std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const AttendedKV& kv, const int64_t* positions,
                                    int64_t n);
 
 /// Blocked causal attention (formula at the top of this file) for the n new rows. qg: queries after RoPE, float32
-/// [H_kv, n, G, d] (queries regrouped per KV head). kv holds the cache with the n new entries already appended to
-/// every head (head g attends to its own head_length(g) entries, from first[g * n + i] on: window_starts; pass an
+/// [H_kv, n, G, d] (queries regrouped per KV head). kv views the cache -- float32, or packed codes followed by a float32
+/// tail (attended_kv.hpp: the codes are decoded tile by tile inside the products, never into a copy of the layer) --
+/// with the n new entries already appended to every head (head g attends to its own head_length(g) entries, from first[g * n + i] on: window_starts; pass an
 /// empty `first` for a global layer). out: float32 [n, H*d], written. Scratch comes from ws.scores and ws.o.
 ///
 /// One new row (a decode step) with no hook reading probabilities, statistics or attention mass: each KV head's
@@ -42,7 +43,7 @@ std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const La
 /// block; blocks are dealt round-robin so early, cheap blocks and late, expensive ones mix). With
 /// hooks->on_attention_probs, blocks run in order on the calling thread (the hook's contract), with multi-threaded
 /// sgemm and softmax. hooks->stats and hooks->attention_mass are filled as LayerHooks documents (forward.hpp).
-void attention(const ModelConfig& c, const float* qg, int64_t n, const LayerKV& kv, const std::vector<int64_t>& first,
+void attention(const ModelConfig& c, const float* qg, int64_t n, const AttendedKV& kv, const std::vector<int64_t>& first,
                float* out, Workspace& ws, const LayerHooks* hooks);
 
 }  // namespace rkv::cpu

@@ -206,10 +206,8 @@ std::vector<float> CpuBackend::extend(BackendCache& cache, const std::vector<int
 void CpuBackend::extend_layer(CpuCache& cc, int64_t l, float* x, int64_t n, const int64_t* positions,
                               const LayerHooks* hooks) {
   if (const int64_t s = cc.shared_source(l); s != l) {  // a shared layer: attend over its source's entries
-    const PackedLayer* packed = cc.packed_layer(s);
-    if (packed) unpack_layer(*packed, cc.kv.layers[static_cast<size_t>(s)], 0, unpacked_);
-    forward_shared_layer(model_, l, x, n, positions, packed ? unpacked_ : cc.kv.layers[static_cast<size_t>(s)], ws_,
-                         hooks);
+    forward_shared_layer(model_, l, x, n, positions, AttendedKV(cc.kv.layers[static_cast<size_t>(s)], cc.packed_layer(s)),
+                         ws_, hooks);
     return;
   }
   LayerKV& layer = cc.kv.layers[static_cast<size_t>(l)];
@@ -218,12 +216,8 @@ void CpuBackend::extend_layer(CpuCache& cc, int64_t l, float* x, int64_t n, cons
     forward_layer(model_, l, x, n, positions, layer, ws_, hooks);
     return;
   }
-  // A codec's layer: attend over its float32 copy, keep the new entries in the tail, pack what left the residual.
-  unpack_layer(*packed, layer, n, unpacked_);
-  std::vector<int64_t> first(static_cast<size_t>(layer.n_kv_heads));
-  for (int64_t h = 0; h < layer.n_kv_heads; ++h) first[static_cast<size_t>(h)] = unpacked_.head_length(h);
-  forward_layer(model_, l, x, n, positions, unpacked_, ws_, hooks);
-  append_entries(layer, unpacked_, first, n);
+  // A codec's layer: attend over its codes and tail, keep the new entries in the tail, pack what left the residual.
+  forward_packed_layer(model_, l, x, n, positions, *packed, layer, ws_, hooks);
   pack_oldest(*packed, layer);
 }
 

@@ -71,11 +71,8 @@ class CpuBackend final : public Backend {
  private:
   const Model& model_;
   Workspace ws_;
-  /// The float32 copy of the layer one extend step attends over when it is not the cache's own float32 layer: a
-  /// packed layer (cache/packed_kv.hpp unpack_layer), or a shared layer's packed source.
-  LayerKV unpacked_;
-  /// One layer's step of extend() on `cc`: forward_layer on its own entries (unpacked and repacked when a codec
-  /// stores it), or forward_shared_layer on its source's.
+  /// One layer's step of extend() on `cc`: forward_layer on its own entries (forward_packed_layer over the codes and
+  /// the tail, then pack_oldest, when a codec stores it), or forward_shared_layer on its source's.
   void extend_layer(CpuCache& cc, int64_t layer, float* x, int64_t n, const int64_t* positions,
                     const LayerHooks* hooks);
   std::vector<std::string> open_phases_;

@@ -20,8 +20,9 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-/// Makes sure `kv` can take `extra` more positions, initialising an empty LayerKV for the model's geometry.
-void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t extra) {
+/// Makes sure `kv` can take `extra` more positions, initialising an empty LayerKV for the model's geometry. `older`:
+/// the entries held before kv's (a packed prefix), counted against a model-wide sliding window.
+void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t extra, int64_t older = 0) {
   if (kv.n_kv_heads == 0 && kv.capacity == 0 && kv.length == 0) {
     kv.n_kv_heads = c.n_kv_heads;
     kv.head_dim = c.head_dim;
@@ -32,9 +33,9 @@ void prepare_cache(const ModelConfig& c, int64_t layer, LayerKV& kv, int64_t ext
                      std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(c.head_dim));
   }
   check_layer_layout(kv, layer);
-  if (c.sliding_window > 0 && c.layer_sliding.empty() && kv.length + extra > c.sliding_window) {
+  if (c.sliding_window > 0 && c.layer_sliding.empty() && older + kv.length + extra > c.sliding_window) {
     throw InputError("the model uses sliding-window attention (window " + std::to_string(c.sliding_window) +
-                     ") and this context of " + std::to_string(kv.length + extra) +
+                     ") and this context of " + std::to_string(older + kv.length + extra) +
                      " entries exceeds it; this backend computes full attention only (no sliding window)");
   }
   if (kv.length == 0 && !kv.per_head() && kv.length + extra > kv.capacity) {
@@ -150,7 +151,7 @@ void rmsnorm_rows(const ModelConfig& c, const std::vector<float>& w, float* y, i
 /// The new rows' keys and values are appended to `own` (null for a shared layer), and the attention reads `kv` (the
 /// same layer as `own`, or the source layer of a shared one, which already holds the new rows' entries).
 void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV* own,
-                        const LayerKV& kv, Workspace& ws, const LayerHooks* hooks) {
+                        const AttendedKV& kv, Workspace& ws, const LayerHooks* hooks) {
   const ModelConfig& c = model.config;
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
   const int64_t D = c.d_model, H = c.n_heads, d = c.head_dim;
@@ -213,29 +214,50 @@ void mlp_sublayer(const Model& model, int64_t layer, float* x, int64_t n, Worksp
 
 }  // namespace
 
-void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
-                   Workspace& ws, const LayerHooks* hooks) {
-  const ModelConfig& c = model.config;
+namespace {
+
+/// Throws rkv::InputError for a layer index out of range or a position outside [0, 2^31).
+void check_layer_rows(const ModelConfig& c, int64_t layer, int64_t n, const int64_t* positions) {
   if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
-  if (n <= 0) return;
   for (int64_t i = 0; i < n; ++i)
     if (positions[i] < 0 || positions[i] > INT32_MAX)
       throw InputError("layer " + std::to_string(layer) + ": token position " + std::to_string(positions[i]) +
                        " is outside [0, 2^31) (the cache stores positions as int32)");
+}
+
+}  // namespace
+
+void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
+                   Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  check_layer_rows(c, layer, n, positions);
+  if (n <= 0) return;
   prepare_cache(c, layer, kv, n);
-  attention_sublayer(model, layer, x, n, positions, &kv, kv, ws, hooks);
+  attention_sublayer(model, layer, x, n, positions, &kv, AttendedKV(kv), ws, hooks);
+  mlp_sublayer(model, layer, x, n, ws);
+}
+
+void forward_packed_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const PackedLayer& packed, LayerKV& tail, Workspace& ws, const LayerHooks* hooks) {
+  const ModelConfig& c = model.config;
+  check_layer_rows(c, layer, n, positions);
+  if (n <= 0) return;
+  int64_t older = 0;  // the most packed entries of any head
+  for (int64_t g = 0; g < static_cast<int64_t>(packed.heads.size()); ++g) older = std::max(older, packed.entries(g));
+  prepare_cache(c, layer, tail, n, older);
+  attention_sublayer(model, layer, x, n, positions, &tail, AttendedKV(tail, &packed), ws, hooks);
   mlp_sublayer(model, layer, x, n, ws);
 }
 
 void forward_shared_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
-                          const LayerKV& source, Workspace& ws, const LayerHooks* hooks) {
+                          const AttendedKV& source, Workspace& ws, const LayerHooks* hooks) {
   const ModelConfig& c = model.config;
-  if (layer < 0 || layer >= c.n_layers) throw InputError("layer index " + std::to_string(layer) + " out of range");
+  check_layer_rows(c, layer, n, positions);
   if (n <= 0) return;
-  if (source.n_kv_heads != c.n_kv_heads || source.head_dim != c.head_dim)
+  if (source.n_kv_heads() != c.n_kv_heads || source.head_dim() != c.head_dim)
     throw InputError("layer " + std::to_string(layer) + ": the shared source cache has " +
-                     std::to_string(source.n_kv_heads) + " KV heads of dimension " + std::to_string(source.head_dim));
-  for (int64_t g = 0; g < source.n_kv_heads; ++g)
+                     std::to_string(source.n_kv_heads()) + " KV heads of dimension " + std::to_string(source.head_dim()));
+  for (int64_t g = 0; g < source.n_kv_heads(); ++g)
     if (source.head_length(g) < n)
       throw InputError("layer " + std::to_string(layer) + ": the shared source cache does not hold the " +
                        std::to_string(n) + " new rows (run the source layer first)");

@@ -35,6 +35,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/cpu/attended_kv.hpp"
 #include "backend/cpu/qlinear.hpp"
 #include "backend/types.hpp"
 #include "cache/attention_stats.hpp"
@@ -99,14 +100,25 @@ std::vector<float> embed(const Model& model, const std::vector<int32_t>& tokens)
 void forward_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions, LayerKV& kv,
                    Workspace& ws, const LayerHooks* hooks = nullptr);
 
+/// forward_layer on a layer a codec stores (cache/packed_kv.hpp): its older entries are `packed` codes, its newest the
+/// float32 `tail`. The n new keys and values are appended to the tail, and each new row attends over the packed
+/// entries then the tail's (AttendedKV, attended_kv.hpp: the codes are decoded a tile at a time inside the attention
+/// products, so no float32 copy of the layer is made). Entry numbering, visibility and results are those of
+/// forward_layer on unpack_layer's float32 copy (equal up to float summation order). The caller packs what left the
+/// tail's residual afterwards (pack_oldest). A model-wide sliding window counts the packed entries too. Throws as
+/// forward_layer does, and rkv::InputError when `packed` and `tail` disagree on geometry.
+void forward_packed_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
+                          const PackedLayer& packed, LayerKV& tail, Workspace& ws, const LayerHooks* hooks = nullptr);
+
 /// Block `layer` as a shared layer (Backend::share_layer; Cross-Layer Attention at inference): its own norms, query
-/// projection and RoPE, attention over `source` -- another layer's cache, which must already hold the n new rows'
-/// entries at the end of every KV head (the source layer ran first in this pass) -- then its own o_proj and MLP.
+/// projection and RoPE, attention over `source` -- another layer's cache (float32, or packed codes with a float32 tail),
+/// which must already hold the n new rows' entries at the end of every KV head (the source layer ran first in this
+/// pass) -- then its own o_proj and MLP.
 /// The layer's own keys and values are neither computed nor stored. Row i attends to source entries
 /// [first_i, len_before + i] as forward_layer does (on a sliding-window layer, by the source's stored positions).
 /// Throws rkv::InputError for a layer out of range, a source of the wrong geometry or one without the n new rows.
 void forward_shared_layer(const Model& model, int64_t layer, float* x, int64_t n, const int64_t* positions,
-                          const LayerKV& source, Workspace& ws, const LayerHooks* hooks = nullptr);
+                          const AttendedKV& source, Workspace& ws, const LayerHooks* hooks = nullptr);
 
 /// Logits for selected rows of the final residual stream: out[r] = RMSNorm(x[rows[r]]) * output_norm  W_lm^T
 /// (then c tanh(out / c) when config.final_logit_softcap c > 0).
