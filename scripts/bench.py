@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmarks behind the README's speed and memory tables, as one JSON per run, and a comparison of two runs.
 
-    scripts/bench.sh [--build DIR [--commit SHA]] [--reps N] [--groups cli,forward,decode_budget,memory] [--out FILE]
+    scripts/bench.sh [--build DIR [--commit SHA]] [--reps N] [--groups cli,forward,decode_budget,memory,packed_attention] [--out FILE]
     scripts/bench.sh --compare A.json B.json [--threshold 0.05]
 
 A run records the commit (and whether the tree was dirty), the machine (CPU model, cores, memory), the load average
@@ -11,6 +11,8 @@ before and after, and one median per figure:
   forward        bench_forward with quantized weights: prefill 512 / 2048, 128 tokens decoded, decode at depth 2048
   decode_budget  bench_decode_budget: decode and attention on the full cache and on a 10% cache
   memory         bench_memory: RSS after loading SmolLM2 and at the peak of a 256-token prefill + 8 decode steps
+  packed_attention  bench_packed_attention: one decode step's attention over a packed layer, per codec, at depth
+                 2048 and 16K, beside float32
   profile        bench_profile: perturbation_kl against a plain prefill (minutes; not in the default groups)
 Each Google Benchmark figure is the median of --reps repetitions (benchmark_repetitions); each cli figure the median
 of --reps processes. `--compare` prints every figure both runs have, B / A, and marks a change beyond --threshold as
@@ -35,12 +37,13 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("RIPPLEKV_CACHE") or Path.home() / ".cache" / "ripplekv")
 MODEL = CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SCHEMA = "ripplekv.bench/1"
-DEFAULT_GROUPS = ["cli", "forward", "decode_budget", "memory"]
+DEFAULT_GROUPS = ["cli", "forward", "decode_budget", "memory", "packed_attention"]
 # Google Benchmark programs per group: (program, extra flags, one process per benchmark)
 PROGRAMS = {
     "forward": ("bench_forward", ["--benchmark_filter=/f32:0"], False),
     "decode_budget": ("bench_decode_budget", [], False),
     "memory": ("bench_memory", [], True),
+    "packed_attention": ("bench_packed_attention", [], False),
     "profile": ("bench_profile", [], False),
 }
 
@@ -281,7 +284,8 @@ def main():
     ap.add_argument("--build", default=str(REPO / "build"), help="build folder (default build/)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per figure (default 3)")
     ap.add_argument("--groups", default=",".join(DEFAULT_GROUPS),
-                    help="comma-separated groups: cli, forward, decode_budget, memory, profile (default %(default)s)")
+                    help="comma-separated groups: cli, forward, decode_budget, memory, packed_attention, profile "
+                         "(default %(default)s)")
     ap.add_argument("--out", help="write the JSON here instead of stdout (never over an existing file)")
     ap.add_argument("--commit", help="the commit --build was built from, when it is not this tree's HEAD")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two runs' JSON files")
