@@ -10,7 +10,13 @@ A timing script: never called from scripts/test.sh. Needs the assets of scripts/
 bench_forward (scripts/build.sh), cmake and a C++ compiler.
 
 Usage: scripts/bench-vs-llamacpp.py [--bench build/bin/bench_forward] [--threads 1,2] [--reps 3] [--build-only]
+       scripts/bench-vs-llamacpp.py --long [--only prefill|decode] [--model GGUF] [--threads 2] [--reps 3]
        (cache: $RIPPLEKV_CACHE, default ~/.cache/ripplekv)
+
+--long: long context on a 32K model (default Gemma 3 270M from scripts/fetch-assets): prefill at 4K, 16K and 32K
+(`llama-bench -p N -n 0 -fa on` against bench_long_context's BM_PrefillLong) and 32 tokens decoded at depth 16K with
+a float cache and a q8_0 cache (`llama-bench -p 0 -n 32 -d 16384 -fa on [-ctk q8_0 -ctv q8_0]`; llama.cpp's float
+cache is f16, ripplekv's f32) against BM_DecodeAtDepth. One process per figure (a 32K prefill is minutes on 2 cores).
 """
 import argparse
 import hashlib
@@ -65,9 +71,15 @@ def build_llama_bench(version):
             t.extractall(src, filter="data")
     llama = next(src.glob("*/vendor/llama.cpp"))
     jobs = str(os.cpu_count() or 2)
+    # No AMX tiles: -march=native turns them on where the CPU has them (Sapphire Rapids and later), but using them
+    # needs the kernel's per-process permission (arch_prctl ARCH_REQ_XCOMP_PERM), which sandboxes such as this
+    # project's machines deny: llama-bench then dies of SIGILL in tinygemm_kernel_amx (seen 2026-12-07 on a Xeon
+    # with amx_int8). ripplekv uses no AMX either, so both sides run AVX-512/AVX2 code.
+    no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     subprocess.run(["cmake", "-S", str(llama), "-B", str(root / "build"), "-DCMAKE_BUILD_TYPE=Release",
                     "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"], check=True)
+                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+                    "-DCMAKE_C_FLAGS=" + no_amx, "-DCMAKE_CXX_FLAGS=" + no_amx], check=True)
     subprocess.run(["cmake", "--build", str(root / "build"), "--target", "llama-bench", "-j", jobs], check=True)
     return exe
 
@@ -109,16 +121,108 @@ def run_ripplekv(bench, threads):
     return out
 
 
+LONG_FIGURES = ["prefill 4096", "prefill 16384", "prefill 32768", "decode at depth 16384, float cache",
+                "decode at depth 16384, q8_0 cache"]
+
+
+def run_llama_bench_long(exe, model, threads, only):
+    """{figure: tok/s} of the long-context shapes whose name starts with `only` ("" for all), one llama-bench
+    process per figure (-r 1)."""
+    shapes = {"prefill 4096": ["-p", "4096", "-n", "0"], "prefill 16384": ["-p", "16384", "-n", "0"],
+              "prefill 32768": ["-p", "32768", "-n", "0"],
+              "decode at depth 16384, float cache": ["-p", "0", "-n", "32", "-d", "16384"],
+              "decode at depth 16384, q8_0 cache": ["-p", "0", "-n", "32", "-d", "16384", "-ctk", "q8_0", "-ctv",
+                                                    "q8_0"]}
+    out = {}
+    for figure, extra in shapes.items():
+        if not figure.startswith(only):
+            continue
+        res = subprocess.run([str(exe), "-m", str(model), "-t", str(threads), "-r", "1", "-fa", "on", "-o", "json"]
+                             + extra, check=True, capture_output=True, text=True)
+        out[figure] = json.loads(res.stdout)[0]["avg_ts"]
+    return out
+
+
+def run_ripplekv_long(bench, model, threads, only):
+    env = dict(os.environ, RKV_BENCH_THREADS=str(threads), RKV_BENCH_GGUF=str(model))
+    pattern = {"": ".", "prefill": "BM_PrefillLong", "decode": "BM_DecodeAtDepth"}[only]
+    res = subprocess.run([str(bench), "--benchmark_format=json", "--benchmark_filter=" + pattern], check=True,
+                         capture_output=True, text=True, env=env)
+    out = {}
+    for b in json.loads(res.stdout)["benchmarks"]:
+        if b.get("error_occurred"):
+            sys.exit(f"bench-vs-llamacpp: {b['name']}: {b.get('error_message')}")
+        name, rate = b["name"], b["tok/s"]
+        if name.startswith("BM_PrefillLong/T:"):
+            out[f"prefill {name.split('/')[1].split(':')[1]}"] = rate
+        elif name.startswith("BM_DecodeAtDepth/depth:16384/codec:0"):
+            out["decode at depth 16384, float cache"] = rate
+        elif name.startswith("BM_DecodeAtDepth/depth:16384/codec:1"):
+            out["decode at depth 16384, q8_0 cache"] = rate
+    return out
+
+
+def print_table(figures, threads, samples, reps):
+    med = {k: statistics.median(v) if v else None for k, v in samples.items()}
+    head = "| figure |" + "".join(f" llama.cpp {t}t | ripplekv {t}t | ratio |" for t in threads)
+    print(head)
+    print("|---|" + "---|---|---|" * len(threads))
+    for f in figures:
+        cells = []
+        for t in threads:
+            l, r = med[("llama.cpp", t, f)], med[("ripplekv", t, f)]
+            cells += [f"{l:.1f}" if l else "n/a", f"{r:.1f}" if r else "n/a",
+                      f"{r / l:.2f}x" if l and r else "n/a"]
+        print(f"| {f} | " + " | ".join(cells) + " |")
+    print(f"(tok/s, medians of {reps} interleaved runs; load average now {os.getloadavg()[0]:.2f})")
+
+
+def main_long(a):
+    model = Path(a.model) if a.model else CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+    bench = Path(a.bench) if a.bench else REPO / "build" / "bin" / "bench_long_context"
+    if not model.exists():
+        sys.exit(f"bench-vs-llamacpp: missing {model}; run scripts/fetch-assets or pass --model")
+    if not bench.exists():
+        sys.exit(f"bench-vs-llamacpp: missing {bench}; build first (scripts/build.sh)")
+    exe = build_llama_bench(pinned_version())
+    threads = [int(t) for t in a.threads.split(",")]
+    samples = {(who, t, f): [] for who in ("llama.cpp", "ripplekv") for t in threads for f in LONG_FIGURES}
+    for rep in range(a.reps):
+        for t in threads:
+            for who, fn in (("llama.cpp", lambda: run_llama_bench_long(exe, model, t, a.only)),
+                            ("ripplekv", lambda: run_ripplekv_long(bench, model, t, a.only))):
+                load = os.getloadavg()[0]
+                for f, v in fn().items():
+                    samples[(who, t, f)].append(v)
+                print(f"[rep {rep + 1}/{a.reps}] {who} {t} thread(s) done (load average before: {load:.2f})",
+                      file=sys.stderr, flush=True)
+    print(f"model: {model.name}")
+    print_table([f for f in LONG_FIGURES if f.startswith(a.only)], threads, samples, a.reps)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=str(REPO / "build" / "bin" / "bench_forward"))
-    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--bench", default=None,
+                    help="the ripplekv bench program (default build/bin/bench_forward; --long: bench_long_context)")
+    ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; --long: 2)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--build-only", action="store_true", help="build llama-bench and stop")
+    ap.add_argument("--long", action="store_true", help="long-context prefill and decode on a 32K model (see above)")
+    ap.add_argument("--model", default=None, help="--long: the GGUF (default Gemma 3 270M)")
+    ap.add_argument("--only", choices=["", "prefill", "decode"], default="",
+                    help="--long: only the prefill or only the decode figures")
     a = ap.parse_args()
+    if a.reps < 1:
+        sys.exit("bench-vs-llamacpp: --reps must be at least 1")
     if a.build_only:
         print(build_llama_bench(pinned_version()))
         return
+    if a.long:
+        a.threads = a.threads or "2"
+        main_long(a)
+        return
+    a.threads = a.threads or "1,2"
+    a.bench = a.bench or str(REPO / "build" / "bin" / "bench_forward")
     if not MODEL.exists():
         sys.exit(f"bench-vs-llamacpp: missing {MODEL}; run scripts/fetch-assets")
     if not Path(a.bench).exists():
@@ -136,18 +240,7 @@ def main():
                     samples[(who, t, f)].append(v)
                 print(f"[rep {rep + 1}/{a.reps}] {who} {t} thread(s) done (load average before: {load:.2f})",
                       file=sys.stderr)
-    med = {k: statistics.median(v) if v else None for k, v in samples.items()}
-    head = "| figure |" + "".join(f" llama.cpp {t}t | ripplekv {t}t | ratio |" for t in threads)
-    print(head)
-    print("|---|" + "---|---|---|" * len(threads))
-    for f in FIGURES:
-        cells = []
-        for t in threads:
-            l, r = med[("llama.cpp", t, f)], med[("ripplekv", t, f)]
-            cells += [f"{l:.1f}" if l else "n/a", f"{r:.1f}" if r else "n/a",
-                      f"{r / l:.2f}x" if l and r else "n/a"]
-        print(f"| {f} | " + " | ".join(cells) + " |")
-    print(f"(tok/s, medians of {a.reps} interleaved runs; load average now {os.getloadavg()[0]:.2f})")
+    print_table(FIGURES, threads, samples, a.reps)
 
 
 if __name__ == "__main__":
