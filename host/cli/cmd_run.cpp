@@ -163,8 +163,8 @@ const char* kValidateUsage =
     "\"periodic\" decode policy's scorer can re-score while decoding, and that this machine can run the backend\n"
     "(model.backend / --backend, model.dtype / --dtype). Then, from the model's headers alone (no weights; a few MB),\n"
     "that every sequence fits the model's context length and every cell suits the model (its head dim, sliding\n"
-    "windows, layers), as a run checks right after loading it. Errors name the TOML line. Prints the cells of the\n"
-    "sweep.\n"
+    "windows, layers), as a run checks right after loading it, and that [output] baseline selects swept values some\n"
+    "cell has. Errors name the TOML line. Prints the cells of the sweep and the report's baseline.\n"
     "--set KEY=VALUE overrides a key as `run --set` does (the effective config is what is checked).\n";
 
 int run_validate(const std::vector<std::string>& args) {
@@ -189,6 +189,7 @@ int run_validate(const std::vector<std::string>& args) {
     std::cerr << "validate: " << plan.model_path << " is not there: lengths and cells not checked against the model\n";
   std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";
   for (const auto& c : plan.cells) std::cout << "  " << c.id << "  " << c.label << "  " << c.values.dump() << "\n";
+  std::cout << "report baseline: " << plan.report_baseline.describe() << "\n";
   return 0;
 }
 

@@ -339,6 +339,37 @@ TEST_F(Config, SweepMethodsSetSeveralKeysTogetherCrossedWithTheOtherAxes) {
             std::string::npos);
 }
 
+TEST_F(Config, OutputBaselineSelectsSweptValuesWithErrorsNamingTheKey) {
+  const std::string sweep = "[sweep]\n\"scorer.plugin\" = [\"snapkv\", \"h2o\"]\n\"budget.fraction\" = [0.1, 0.3]\n";
+  // Absent: uniform (the report as before); "full"; a selector, written with a quoted dotted key or nested.
+  EXPECT_EQ(load(base("", sweep)).report_baseline.kind, rkv::ReportBaseline::Kind::uniform);
+  EXPECT_EQ(load(base("[output]\nbaseline = \"full\"\n", sweep)).report_baseline.kind, rkv::ReportBaseline::Kind::full);
+  for (const char* form : {"{ \"scorer.plugin\" = \"snapkv\" }", "{ scorer = { plugin = \"snapkv\" } }"}) {
+    const rkv::ReportBaseline b = load(base(std::string("[output]\nbaseline = ") + form + "\n", sweep)).report_baseline;
+    EXPECT_EQ(b.kind, rkv::ReportBaseline::Kind::selector) << form;
+    EXPECT_EQ(b.describe(), "scorer.plugin = snapkv") << form;
+    EXPECT_EQ(b.free, std::vector<std::string>{"scorer.plugin"}) << form;
+  }
+  // A methods axis that sets a selected key frees all of its keys (a method is one choice).
+  const rkv::ReportBaseline m = load(base("[output]\nbaseline = { \"allocator.plugin\" = \"uniform\" }\n",
+      "[sweep]\nmethods = [{ \"scorer.plugin\" = \"snapkv\", \"allocator.plugin\" = \"uniform\" },\n"
+      "  { \"scorer.plugin\" = \"snapkv\", \"allocator.plugin\" = \"ripplekv\" }]\n")).report_baseline;
+  EXPECT_EQ(m.free, (std::vector<std::string>{"allocator.plugin", "scorer.plugin"}));
+  // Errors name output.baseline, the key and its line.
+  EXPECT_NE(error(base("[output]\nbaseline = \"best\"\n", sweep)).find("cfg.toml:19:"), std::string::npos)
+      << error(base("[output]\nbaseline = \"best\"\n", sweep));
+  EXPECT_NE(error(base("[output]\nbaseline = \"best\"\n", sweep)).find("is not a baseline"), std::string::npos);
+  const std::string unswept = error(base("[output]\nbaseline = { \"allocator.plugin\" = \"uniform\" }\n", sweep));
+  EXPECT_NE(unswept.find("output.baseline.allocator.plugin"), std::string::npos) << unswept;
+  EXPECT_NE(unswept.find("is not swept (swept keys: budget.fraction, scorer.plugin)"), std::string::npos) << unswept;
+  const std::string untaken = error(base("[output]\nbaseline = { \"scorer.plugin\" = \"tova\" }\n", sweep));
+  EXPECT_NE(untaken.find("no cell of the sweep has scorer.plugin = \"tova\""), std::string::npos) << untaken;
+  EXPECT_NE(error(base("[output]\nbaseline = {}\n", sweep)).find("non-empty table"), std::string::npos);
+  EXPECT_NE(error(base("[output]\nbaseline = 3\n", sweep)).find("output.baseline"), std::string::npos);
+  EXPECT_NE(error(base("[output]\nbaseline = { \"scorer.plugin\" = \"snapkv\" }\n")).find("the config has no [sweep]"),
+            std::string::npos);
+}
+
 TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotScoreAChunk) {
   const rkv::RunPlan one = load(base());
   EXPECT_EQ(one.prefill.chunk_tokens, 0);
@@ -403,7 +434,7 @@ TEST_F(Config, SyntaxErrorsGiveLineAndColumn) {
 
 TEST_F(Config, UnknownKeysNameTheLineAndClosestMatch) {
   EXPECT_EQ(error(base("[output]\ndri = \"x\"\n")),
-            "cfg.toml:19: 'output.dri' is not a known key in [output]; valid: dir, bootstrap_resamples, max_cells; "
+            "cfg.toml:19: 'output.dri' is not a known key in [output]; valid: dir, bootstrap_resamples, max_cells, baseline; "
             "did you mean "
             "'dir'?");
   const std::string e = error(base("[modle]\n"));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "runner/report/comparisons.hpp"
 
 namespace {
@@ -106,3 +107,139 @@ TEST(EqualBytesComparison, AJointCellPairsWithEvictionAloneAndIsNeverAUniformPar
 }
 
 }  // namespace
+
+namespace {
+
+/// A cell of a sweep over scorers and budgets (its swept values in "cell"), kl per example.
+rkv::CellData swept(const std::string& scorer, double f, const std::vector<double>& kl) {
+  const std::string id = scorer + "@" + std::to_string(f);
+  rkv::CellData c = cell(id, "uniform", scorer, 0.0, "none", kl);
+  c.meta["budget_bytes_fraction"] = nullptr;
+  c.meta["budget_fraction"] = f;
+  c.meta["cell"] = {{"scorer.plugin", scorer}, {"budget.fraction", f}};
+  return c;
+}
+
+rkv::ReportBaseline selector(const nlohmann::json& select, std::vector<std::string> free) {
+  rkv::ReportBaseline b;
+  b.kind = rkv::ReportBaseline::Kind::selector;
+  b.select = select;
+  b.free = std::move(free);
+  return b;
+}
+
+}  // namespace
+
+TEST(BaselineComparison, ASweepOverScorersComparesScorersAtEachBudget) {
+  // baseline = { "scorer.plugin" = "snapkv" }: each cell against snapkv at its own budget. h2o@0.1 - snapkv@0.1 =
+  // (0.1, 0.1, 0.4): mean 0.2; h2o@0.5 - snapkv@0.5 = (0.1, 0.1, 0.1): 0.1; knorm@0.5 - snapkv@0.5 = -0.1. The snapkv
+  // cells are the baselines (not compared themselves), the full cache is never compared.
+  rkv::CellData full = cell("full", "uniform", "snapkv", 0.0, "none", {0.0, 0.0, 0.0});
+  full.meta["full_cache"] = true;
+  full.meta["cell"] = nlohmann::json::object();
+  const std::vector<rkv::CellData> cells = {
+      full,
+      swept("snapkv", 0.1, {0.5, 0.6, 0.7}), swept("h2o", 0.1, {0.6, 0.7, 1.1}),
+      swept("snapkv", 0.5, {0.2, 0.2, 0.2}), swept("h2o", 0.5, {0.3, 0.3, 0.3}),
+      swept("knorm", 0.5, {0.1, 0.1, 0.1}),
+  };
+  const std::map<std::string, std::vector<std::string>> metrics = {{"lm_fidelity", {"kl"}}};
+  const rkv::ReportBaseline b = selector({{"scorer.plugin", "snapkv"}}, {"scorer.plugin"});
+  const auto cmp = rkv::compare_with_baseline(cells, metrics, 200, b);
+  ASSERT_EQ(cmp.size(), 3u);
+  EXPECT_EQ(cmp[0].label, "h2o@0.100000");
+  EXPECT_NEAR(cmp[0].stats.mean_difference, 0.2, 1e-12);
+  EXPECT_EQ(cmp[1].label, "h2o@0.500000");
+  EXPECT_NEAR(cmp[1].stats.mean_difference, 0.1, 1e-12);
+  EXPECT_EQ(cmp[2].label, "knorm@0.500000");
+  EXPECT_NEAR(cmp[2].stats.mean_difference, -0.1, 1e-12);
+  // Against uniform nothing pairs (every cell is uniform): before [output] baseline, a sweep over scorers had no
+  // comparison at all.
+  EXPECT_TRUE(rkv::compare_with_uniform(cells, metrics, 200).empty());
+  // The section names the baseline and prints one row per comparison.
+  const std::string md = rkv::comparison_section(cmp, "lm_fidelity", "Against " + b.describe(), b.describe());
+  EXPECT_NE(md.find("cell - scorer.plugin = snapkv per example"), std::string::npos) << md;
+  EXPECT_NE(md.find("| knorm@0.500000 | kl | -0.1"), std::string::npos) << md;
+  // "full": every compressed cell against the full cache (kl 0): the differences are the cells' own means.
+  rkv::ReportBaseline f;
+  f.kind = rkv::ReportBaseline::Kind::full;
+  const auto vs_full = rkv::compare_with_baseline(cells, metrics, 200, f);
+  ASSERT_EQ(vs_full.size(), 5u);
+  EXPECT_NEAR(vs_full[1].stats.mean_difference, 0.8, 1e-12);  // h2o@0.1: (0.6 + 0.7 + 1.1) / 3
+}
+
+TEST(BaselineComparison, AMethodsAxisPairsWithThePlainMethod) {
+  // leaderboard-style methods: {snapkv, uniform}, {snapkv, uniform, heads = adakv}, {snapkv, ripplekv} at one budget.
+  // baseline = { "allocator.plugin" = "uniform", "scorer.plugin" = "snapkv" } frees every methods key; two cells
+  // qualify and the one setting fewer free keys (no allocator.heads) is the baseline: ripplekv - plain = -0.1 and
+  // adakv - plain = -0.2.
+  auto method = [](const std::string& id, const nlohmann::json& values, const std::vector<double>& kl) {
+    rkv::CellData c = cell(id, "uniform", "snapkv", 0.0, "none", kl);
+    c.meta["budget_bytes_fraction"] = nullptr;
+    c.meta["cell"] = values;
+    return c;
+  };
+  const std::vector<rkv::CellData> cells = {
+      method("plain", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "uniform"}, {"budget.fraction", 0.5}},
+             {0.5, 0.5}),
+      method("adakv",
+             {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "uniform"}, {"allocator.heads", "adakv"},
+              {"budget.fraction", 0.5}},
+             {0.3, 0.3}),
+      method("ripple", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "ripplekv"}, {"budget.fraction", 0.5}},
+             {0.4, 0.4}),
+      method("ripple-0.25", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "ripplekv"}, {"budget.fraction", 0.25}},
+             {0.9, 0.9}),  // no baseline cell at 0.25: left out
+  };
+  const rkv::ReportBaseline b = selector({{"allocator.plugin", "uniform"}, {"scorer.plugin", "snapkv"}},
+                                         {"allocator.heads", "allocator.plugin", "scorer.plugin"});
+  const auto cmp = rkv::compare_with_baseline(cells, {{"lm_fidelity", {"kl"}}}, 200, b);
+  ASSERT_EQ(cmp.size(), 1u);  // adakv has every selected value: it is a baseline cell itself
+  EXPECT_EQ(cmp[0].label, "ripple");
+  EXPECT_NEAR(cmp[0].stats.mean_difference, -0.1, 1e-12);
+}
+
+TEST(BaselineComparison, RecordedBaselineRoundTripsAndDisagreementFallsBackToUniform) {
+  const rkv::ReportBaseline b = selector({{"scorer.plugin", "snapkv"}}, {"scorer.plugin"});
+  EXPECT_EQ(rkv::ReportBaseline::from_json(b.to_json(), "x").to_json(), b.to_json());
+  EXPECT_EQ(b.describe(), "scorer.plugin = snapkv");
+  EXPECT_THROW(rkv::ReportBaseline::from_json("everything", "cell 'x'"), rkv::InputError);
+  EXPECT_THROW(rkv::ReportBaseline::from_json({{"select", nlohmann::json::object()}, {"free", {}}}, "x"),
+               rkv::InputError);
+  std::vector<rkv::CellData> cells = {swept("snapkv", 0.1, {1.0}), swept("h2o", 0.1, {1.0})};
+  for (auto& c : cells) c.meta["report_baseline"] = b.to_json();
+  std::string note;
+  EXPECT_EQ(rkv::recorded_baseline(cells, &note).describe(), "scorer.plugin = snapkv");
+  EXPECT_TRUE(note.empty());
+  cells[1].meta["report_baseline"] = "full";
+  EXPECT_EQ(rkv::recorded_baseline(cells, &note).kind, rkv::ReportBaseline::Kind::uniform);
+  EXPECT_NE(note.find("different [output] baseline"), std::string::npos);
+}
+
+TEST(BaselineComparison, HolmFamilyIsOneTableAndItsCountIsTheRowsPrinted) {
+  // Two tasks, 12 examples each (enough for a p): lm_fidelity has 2 comparisons, needle 1. Each table's text counts
+  // its own rows, and Holm adjusts within the table: needle's single p is its own (Holm of a family of 1).
+  auto make = [](const std::string& scorer, double shift) {
+    rkv::CellData c = swept(scorer, 0.1, {});
+    for (int64_t i = 0; i < 12; ++i)
+      for (const char* task : {"lm_fidelity", "needle"}) {
+        rkv::ExampleOutcomeRecord r;
+        r.task = task;
+        r.example = i;
+        r.values[std::string(task) == "needle" ? "hit" : "kl"] = 0.1 * static_cast<double>(i % 3) + shift;
+        if (std::string(task) == "needle" && scorer == "knorm") continue;  // knorm has no needle results
+        c.examples.push_back(r);
+      }
+    return c;
+  };
+  const std::vector<rkv::CellData> cells = {make("snapkv", 0.0), make("h2o", 0.05), make("knorm", -0.05)};
+  const std::map<std::string, std::vector<std::string>> metrics = {{"lm_fidelity", {"kl"}}, {"needle", {"hit"}}};
+  const auto cmp = rkv::compare_with_baseline(cells, metrics, 200, selector({{"scorer.plugin", "snapkv"}}, {"scorer.plugin"}));
+  ASSERT_EQ(cmp.size(), 3u);  // h2o: kl, hit; knorm: kl
+  const std::string lm = rkv::comparison_section(cmp, "lm_fidelity", "x", "snapkv");
+  const std::string needle = rkv::comparison_section(cmp, "needle", "x", "snapkv");
+  EXPECT_NE(lm.find("adjusted across the 2 rows of this table"), std::string::npos) << lm;
+  EXPECT_NE(needle.find("adjusted across the 1 row of this table"), std::string::npos) << needle;
+  for (const auto& u : cmp)
+    if (u.task == "needle") EXPECT_DOUBLE_EQ(u.p_holm, u.stats.p_value);
+}

@@ -14,6 +14,7 @@
 #include "runner/plan/cell_labels.hpp"
 #include "runner/plan/compression_sections.hpp"
 #include "runner/plan/config_overrides.hpp"
+#include "runner/plan/report_baseline.hpp"
 #include "runner/plan/sweep.hpp"
 #include "runner/plan/task_settings.hpp"
 #include "runner/plan/toml_reader.hpp"
@@ -143,7 +144,7 @@ void read_run_settings(const TomlContext& c, const toml::table& root, RunPlan& p
   }
   if (const toml::table* t = sub_table(c, root, "tasks", "tasks")) read_tasks_section(c, *t, plan);
   if (const toml::table* o = sub_table(c, root, "output", "output")) {
-    check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells"});
+    check_keys(c, *o, "output", {"dir", "bootstrap_resamples", "max_cells", "baseline"});
     const std::string dir = get_string(c, *o, "dir", "output.dir", "");
     if (!dir.empty()) plan.output_dir = resolve_config_path(c, *o->get("dir"), "output.dir", dir);
     plan.bootstrap_resamples = get_int(c, *o, "bootstrap_resamples", "output.bootstrap_resamples", 2000, 100, kMaxCount);
@@ -269,6 +270,7 @@ RunPlan build_plan(toml::table root, const std::string& text, const TomlContext&
   plan.cells.push_back(full_cache_cell(plan.base_sha256));  // the full-cache reference first
   for (Cell& cell : expand_sweep(c, root, axes, *plan.registry)) plan.cells.push_back(std::move(cell));
   label_cells(plan.cells, plan.rerotate, plan.prefill);  // rerotate and chunk compression: run-level, named per cell
+  plan.report_baseline = read_report_baseline(c, root.get_as<toml::table>("output"), axes, plan.cells);
   check_cells_create_their_plugins(c, root, plan.cells, plan);
   return plan;
 }

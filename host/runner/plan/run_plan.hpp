@@ -15,6 +15,7 @@
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "runner/plan/decode_spec.hpp"
+#include "runner/plan/report_baseline.hpp"
 #include "runner/plan/joint_spec.hpp"
 #include "runner/plan/share_spec.hpp"
 #include "runner/plan/task_settings.hpp"
@@ -128,6 +129,7 @@ struct RunPlan {
   /// [output] max_cells: a [sweep] whose cartesian product has more cells is refused at validate time, before any
   /// cell is built (a sweep of millions of cells would exhaust the memory of `validate` itself).
   int64_t max_cells = 10000;
+  ReportBaseline report_baseline;  ///< [output] baseline: what the report's paired comparisons compare each cell with
   std::vector<Cell> cells;        ///< the full-cache reference first, then the sweep's cartesian product
   std::shared_ptr<PluginRegistry> registry;
 };

@@ -226,6 +226,8 @@ void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& 
   j["compute_dtype"] = id.compute_dtype;
   j["weights"] = id.weights;
   j["bootstrap_resamples"] = plan.bootstrap_resamples;
+  // [output] baseline: what the report compares each cell with (absent: uniform, as before the key existed)
+  if (plan.report_baseline.kind != ReportBaseline::Kind::uniform) j["report_baseline"] = plan.report_baseline.to_json();
   j["seconds"] = seconds;
   if (!id.manifest.is_null()) j["manifest"] = id.manifest;
   j["examples"] = nlohmann::json::array();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/errors.hpp"
 #include "core/fnv1a.hpp"
 #include "core/format.hpp"
 #include "runner/report/summary.hpp"
@@ -106,10 +107,16 @@ std::vector<UniformComparison> compare_with(const std::vector<CellData>& cells,
         out.push_back(std::move(u));
       }
   }
-  std::vector<const PairedComparison*> family;
-  for (const auto& u : out) family.push_back(&u.stats);
-  const std::vector<double> holm = holm_adjust_reportable(family);
-  for (size_t i = 0; i < out.size(); ++i) out[i].p_holm = holm[i];
+  // One Holm family per task: the comparisons one table prints (comparison_section), so the count it states is the
+  // number of its rows that print a p.
+  std::map<std::string, std::vector<size_t>> by_task;
+  for (size_t i = 0; i < out.size(); ++i) by_task[out[i].task].push_back(i);
+  for (const auto& [task, rows] : by_task) {
+    std::vector<const PairedComparison*> family;
+    for (size_t i : rows) family.push_back(&out[i].stats);
+    const std::vector<double> holm = holm_adjust_reportable(family);
+    for (size_t k = 0; k < rows.size(); ++k) out[rows[k]].p_holm = holm[k];
+  }
   return out;
 }
 
@@ -124,6 +131,76 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
         return is_uniform(m) ? nullptr : uniform_partner(all, m);
       },
       "/vs-uniform/");
+}
+
+namespace {
+
+/// The cell `m` is compared with under a selector baseline: it has every selected value and the same other swept
+/// values; among several, the one whose swept values set the fewest free keys, then the first. Null for a cell that
+/// is itself a baseline cell, and for the full cache.
+const CellData* selected_partner(const std::vector<CellData>& cells, const nlohmann::json& m, const ReportBaseline& b) {
+  const nlohmann::json& values = m.at("cell");
+  if (m.at("full_cache").get<bool>() || b.selects(values)) return nullptr;
+  const CellData* partner = nullptr;
+  size_t fewest = 0;
+  for (const auto& u : cells) {
+    const nlohmann::json& uv = u.meta.at("cell");
+    if (u.meta.at("full_cache").get<bool>() || !b.selects(uv) || !b.same_other_values(values, uv)) continue;
+    size_t set = 0;
+    for (const auto& k : b.free) set += uv.contains(k);
+    if (!partner || set < fewest) partner = &u, fewest = set;
+  }
+  return partner;
+}
+
+const CellData* full_cache_cell(const std::vector<CellData>& cells) {
+  for (const auto& u : cells)
+    if (u.meta.at("full_cache").get<bool>()) return &u;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<UniformComparison> compare_with_baseline(const std::vector<CellData>& cells,
+                                                     const std::map<std::string, std::vector<std::string>>& metrics,
+                                                     int resamples, const ReportBaseline& baseline) {
+  switch (baseline.kind) {
+    case ReportBaseline::Kind::uniform: return compare_with_uniform(cells, metrics, resamples);
+    case ReportBaseline::Kind::full:
+      return compare_with(
+          cells, metrics, resamples,
+          [](const std::vector<CellData>& all, const nlohmann::json&) { return full_cache_cell(all); }, "/vs-full/");
+    case ReportBaseline::Kind::selector:
+      return compare_with(
+          cells, metrics, resamples,
+          [&](const std::vector<CellData>& all, const nlohmann::json& m) { return selected_partner(all, m, baseline); },
+          "/vs-baseline/" + baseline.describe() + "/");
+  }
+  return {};
+}
+
+ReportBaseline recorded_baseline(const std::vector<CellData>& cells, std::string* note) {
+  ReportBaseline b;
+  bool first = true;
+  for (const auto& c : cells) {
+    const nlohmann::json j = c.meta.value("report_baseline", nlohmann::json("uniform"));
+    ReportBaseline mine;
+    try {
+      mine = ReportBaseline::from_json(j, "cell '" + c.meta.at("cell_id").get<std::string>() + "'");
+    } catch (const InputError& e) {
+      if (note) *note = std::string(e.what()) + "; comparing with uniform";
+      return ReportBaseline{};
+    }
+    if (first) {
+      b = mine, first = false;
+    } else if (mine.to_json() != b.to_json()) {
+      if (note)
+        *note = "the cells were run with different [output] baseline settings ('" + b.describe() + "', '" +
+                mine.describe() + "'); comparing with uniform";
+      return ReportBaseline{};
+    }
+  }
+  return b;
 }
 
 std::vector<UniformComparison> compare_at_equal_bytes(const std::vector<CellData>& cells,
@@ -146,8 +223,8 @@ std::vector<std::string> cells_without_equal_bytes_baseline(const std::vector<Ce
 std::string comparison_section(const std::vector<UniformComparison>& comparisons, const std::string& task,
                                const std::string& heading, const std::string& baseline) {
   std::ostringstream rows;
-  size_t family = 0;
-  for (const auto& u : comparisons) family += u.stats.n >= kMinExamplesForPValue;
+  size_t family = 0;  // the rows of this table that print a p: Holm's family (compare_with)
+  for (const auto& u : comparisons) family += u.task == task && u.stats.n >= kMinExamplesForPValue;
   for (const auto& u : comparisons) {
     if (u.task != task) continue;
     const PairedComparison& p = u.stats;
@@ -164,8 +241,9 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
         "permutation test (exact up to n = 16), printed only when n >= "
      << kMinExamplesForPValue << " (below that: \"n too small\", and the CI is little more than the range of the "
         "differences); p (Holm): "
-     << (family ? "adjusted across the " + std::to_string(family) + " comparisons of this table's family that print a p"
-                : std::string("no comparison of this report has enough examples"))
+     << (family ? "adjusted across the " + std::to_string(family) + (family == 1 ? " row" : " rows") +
+                      " of this table that print a p"
+                : std::string("no comparison in this table has enough examples"))
      << ". d_z = mean / sd of the differences. MDD: the smallest difference this n detects at alpha = 0.05 with power "
         "0.8, (1.96 + 0.84) sd / sqrt(n) (normal approximation; from n = "
      << kMinExamplesForPValue << ").\n\n"

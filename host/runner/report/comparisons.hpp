@@ -1,7 +1,8 @@
-// Paired comparisons of a report: every compressed cell against uniform (same count in every layer and head) at the
-// same scorer, budget, codec and decode policy, on the examples both hold, metric by metric; and every cell with a
-// byte budget against eviction alone at the same bytes. Holm's adjustment runs across the comparisons of one family
-// that print a p-value (n >= kMinExamplesForPValue, eval/stats.hpp).
+// Paired comparisons of a report: every compressed cell against its baseline ([output] baseline,
+// runner/plan/report_baseline.hpp; by default uniform -- the same count in every layer and head -- at the same scorer,
+// budget, codec and decode policy), on the examples both hold, metric by metric; and every cell with a byte budget
+// against eviction alone at the same bytes. Holm's adjustment runs across the comparisons of one table (one task of one
+// kind of comparison) that print a p-value (n >= kMinExamplesForPValue, eval/stats.hpp).
 // Thread rules: pure functions.
 #pragma once
 #include <map>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "eval/stats.hpp"
+#include "runner/plan/report_baseline.hpp"
 #include "runner/records/cell_files.hpp"
 
 namespace rkv {
@@ -27,6 +29,19 @@ struct UniformComparison {
 std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>& cells,
                                                     const std::map<std::string, std::vector<std::string>>& metrics,
                                                     int resamples);
+
+/// Comparisons against `baseline` ([output] baseline, runner/plan/report_baseline.hpp), in cell order then metric
+/// order, as compare_with_uniform: uniform is compare_with_uniform itself; "full" pairs every compressed cell with the
+/// full-cache reference; a selector pairs each cell that does not have every selected value with the cell that does
+/// and shares every other swept value (the one setting the fewest free keys, then the first), and leaves out cells
+/// without one. Holm's adjustment runs across the comparisons that print a p.
+std::vector<UniformComparison> compare_with_baseline(const std::vector<CellData>& cells,
+                                                     const std::map<std::string, std::vector<std::string>>& metrics,
+                                                     int resamples, const ReportBaseline& baseline);
+
+/// The baseline the cells were run with (their "report_baseline"; uniform when absent). Cells that disagree (a merge
+/// of runs with different [output] baseline) or a malformed field fall back to uniform, and `*note` says why.
+ReportBaseline recorded_baseline(const std::vector<CellData>& cells, std::string* note);
 
 /// Labels of the cells with a budget.bytes_fraction that are not themselves eviction alone and have no eviction-alone
 /// cell (float32, uniform allocator, no route, no sharing, same scorer, decode policy and bytes_fraction) to be

@@ -209,7 +209,7 @@ std::string ReportPlots::paired_differences(const std::string& task, const std::
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + ", cell - " + gq(baseline) +
              " on the same examples (mean, 95% CI)'\n"
-         "set xlabel '" + std::string(baseline == "uniform" ? "budget" : "budget (KV bytes: fraction of the float32 cache)") +
+         "set xlabel '" + std::string(baseline == "eviction alone" ? "budget (KV bytes: fraction of the float32 cache)" : "budget") +
              "'\nset ylabel 'difference in " + gq(axis_label(metric, better)) + "'\n" + budget_axis(differences) +
              kLegendBelow + plot);
   return stem + ".png";
