@@ -1359,6 +1359,52 @@ TEST_F(SyntheticRun, ASweepOverAPluginParamGivesDistinctLabelsAndPlotLines) {
     EXPECT_TRUE(fs::exists(dir / "out" / "plots" / png)) << png;
 }
 
+// The report opens with the headline (every cell ranked by the task's primary metric, the full cache as reference),
+// and [output] baseline picks what the paired comparisons compare with: here each window-8 cell against the window-4
+// cell of the same allocator and budget (4 cells x 3 compared metrics = 12 rows), recorded in every cell file.
+TEST_F(SyntheticRun, TheHeadlineRanksEveryCellAndTheBaselineSelectorPicksThePairs) {
+  const rkv::RunPlan p = plan(config("[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n",
+                                     "baseline = { \"scorer.snapkv.window\" = 4 }\n"
+                                     "[sweep]\n\"allocator.plugin\" = [\"uniform\", \"pyramid\"]\n"
+                                     "\"scorer.snapkv.window\" = [4, 8]\n\"budget.fraction\" = [0.25, 0.5]\n"));
+  EXPECT_EQ(p.report_baseline.describe(), "scorer.snapkv.window = 4");
+  rkv::RunOptions o;
+  o.out_dir = (dir / "out").string();
+  o.quiet = true;
+  EXPECT_EQ(rkv::run_ablation(p, o).cells_computed, 9);
+  const std::string report = rkv::read_file((dir / "out" / "report.md").string());
+  const size_t headline = report.find("## Headline");
+  ASSERT_NE(headline, std::string::npos) << report;
+  EXPECT_LT(headline, report.find("## Task lm_fidelity"));  // first, before the details
+  EXPECT_NE(report.find("Model `model.gguf`"), std::string::npos) << report;
+  EXPECT_NE(report.find("lm_fidelity (n = 2)"), std::string::npos) << report;
+  EXPECT_NE(report.find("### lm_fidelity: ranked by kl (lower is better)"), std::string::npos) << report;
+  EXPECT_NE(report.find("| ref | full cache |"), std::string::npos) << report;
+  for (int rank = 1; rank <= 8; ++rank)
+    EXPECT_NE(report.find("\n| " + std::to_string(rank) + " | ", headline), std::string::npos) << rank;
+  EXPECT_EQ(report.find("\n| 9 | ", headline), std::string::npos);
+  // The ranks follow kl: read the 8 ranked values back and check they ascend.
+  std::vector<double> ranked;
+  for (int rank = 1; rank <= 8; ++rank) {
+    const size_t row = report.find("\n| " + std::to_string(rank) + " | ", headline);
+    const size_t value = report.find(" | ", report.find(" | ", row + 3) + 3) + 3;
+    ranked.push_back(std::stod(report.substr(value)));
+  }
+  EXPECT_TRUE(std::is_sorted(ranked.begin(), ranked.end())) << report.substr(headline, 2000);
+  EXPECT_NE(report.find("### Paired comparison against the baseline scorer.snapkv.window = 4"), std::string::npos)
+      << report;
+  size_t too_small = 0;
+  for (size_t at = report.find("n too small |"); at != std::string::npos; at = report.find("n too small |", at + 1))
+    ++too_small;
+  EXPECT_EQ(too_small, 36u) << report;  // 12 rows x (p, p Holm, MDD)
+  EXPECT_NE(report.find("| uniform + snapkv(window=8) @ f=0.25 | kl |"), std::string::npos) << report;
+  EXPECT_EQ(report.find("| uniform + snapkv(window=4) @ f=0.25 | kl |"), std::string::npos) << report;  // a baseline
+  for (const auto& f : fs::directory_iterator(dir / "out" / "cells")) {
+    const nlohmann::json cell = nlohmann::json::parse(rkv::read_file(f.path().string()));
+    EXPECT_EQ(cell.at("report_baseline").at("select"), (nlohmann::json{{"scorer.snapkv.window", 4}})) << f.path();
+  }
+}
+
 // A cell finished before --resume widened the sweep over a param takes the label the wider sweep gives it.
 TEST_F(SyntheticRun, ResumingAWiderSweepRelabelsTheFinishedCells) {
   const std::string scorer = "[scorer]\nplugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 4\n";

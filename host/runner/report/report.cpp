@@ -257,6 +257,86 @@ std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> joint_ro
 }
 
 /// Paired differences of `task`, by metric, then group: the points of the difference plots.
+/// The metric `task`'s headline ranks by (Task::primary_metric; the first for a task no table entry names).
+std::string primary_of(const std::string& task, const std::vector<std::string>& names) {
+  const Task* driver = find_task(task);
+  return driver ? driver->primary_metric(names) : names.front();
+}
+
+/// The report's first screen: what was run (model file, backend, weights, tasks with their n, cells, baseline), then
+/// per task every cell ranked by the task's primary metric -- mean [95% CI], its paired difference against the
+/// baseline [95% CI] when it has one -- with the full cache as the reference row. A full cache that scores 0 on a
+/// higher-is-better primary metric is called out under its table (no compressed cell can be judged against it).
+std::string headline_section(const std::vector<CellData>& cells,
+                             const std::map<std::string, std::vector<std::string>>& metrics,
+                             const std::vector<UniformComparison>& comparisons, const std::string& against,
+                             int resamples) {
+  std::set<std::string> models;
+  for (const auto& c : cells)
+    if (c.meta.contains("model_path") && c.meta.at("model_path").is_string())
+      models.insert(fs::path(c.meta.at("model_path").get<std::string>()).filename().string());
+  std::string model_names;
+  for (const auto& m : models) model_names += (model_names.empty() ? "`" : ", `") + m + "`";
+  std::ostringstream md;
+  md << "## Headline\n\n"
+     << "Model " << (model_names.empty() ? std::string("(not recorded)") : model_names) << " (backend "
+     << backend_of(cells[0].meta) << ", weights " << weights_label(cells) << "); tasks:";
+  for (const auto& [task, names] : metrics) {
+    std::set<int64_t> examples;  // the task's examples any cell holds
+    for (const auto& c : cells)
+      for (const auto& e : c.examples)
+        if (e.task == task) examples.insert(e.example);
+    md << " " << task << " (n = " << examples.size() << ");";
+  }
+  md << " " << cells.size() << " cells; differences are cell - " << against << " on the same examples.\n\n";
+  for (const auto& [task, names] : metrics) {
+    const std::string metric = primary_of(task, names);
+    const std::string better = better_of(task, metric);
+    const bool lower = better.rfind("lower", 0) == 0;
+    struct Row {
+      const CellData* cell;
+      Summary s;
+    };
+    std::vector<Row> rows;
+    const CellData* full = nullptr;
+    Summary full_s;
+    for (const auto& c : cells) {
+      if (!has_task(c, task)) continue;
+      Summary s = summarize(c, task, metric, resamples);
+      if (s.n == 0) continue;
+      if (c.meta.at("full_cache").get<bool>()) {
+        full = &c, full_s = std::move(s);
+      } else {
+        rows.push_back({&c, std::move(s)});
+      }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+      return lower ? a.s.value < b.s.value : a.s.value > b.s.value;
+    });
+    md << "### " << task << ": ranked by " << metric << (better.empty() ? "" : " (" + better + ")") << "\n\n"
+       << "| rank | cell | " << metric << " [95% CI] | difference vs " << against << " [95% CI] | n |\n"
+       << "|---:|---|---|---|---:|\n";
+    if (full)
+      md << "| ref | " << full->meta.at("label").get<std::string>() << " | " << fmt(full_s.value) << " ["
+         << fmt(full_s.ci_low) << ", " << fmt(full_s.ci_high) << "] | | " << full_s.n << " |\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string label = rows[i].cell->meta.at("label").get<std::string>();
+      std::string diff;
+      for (const auto& u : comparisons)
+        if (u.task == task && u.metric == metric && u.label == label)
+          diff = fmt(u.stats.mean_difference) + " [" + fmt(u.stats.ci.low) + ", " + fmt(u.stats.ci.high) + "]";
+      const Summary& s = rows[i].s;
+      md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", " << fmt(s.ci_high)
+         << "] | " << (diff.empty() ? "(baseline or none)" : diff) << " | " << s.n << " |\n";
+    }
+    md << "\n";
+    if (full && !lower && !better.empty() && full_s.value == 0.0)
+      md << "> warning: the full cache scores 0 on " << task << " " << metric
+         << ": the task is beyond this model at this setting, so no compressed cell can be judged on it.\n\n";
+  }
+  return md.str();
+}
+
 std::map<std::string, PlotSeries> difference_series(const std::vector<UniformComparison>& comparisons,
                                                     const std::string& task) {
   std::map<std::string, PlotSeries> out;
@@ -278,8 +358,8 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
       if (!c.meta.at("full_cache").get<bool>()) groups.push_back(group_of(c.meta));
     plots.use_labels(groups);
   }
-  std::ostringstream md;
-  md << header(cells, resamples, missing_note) << warnings_section(cells);
+  std::ostringstream md;  // after the header and the headline (written last: it needs the comparisons)
+  md << warnings_section(cells);
   if (out.kind("profile.json") != Folder::Kind::missing) {
     try {
       md << profile_section(out, plots);
@@ -288,7 +368,18 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
     }
   }
   const auto metrics = metrics_by_task(cells);
-  const std::vector<UniformComparison> comparisons = compare_with_uniform(cells, metrics, resamples);
+  std::string baseline_note;
+  const ReportBaseline baseline = recorded_baseline(cells, &baseline_note);
+  if (!baseline_note.empty()) notes.push_back(baseline_note);
+  const std::vector<UniformComparison> comparisons = compare_with_baseline(cells, metrics, resamples, baseline);
+  const std::string against = baseline.describe();
+  const std::string heading =
+      baseline.kind == ReportBaseline::Kind::uniform
+          ? "Paired comparison against uniform (same scorer, budget and examples)"
+      : baseline.kind == ReportBaseline::Kind::full
+          ? "Paired comparison against the full cache (same examples; [output] baseline = \"full\")"
+          : "Paired comparison against the baseline " + against +
+                " (the cell with these values and every other swept value the same; same examples; [output] baseline)";
   const std::vector<UniformComparison> equal_bytes = compare_at_equal_bytes(cells, metrics, resamples);
   for (const std::string& label : cells_without_equal_bytes_baseline(cells))
     notes.push_back("'" + label + "' has a budget.bytes_fraction but no eviction-alone cell (float32 cache, uniform "
@@ -297,10 +388,11 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
   for (const auto& [task, names] : metrics) {
     std::map<std::string, PlotSeries> series;
     std::map<std::string, double> full;
-    md << task_table(cells, task, names, resamples, &series, &full) << comparison_section(comparisons, task);
+    md << task_table(cells, task, names, resamples, &series, &full)
+       << comparison_section(comparisons, task, heading, against);
     for (const auto& [metric, groups] : difference_series(comparisons, task))
-      md << "![" << task << " " << metric << " vs uniform](plots/"
-         << plots.paired_differences(task, metric, groups, "uniform", better_of(task, metric)) << ")\n\n";
+      md << "![" << task << " " << metric << " vs " << against << "](plots/"
+         << plots.paired_differences(task, metric, groups, against, better_of(task, metric)) << ")\n\n";
     md << comparison_section(equal_bytes, task,
                              "Paired comparison at equal KV bytes (against eviction alone: float32 cache, uniform "
                              "allocator, same scorer and budget.bytes_fraction)",
@@ -321,9 +413,10 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
             "`joint_plan`, `budgets`, `layer_bits`).\n\n![joint plans](plots/"
          << plots.joint_plans(task, plans) << ")\n\n";
   }
+  const std::string headline = headline_section(cells, metrics, comparisons, against, resamples);
   plots.draw(notes);
   for (const auto& n : notes) md << "> note: " << n << "\n";
-  out.write_atomically("report.md", md.str());
+  out.write_atomically("report.md", header(cells, resamples, missing_note) + headline + md.str());
 }
 
 }  // namespace rkv

@@ -1,6 +1,8 @@
-// report.md and plots/ of a run or merge, from its finished cells: the run's identity, the warnings the cells
-// recorded, the sensitivity profile, and per task a table of every cell (mean, 95% CI, full-cache value, KV kept),
-// the paired comparisons against uniform (runner/report/comparisons.hpp) and the figures (runner/report/plots.hpp).
+// report.md and plots/ of a run or merge, from its finished cells: the run's identity, the headline (what was run,
+// then per task every cell ranked by the task's primary metric with its paired difference against the baseline), the
+// warnings the cells recorded, the sensitivity profile, and per task a table of every cell (mean, 95% CI, full-cache
+// value, KV kept), the paired comparisons against the baseline ([output] baseline; runner/report/comparisons.hpp) and
+// the figures (runner/report/plots.hpp).
 // Thread rules: one report per output folder at a time (the caller holds its OutputFolderLock).
 #pragma once
 #include <string>

@@ -147,6 +147,10 @@ class LmFidelityTask : public Task {
   bool lower_is_better(const std::string& metric) const override {
     return metric == "kl" || metric == "ppl" || metric == "ppl_full";
   }
+  /// KL(full || compressed) per continuation token: the fidelity the task measures.
+  std::string primary_metric(const std::vector<std::string>& metrics) const override {
+    return metric_or_first(metrics, "kl");
+  }
 };
 
 }  // namespace

@@ -162,6 +162,10 @@ class MultiQuestionTask : public Task {
     return {{"context_tokens", m.context_tokens}, {"questions", m.questions},           {"examples", m.examples},
             {"seed", m.seed},                     {"max_new_tokens", m.max_new_tokens}, {"scoring", "string_match_all"}};
   }
+  /// The questions asked after compression, which the cache was not compressed for (kvpress's protocol).
+  std::string primary_metric(const std::vector<std::string>& metrics) const override {
+    return metric_or_first(metrics, "query_agnostic");
+  }
 };
 
 }  // namespace

@@ -272,6 +272,10 @@ class RulerTask : public Task {
             {"query_aware", plan.query_aware},
             {"sources", ruler_sources_manifest(plan)}};
   }
+  /// The mean over every subtask's examples (RULER's headline number).
+  std::string primary_metric(const std::vector<std::string>& metrics) const override {
+    return metric_or_first(metrics, "average");
+  }
 };
 
 }  // namespace

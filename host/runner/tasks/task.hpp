@@ -96,7 +96,13 @@ class Task {
   /// True when a lower value of `metric` is better (a divergence, a perplexity); false (the default) when higher is
   /// (accuracy, scores). Reports mark every metric's direction with it.
   virtual bool lower_is_better(const std::string& /*metric*/) const { return false; }
+  /// The metric the report's headline ranks cells by, out of `metrics` (the ones the cells recorded, sorted; not
+  /// empty): the task's own choice when recorded, else the first.
+  virtual std::string primary_metric(const std::vector<std::string>& metrics) const { return metrics.front(); }
 };
+
+/// `wanted` when `metrics` holds it, else metrics.front() (Task::primary_metric's helper).
+std::string metric_or_first(const std::vector<std::string>& metrics, const std::string& wanted);
 
 /// Every task, in the order of runner/plan/task_settings.hpp's table (a unit test checks they match).
 const std::vector<const Task*>& task_table();

@@ -1,4 +1,6 @@
 // The table of tasks (runner/tasks/task.hpp): one line per task, in the order of runner/plan/task_settings.hpp.
+#include <algorithm>
+
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "runner/tasks/lm_fidelity.hpp"
@@ -15,6 +17,10 @@ const std::vector<const Task*>& task_table() {
       &lm_fidelity_task(), &needle_task(), &ruler_task(), &multi_question_task(), &longbench_task(),
   };
   return table;
+}
+
+std::string metric_or_first(const std::vector<std::string>& metrics, const std::string& wanted) {
+  return std::find(metrics.begin(), metrics.end(), wanted) != metrics.end() ? wanted : metrics.front();
 }
 
 const Task* find_task(const std::string& name) {
