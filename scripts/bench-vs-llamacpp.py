@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,8 +62,11 @@ def fetch_sdist(version, dest):
 def build_llama_bench(version):
     root = CACHE / f"llama-bench-{version}"
     exe = root / "build" / "bin" / "llama-bench"
-    if exe.exists():
+    cache = root / "build" / "CMakeCache.txt"
+    if exe.exists() and cache.exists() and "mno-amx-tile" in cache.read_text(errors="replace"):
         return exe
+    if exe.exists():  # built before AMX tiles were turned off (it dies of SIGILL where they are denied): rebuild
+        shutil.rmtree(root / "build")
     root.mkdir(parents=True, exist_ok=True)
     sdist = fetch_sdist(version, root)
     src = root / "src"
@@ -205,15 +209,23 @@ def main():
     ap.add_argument("--bench", default=None,
                     help="the ripplekv bench program (default build/bin/bench_forward; --long: bench_long_context)")
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; --long: 2)")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions; the table gives medians (default 3)")
     ap.add_argument("--build-only", action="store_true", help="build llama-bench and stop")
     ap.add_argument("--long", action="store_true", help="long-context prefill and decode on a 32K model (see above)")
     ap.add_argument("--model", default=None, help="--long: the GGUF (default Gemma 3 270M)")
-    ap.add_argument("--only", choices=["", "prefill", "decode"], default="",
+    ap.add_argument("--only", choices=["prefill", "decode"], default="",
                     help="--long: only the prefill or only the decode figures")
     a = ap.parse_args()
     if a.reps < 1:
-        sys.exit("bench-vs-llamacpp: --reps must be at least 1")
+        ap.error("--reps must be at least 1")
+    if not a.long and (a.only or a.model):
+        ap.error("--only and --model go with --long")
+    if a.threads is not None:
+        try:
+            if not all(int(t) >= 1 for t in a.threads.split(",")):
+                raise ValueError
+        except ValueError:
+            ap.error(f"--threads {a.threads!r}: expected comma-separated positive integers, e.g. 1,2")
     if a.build_only:
         print(build_llama_bench(pinned_version()))
         return

@@ -365,6 +365,11 @@ TEST_F(Config, OutputBaselineSelectsSweptValuesWithErrorsNamingTheKey) {
   const std::string untaken = error(base("[output]\nbaseline = { \"scorer.plugin\" = \"tova\" }\n", sweep));
   EXPECT_NE(untaken.find("no cell of the sweep has scorer.plugin = \"tova\""), std::string::npos) << untaken;
   EXPECT_NE(error(base("[output]\nbaseline = {}\n", sweep)).find("non-empty table"), std::string::npos);
+  // Empty nested tables are refused, not dropped: { scorer = {} } names a key that is not swept.
+  EXPECT_NE(error(base("[output]\nbaseline = { scorer = {} }\n", sweep)).find("'scorer' is not swept"), std::string::npos);
+  EXPECT_NE(error(base("[output]\nbaseline = { \"scorer.plugin\" = \"snapkv\", nonsense = {} }\n", sweep))
+                .find("'nonsense' is not swept"),
+            std::string::npos);
   EXPECT_NE(error(base("[output]\nbaseline = 3\n", sweep)).find("output.baseline"), std::string::npos);
   EXPECT_NE(error(base("[output]\nbaseline = { \"scorer.plugin\" = \"snapkv\" }\n")).find("the config has no [sweep]"),
             std::string::npos);

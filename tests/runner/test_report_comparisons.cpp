@@ -169,10 +169,10 @@ TEST(BaselineComparison, ASweepOverScorersComparesScorersAtEachBudget) {
 }
 
 TEST(BaselineComparison, AMethodsAxisPairsWithThePlainMethod) {
-  // leaderboard-style methods: {snapkv, uniform}, {snapkv, uniform, heads = adakv}, {snapkv, ripplekv} at one budget.
-  // baseline = { "allocator.plugin" = "uniform", "scorer.plugin" = "snapkv" } frees every methods key; two cells
-  // qualify and the one setting fewer free keys (no allocator.heads) is the baseline: ripplekv - plain = -0.1 and
-  // adakv - plain = -0.2.
+  // leaderboard-style methods: {snapkv, pyramid}, {snapkv, uniform}, {snapkv, uniform, heads = adakv},
+  // {snapkv, ripplekv}, {h2o, uniform} at one budget. baseline = { "allocator.plugin" = "uniform", "scorer.plugin" =
+  // "snapkv" } frees every methods key; two cells qualify and the one setting fewer free keys (no allocator.heads) is
+  // the baseline: pyramid - plain = 0.2, ripplekv - plain = -0.1.
   auto method = [](const std::string& id, const nlohmann::json& values, const std::vector<double>& kl) {
     rkv::CellData c = cell(id, "uniform", "snapkv", 0.0, "none", kl);
     c.meta["budget_bytes_fraction"] = nullptr;
@@ -180,6 +180,8 @@ TEST(BaselineComparison, AMethodsAxisPairsWithThePlainMethod) {
     return c;
   };
   const std::vector<rkv::CellData> cells = {
+      method("snapkv-pyramid", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "pyramid"}, {"budget.fraction", 0.5}},
+             {0.7, 0.7}),
       method("plain", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "uniform"}, {"budget.fraction", 0.5}},
              {0.5, 0.5}),
       method("adakv",
@@ -190,13 +192,31 @@ TEST(BaselineComparison, AMethodsAxisPairsWithThePlainMethod) {
              {0.4, 0.4}),
       method("ripple-0.25", {{"scorer.plugin", "snapkv"}, {"allocator.plugin", "ripplekv"}, {"budget.fraction", 0.25}},
              {0.9, 0.9}),  // no baseline cell at 0.25: left out
+      method("h2o", {{"scorer.plugin", "h2o"}, {"allocator.plugin", "uniform"}, {"budget.fraction", 0.5}}, {0.6, 0.6}),
   };
   const rkv::ReportBaseline b = selector({{"allocator.plugin", "uniform"}, {"scorer.plugin", "snapkv"}},
                                          {"allocator.heads", "allocator.plugin", "scorer.plugin"});
   const auto cmp = rkv::compare_with_baseline(cells, {{"lm_fidelity", {"kl"}}}, 200, b);
-  ASSERT_EQ(cmp.size(), 1u);  // adakv has every selected value: it is a baseline cell itself
-  EXPECT_EQ(cmp[0].label, "ripple");
-  EXPECT_NEAR(cmp[0].stats.mean_difference, -0.1, 1e-12);
+  ASSERT_EQ(cmp.size(), 3u);  // adakv has every selected value: it is a baseline cell itself
+  EXPECT_EQ(cmp[0].label, "snapkv-pyramid");
+  EXPECT_EQ(cmp[0].baseline_label, "plain");
+  EXPECT_NEAR(cmp[0].stats.mean_difference, 0.2, 1e-12);
+  EXPECT_EQ(cmp[1].label, "ripple");
+  EXPECT_EQ(cmp[1].baseline_label, "plain");
+  EXPECT_NEAR(cmp[1].stats.mean_difference, -0.1, 1e-12);
+  EXPECT_EQ(cmp[2].label, "h2o");  // h2o sets no allocator.heads, like plain: plain, not adakv
+  EXPECT_EQ(cmp[2].baseline_label, "plain");
+  // With only the scorer selected, two snapkv cells qualify for h2o + uniform: the one agreeing on the allocator
+  // (snapkv + uniform), although snapkv + pyramid comes first: 0.6 - 0.5 = 0.1.
+  const rkv::ReportBaseline by_scorer =
+      selector({{"scorer.plugin", "snapkv"}}, {"allocator.heads", "allocator.plugin", "scorer.plugin"});
+  const auto cmp2 = rkv::compare_with_baseline(cells, {{"lm_fidelity", {"kl"}}}, 200, by_scorer);
+  ASSERT_EQ(cmp2.size(), 1u);
+  EXPECT_EQ(cmp2[0].label, "h2o");
+  EXPECT_EQ(cmp2[0].baseline_label, "plain");
+  EXPECT_NEAR(cmp2[0].stats.mean_difference, 0.1, 1e-12);
+  // The table names the cell each row was compared with.
+  EXPECT_NE(rkv::comparison_section(cmp2, "lm_fidelity", "x", "y").find("| 2 | plain |"), std::string::npos);
 }
 
 TEST(BaselineComparison, RecordedBaselineRoundTripsAndDisagreementFallsBackToUniform) {

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "model/half.hpp"
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define RKV_HAVE_AVX2_DECODE 1

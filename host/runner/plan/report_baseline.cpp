@@ -15,10 +15,11 @@ namespace {
 
 /// The settings of an inline table as dotted keys: { scorer = { plugin = "snapkv" } } sets "scorer.plugin", as a
 /// "methods" table does (sweep.hpp).
+/// An empty table is kept as a setting of its own (so the caller refuses it instead of dropping it silently).
 void flatten(const toml::table& t, const std::string& prefix, std::vector<std::pair<std::string, const toml::node*>>& out) {
   for (const auto& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-    if (v.is_table()) flatten(*v.as_table(), key, out);
+    if (v.is_table() && !v.as_table()->empty()) flatten(*v.as_table(), key, out);
     else out.emplace_back(key, &v);
   }
 }
@@ -131,8 +132,8 @@ ReportBaseline read_report_baseline(const TomlContext& c, const toml::table* out
       throw InputError(where(c, *node, "output.baseline." + key) + ": '" + key + "' is not swept" +
                        (listed.empty() ? " (the config has no [sweep])" : " (swept keys: " + listed + ")"));
     }
-    if (node->is_table() || node->is_array())
-      throw InputError(where(c, *node, "output.baseline." + key) + " must be a single value");
+    if (node->is_table())
+      throw InputError(where(c, *node, "output.baseline." + key) + " must be a value of the sweep, not a table");
     const nlohmann::json value = to_json(*node);
     const bool taken = std::any_of(cells.begin(), cells.end(), [&](const Cell& cell) {
       return cell.values.is_object() && cell.values.contains(key) && cell.values.at(key) == value;

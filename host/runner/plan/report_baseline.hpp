@@ -7,8 +7,10 @@
 //                           { "allocator.plugin" = "uniform" }: a cell's baseline is the cell that has these values and
 //                           shares every other swept value (so a sweep over scorers compares scorers, at each budget)
 // Keys a selector leaves free: its own keys, and every key of a "methods" axis that sets one of them (a method is one
-// choice: its other keys vary with it). Among several cells that qualify, the one setting the fewest free keys (the
-// plain method, e.g. without allocator.heads) is the baseline, then the first in sweep order.
+// choice: its other keys vary with it). Among several cells that qualify, the baseline is the one agreeing with the cell
+// on the most free keys that are not selected (h2o + uniform pairs with snapkv + uniform, not snapkv + pyramid), then
+// the one setting the fewest free keys (the plain method, e.g. without allocator.heads), then the first in sweep order.
+// The baseline is part of the run's config: changing it changes the run id (--resume and merge refuse the mix).
 //
 // Thread rules: pure values and functions.
 #pragma once

@@ -102,6 +102,7 @@ std::vector<UniformComparison> compare_with(const std::vector<CellData>& cells,
         if (a.empty()) continue;
         UniformComparison u;
         u.task = task, u.metric = metric, u.label = m.at("label").get<std::string>(), u.group = group_of(m);
+        u.baseline_label = base->meta.at("label").get<std::string>();
         u.budget = budget_x(m);
         u.stats = paired_bootstrap(a, b, fnv1a64(m.at("cell_id").get<std::string>() + tag + metric), resamples);
         out.push_back(std::move(u));
@@ -136,19 +137,25 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
 namespace {
 
 /// The cell `m` is compared with under a selector baseline: it has every selected value and the same other swept
-/// values; among several, the one whose swept values set the fewest free keys, then the first. Null for a cell that
-/// is itself a baseline cell, and for the full cache.
+/// values; among several (a "methods" axis frees its keys), the one that agrees with `m` on the most free keys that are
+/// not selected (h2o + uniform pairs with snapkv + uniform, not snapkv + pyramid), then the one setting the fewest free
+/// keys (the plain method), then the first. Null for a cell that is itself a baseline cell, and for the full cache.
 const CellData* selected_partner(const std::vector<CellData>& cells, const nlohmann::json& m, const ReportBaseline& b) {
   const nlohmann::json& values = m.at("cell");
   if (m.at("full_cache").get<bool>() || b.selects(values)) return nullptr;
   const CellData* partner = nullptr;
-  size_t fewest = 0;
+  size_t best_agree = 0, best_set = 0;
   for (const auto& u : cells) {
     const nlohmann::json& uv = u.meta.at("cell");
     if (u.meta.at("full_cache").get<bool>() || !b.selects(uv) || !b.same_other_values(values, uv)) continue;
-    size_t set = 0;
-    for (const auto& k : b.free) set += uv.contains(k);
-    if (!partner || set < fewest) partner = &u, fewest = set;
+    size_t agree = 0, set = 0;
+    for (const auto& k : b.free) {
+      set += uv.contains(k);
+      if (b.select.contains(k)) continue;
+      agree += values.contains(k) == uv.contains(k) && (!uv.contains(k) || values.at(k) == uv.at(k));
+    }
+    if (!partner || agree > best_agree || (agree == best_agree && set < best_set))
+      partner = &u, best_agree = agree, best_set = set;
   }
   return partner;
 }
@@ -231,8 +238,9 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
     const bool printable = p.n >= kMinExamplesForPValue;
     rows << "| " << u.label << " | " << u.metric << " | " << fmt(p.mean_difference) << " | [" << fmt(p.ci.low) << ", "
          << fmt(p.ci.high) << "] | " << (printable ? fmt(p.p_value, 3) : "n too small") << " | "
-         << (printable ? fmt(u.p_holm, 3) : "n too small") << " | " << fmt(p.effect_size, 3) << " | "
-         << (!printable ? "n too small" : p.sd > 0 ? fmt(p.mdd, 3) : "n/a (sd = 0)") << " | " << p.n << " |\n";
+         << (printable ? fmt(u.p_holm, 3) : "n too small") << " | " << (p.sd > 0 ? fmt(p.effect_size, 3) : "n/a (sd = 0)")
+         << " | " << (!printable ? "n too small" : p.sd > 0 ? fmt(p.mdd, 3) : "n/a (sd = 0)") << " | " << p.n << " | "
+         << u.baseline_label << " |\n";
   }
   if (rows.str().empty()) return "";
   std::ostringstream md;
@@ -247,8 +255,8 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
      << ". d_z = mean / sd of the differences. MDD: the smallest difference this n detects at alpha = 0.05 with power "
         "0.8, (1.96 + 0.84) sd / sqrt(n) (normal approximation; from n = "
      << kMinExamplesForPValue << ").\n\n"
-     << "| cell | metric | mean difference | 95% CI | p | p (Holm) | d_z | MDD | n |\n"
-     << "|---|---|---:|---|---:|---:|---:|---:|---:|\n"
+     << "| cell | metric | mean difference | 95% CI | p | p (Holm) | d_z | MDD | n | compared with |\n"
+     << "|---|---|---:|---|---:|---:|---:|---:|---:|---|\n"
      << rows.str() << "\n";
   return md.str();
 }

@@ -19,6 +19,7 @@ struct UniformComparison {
   std::string task, metric;
   std::string label;  ///< the cell's label
   std::string group;  ///< its plot group (label without the budget)
+  std::string baseline_label;  ///< the label of the cell it is compared with
   double budget = 0;  ///< its budget (fraction or tokens; run_cells budget_x)
   PairedComparison stats;  ///< cell - uniform, per example (eval/stats.hpp paired_bootstrap, seeded by cell and metric)
   double p_holm = NAN;     ///< Holm-adjusted p across the report; NaN when n < kMinExamplesForPValue
@@ -33,8 +34,8 @@ std::vector<UniformComparison> compare_with_uniform(const std::vector<CellData>&
 /// Comparisons against `baseline` ([output] baseline, runner/plan/report_baseline.hpp), in cell order then metric
 /// order, as compare_with_uniform: uniform is compare_with_uniform itself; "full" pairs every compressed cell with the
 /// full-cache reference; a selector pairs each cell that does not have every selected value with the cell that does
-/// and shares every other swept value (the one setting the fewest free keys, then the first), and leaves out cells
-/// without one. Holm's adjustment runs across the comparisons that print a p.
+/// and shares every other swept value (the one agreeing with it on the most free keys, then the one setting the fewest
+/// free keys, then the first), and leaves out cells without one. Holm's adjustment runs across the comparisons that print a p.
 std::vector<UniformComparison> compare_with_baseline(const std::vector<CellData>& cells,
                                                      const std::map<std::string, std::vector<std::string>>& metrics,
                                                      int resamples, const ReportBaseline& baseline);

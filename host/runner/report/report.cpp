@@ -288,7 +288,15 @@ std::string headline_section(const std::vector<CellData>& cells,
         if (e.task == task) examples.insert(e.example);
     md << " " << task << " (n = " << examples.size() << ");";
   }
-  md << " " << cells.size() << " cells; differences are cell - " << against << " on the same examples.\n\n";
+  md << " " << cells.size() << " cells. Baseline: " << against
+     << "; the difference column is cell minus its baseline cell on the same examples.\n\n";
+  std::set<std::string> baseline_cells;  // the cells some comparison is against
+  for (const auto& u : comparisons) baseline_cells.insert(u.baseline_label);
+  const bool compressed = std::any_of(cells.begin(), cells.end(),
+                                      [](const CellData& c) { return !c.meta.at("full_cache").get<bool>(); });
+  if (comparisons.empty() && compressed)
+    md << "> note: no cell has a baseline cell to be compared with (" << against
+       << "), so there are no paired differences; choose one with [output] baseline (README \"Reading a report\").\n\n";
   for (const auto& [task, names] : metrics) {
     const std::string metric = primary_of(task, names);
     const std::string better = better_of(task, metric);
@@ -327,7 +335,8 @@ std::string headline_section(const std::vector<CellData>& cells,
           diff = fmt(u.stats.mean_difference) + " [" + fmt(u.stats.ci.low) + ", " + fmt(u.stats.ci.high) + "]";
       const Summary& s = rows[i].s;
       md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", " << fmt(s.ci_high)
-         << "] | " << (diff.empty() ? "(baseline or none)" : diff) << " | " << s.n << " |\n";
+         << "] | " << (!diff.empty() ? diff : baseline_cells.count(label) ? "(a baseline)" : "(no baseline cell)")
+         << " | " << s.n << " |\n";
     }
     md << "\n";
     if (full && !lower && !better.empty() && full_s.value == 0.0)
