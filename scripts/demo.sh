@@ -21,5 +21,5 @@ resume=()
 [ -f "$out/run.json" ] && resume=(--resume)
 build/bin/ripplekv run configs/default.toml --out "$out" "${resume[@]}" "${args[@]}"
 echo
-echo "== $out/report.md (its headline: every cell ranked per task; the rest and the plots in $out/)"
+echo "== $out/report.md (its headline: every cell ranked per task and budget; the rest and the plots in $out/)"
 awk '/^## Headline/ { on = 1; print; next } on && /^## / { exit } on { print }' "$out/report.md"

@@ -1378,19 +1378,23 @@ TEST_F(SyntheticRun, TheHeadlineRanksEveryCellAndTheBaselineSelectorPicksThePair
   EXPECT_LT(headline, report.find("## Task lm_fidelity"));  // first, before the details
   EXPECT_NE(report.find("Model `model.gguf`"), std::string::npos) << report;
   EXPECT_NE(report.find("lm_fidelity (n = 2)"), std::string::npos) << report;
-  EXPECT_NE(report.find("### lm_fidelity: ranked by kl (lower is better)"), std::string::npos) << report;
-  EXPECT_NE(report.find("| ref | full cache |"), std::string::npos) << report;
-  for (int rank = 1; rank <= 8; ++rank)
-    EXPECT_NE(report.find("\n| " + std::to_string(rank) + " | ", headline), std::string::npos) << rank;
-  EXPECT_EQ(report.find("\n| 9 | ", headline), std::string::npos);
-  // The ranks follow kl: read the 8 ranked values back and check they ascend.
-  std::vector<double> ranked;
-  for (int rank = 1; rank <= 8; ++rank) {
-    const size_t row = report.find("\n| " + std::to_string(rank) + " | ", headline);
-    const size_t value = report.find(" | ", report.find(" | ", row + 3) + 3) + 3;
-    ranked.push_back(std::stod(report.substr(value)));
+  // Ranked within each budget: two tables of 4 cells, each with the full cache as its reference row.
+  for (const char* budget : {"0.25", "0.5"}) {
+    const size_t table = report.find(std::string("### lm_fidelity: ranked by kl (lower is better), at budget ") + budget);
+    ASSERT_NE(table, std::string::npos) << budget << "\n" << report;
+    EXPECT_NE(report.find("| ref | full cache |", table), std::string::npos) << report;
+    const size_t end = report.find("\n\n", report.find("|---:|", table));
+    std::vector<double> ranked;  // the ranks follow kl: read the 4 values back and check they ascend
+    for (int rank = 1; rank <= 4; ++rank) {
+      const size_t row = report.find("\n| " + std::to_string(rank) + " | ", table);
+      ASSERT_LT(row, end) << rank << "\n" << report.substr(table, 2000);
+      const size_t value = report.find(" | ", report.find(" | ", row + 3) + 3) + 3;
+      ranked.push_back(std::stod(report.substr(value)));
+      EXPECT_NE(report.substr(row, report.find('\n', row + 1) - row).find(std::string("@ f=") + budget), std::string::npos);
+    }
+    EXPECT_GT(report.find("\n| 5 | ", table), end);
+    EXPECT_TRUE(std::is_sorted(ranked.begin(), ranked.end())) << report.substr(table, 2000);
   }
-  EXPECT_TRUE(std::is_sorted(ranked.begin(), ranked.end())) << report.substr(headline, 2000);
   EXPECT_NE(report.find("### Paired comparison against the baseline scorer.snapkv.window = 4"), std::string::npos)
       << report;
   size_t too_small = 0;

@@ -264,7 +264,7 @@ std::string primary_of(const std::string& task, const std::vector<std::string>& 
 }
 
 /// The report's first screen: what was run (model file, backend, weights, tasks with their n, cells, baseline), then
-/// per task every cell ranked by the task's primary metric -- mean [95% CI], its paired difference against the
+/// per task and budget every cell ranked by the task's primary metric -- mean [95% CI], its paired difference against the
 /// baseline [95% CI] when it has one -- with the full cache as the reference row. A full cache that scores 0 on a
 /// higher-is-better primary metric is called out under its table (no compressed cell can be judged against it).
 std::string headline_section(const std::vector<CellData>& cells,
@@ -318,27 +318,35 @@ std::string headline_section(const std::vector<CellData>& cells,
         rows.push_back({&c, std::move(s)});
       }
     }
-    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-      return lower ? a.s.value < b.s.value : a.s.value > b.s.value;
-    });
-    md << "### " << task << ": ranked by " << metric << (better.empty() ? "" : " (" + better + ")") << "\n\n"
-       << "| rank | cell | " << metric << " [95% CI] | difference vs " << against << " [95% CI] | n |\n"
-       << "|---:|---|---|---|---:|\n";
-    if (full)
-      md << "| ref | " << full->meta.at("label").get<std::string>() << " | " << fmt(full_s.value) << " ["
-         << fmt(full_s.ci_low) << ", " << fmt(full_s.ci_high) << "] | | " << full_s.n << " |\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const std::string label = rows[i].cell->meta.at("label").get<std::string>();
-      std::string diff;
-      for (const auto& u : comparisons)
-        if (u.task == task && u.metric == metric && u.label == label)
-          diff = fmt(u.stats.mean_difference) + " [" + fmt(u.stats.ci.low) + ", " + fmt(u.stats.ci.high) + "]";
-      const Summary& s = rows[i].s;
-      md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", " << fmt(s.ci_high)
-         << "] | " << (!diff.empty() ? diff : baseline_cells.count(label) ? "(a baseline)" : "(no baseline cell)")
-         << " | " << s.n << " |\n";
+    // Ranked within each budget (the kvpress leaderboard's question: which method wins at the same ratio), best first.
+    std::map<double, std::vector<Row>> by_budget;
+    for (Row& r : rows) by_budget[budget_x(r.cell->meta)].push_back(std::move(r));
+    if (by_budget.empty() && full) by_budget[1.0];  // only the reference: its table alone
+    for (auto& [budget, ranked] : by_budget) {
+      std::stable_sort(ranked.begin(), ranked.end(), [&](const Row& a, const Row& b) {
+        return lower ? a.s.value < b.s.value : a.s.value > b.s.value;
+      });
+      md << "### " << task << ": ranked by " << metric << (better.empty() ? "" : " (" + better + ")")
+         << (by_budget.size() > 1 ? ", at budget " + fmt(budget) : "") << "\n\n"
+         << "| rank | cell | " << metric << " [95% CI] | difference vs " << against << " [95% CI] | n |\n"
+         << "|---:|---|---|---|---:|\n";
+      if (full)
+        md << "| ref | " << full->meta.at("label").get<std::string>() << " | " << fmt(full_s.value) << " ["
+           << fmt(full_s.ci_low) << ", " << fmt(full_s.ci_high) << "] | | " << full_s.n << " |\n";
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        const std::string label = ranked[i].cell->meta.at("label").get<std::string>();
+        std::string diff;
+        for (const auto& u : comparisons)
+          if (u.task == task && u.metric == metric && u.label == label)
+            diff = fmt(u.stats.mean_difference) + " [" + fmt(u.stats.ci.low) + ", " + fmt(u.stats.ci.high) + "]";
+        const Summary& s = ranked[i].s;
+        md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", "
+           << fmt(s.ci_high) << "] | "
+           << (!diff.empty() ? diff : baseline_cells.count(label) ? "(a baseline)" : "(no baseline cell)") << " | "
+           << s.n << " |\n";
+      }
+      md << "\n";
     }
-    md << "\n";
     if (full && !lower && !better.empty() && full_s.value == 0.0)
       md << "> warning: the full cache scores 0 on " << task << " " << metric
          << ": the task is beyond this model at this setting, so no compressed cell can be judged on it.\n\n";
