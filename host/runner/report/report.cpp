@@ -291,7 +291,11 @@ std::string headline_section(const std::vector<CellData>& cells,
   md << " " << cells.size() << " cells. Baseline: " << against
      << "; the difference column is cell minus its baseline cell on the same examples.\n\n";
   std::set<std::string> baseline_cells;  // the cells some comparison is against
-  for (const auto& u : comparisons) baseline_cells.insert(u.baseline_label);
+  std::map<std::string, const UniformComparison*> by_row;  // task / metric / label -> its comparison (one lookup per row)
+  for (const auto& u : comparisons) {
+    baseline_cells.insert(u.baseline_label);
+    by_row[u.task + "\n" + u.metric + "\n" + u.label] = &u;
+  }
   const bool compressed = std::any_of(cells.begin(), cells.end(),
                                       [](const CellData& c) { return !c.meta.at("full_cache").get<bool>(); });
   if (comparisons.empty() && compressed)
@@ -336,9 +340,10 @@ std::string headline_section(const std::vector<CellData>& cells,
       for (size_t i = 0; i < ranked.size(); ++i) {
         const std::string label = ranked[i].cell->meta.at("label").get<std::string>();
         std::string diff;
-        for (const auto& u : comparisons)
-          if (u.task == task && u.metric == metric && u.label == label)
-            diff = fmt(u.stats.mean_difference) + " [" + fmt(u.stats.ci.low) + ", " + fmt(u.stats.ci.high) + "]";
+        if (const auto it = by_row.find(task + "\n" + metric + "\n" + label); it != by_row.end()) {
+          const PairedComparison& p = it->second->stats;
+          diff = fmt(p.mean_difference) + " [" + fmt(p.ci.low) + ", " + fmt(p.ci.high) + "]";
+        }
         const Summary& s = ranked[i].s;
         md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", "
            << fmt(s.ci_high) << "] | "
