@@ -8,8 +8,6 @@
 
 namespace rkv {
 
-namespace {
-
 std::string human_count(int64_t n) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(1);
@@ -22,6 +20,14 @@ std::string human_count(int64_t n) {
   }
   return s.str();
 }
+
+std::string model_name(const Model& m) {
+  if (!m.gguf) return "";
+  const auto* name = m.gguf->find("general.name");
+  return name && name->type == GgufType::STRING ? name->str : "";
+}
+
+namespace {
 
 /// Bytes the f32 cache of layer set `sliding` (true: the sliding-window layers, false: the global ones) needs after T
 /// tokens: sum of the layers' spans min(T, window) x H_kv x (2 d x 4 + 4) (keys, values and an int32 position).
@@ -85,11 +91,7 @@ void print_model_info(const Model& m, std::ostream& os) {
      << "format:            " << m.format << "\n"
      << "sha256:            " << (m.sha256.empty() ? "(not computed; --sha256 reads the whole file)" : m.sha256) << "\n"
      << "architecture:      " << c.architecture << "\n";
-  if (m.gguf) {
-    if (const auto* name = m.gguf->find("general.name"); name && name->type == GgufType::STRING) {
-      os << "name:              " << name->str << "\n";
-    }
-  }
+  if (const std::string name = model_name(m); !name.empty()) os << "name:              " << name << "\n";
   os << "layers:            " << c.n_layers << "\n"
      << "hidden size:       " << c.d_model << "\n"
      << "heads:             " << c.n_heads << "\n"

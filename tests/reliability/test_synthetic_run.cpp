@@ -1376,8 +1376,17 @@ TEST_F(SyntheticRun, TheHeadlineRanksEveryCellAndTheBaselineSelectorPicksThePair
   const size_t headline = report.find("## Headline");
   ASSERT_NE(headline, std::string::npos) << report;
   EXPECT_LT(headline, report.find("## Task lm_fidelity"));  // first, before the details
-  EXPECT_NE(report.find("Model `model.gguf`"), std::string::npos) << report;
-  EXPECT_NE(report.find("lm_fidelity (n = 2)"), std::string::npos) << report;
+  // What was run: the model's file and shape from the manifest (this synthetic GGUF has no general.name), the task's
+  // n, T and settings, the budgets.
+  EXPECT_NE(report.find("- **Model** (`model.gguf`): llama, "), std::string::npos) << report;
+  EXPECT_NE(report.find("- **Task** lm_fidelity: n = 2, T = 32 tokens; continuation = \"teacher-forced\", continuation_tokens = 8, prefix_tokens = 32\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("- **Budgets** 0.25, 0.5 (budget.fraction"), std::string::npos) << report;
+  EXPECT_NE(report.find("- **Baseline** scorer.snapkv.window = 4: "), std::string::npos) << report;
+  // ppl_full, the same for every cell, is shown once under the task's table, not as a column.
+  EXPECT_EQ(report.find("| ppl_full |"), std::string::npos) << report;
+  const size_t reference = report.find("Reference (the full cache's own value, the same for every cell): ppl_full = ");
+  EXPECT_NE(reference, std::string::npos) << report;
+  EXPECT_EQ(report.find("ppl_full = ", reference + 80), std::string::npos) << report;
   // Ranked within each budget: two tables of 4 cells, each with the full cache as its reference row.
   for (const char* budget : {"0.25", "0.5"}) {
     const size_t table = report.find(std::string("### lm_fidelity: ranked by kl (lower is better), at budget ") + budget);

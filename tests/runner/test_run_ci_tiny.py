@@ -77,6 +77,39 @@ class CiTinyRun(unittest.TestCase):
                 if cell["label"] != "full cache":
                     self.assertEqual(sum(e["budgets"]), e["B"])  # every layer compressible: sum of b_l is B
 
+    def test_headline(self):
+        # The first screen of report.md, golden against what is known of the run independently of ripplekv: the
+        # GGUF's general.name and SmolLM2-135M's shape (HF config.json: 30 layers, 9 heads, 3 KV heads, hidden 576
+        # = 9 x 64, 8192 positions; 134.5M parameters on its model card), ci-tiny.toml's n, T and budgets.
+        with open(os.path.join(self.full, "report.md")) as f:
+            report = f.read()
+        head = report[report.index("## Headline"):report.index("### lm_fidelity: ranked by kl")]
+        self.assertIn("- **Model** Smollm2 135M 8k Lc100K Mix1 Ep2 (`SmolLM2-135M-Instruct.Q4_1.gguf`): llama, "
+                      "134.5M parameters, 30 layers, 9 heads / 3 KV heads (GQA group 3), head dim 64, "
+                      "trained context 8192\n", head)
+        self.assertIn("- **Task** lm_fidelity: n = 2, T = 256 tokens; continuation = \"teacher-forced\", "
+                      "continuation_tokens = 16, prefix_tokens = 256\n", head)
+        self.assertIn("- **Task** needle: n = 2, T = ", head)  # 2 trials at 256 context tokens, chat-templated
+        self.assertIn("- **Budgets** 0.2, 0.5 (budget.fraction", head)
+        self.assertIn("; 7 cells\n- **Baseline** uniform: ", head)
+        # Ranking: within each budget, kl ascends (lower is better) and needle accuracy descends; 3 cells each.
+        for task, metric, lower in (("lm_fidelity", "kl", True), ("needle", "accuracy", False)):
+            for budget in ("0.2", "0.5"):
+                title = "### %s: ranked by %s (%s is better), at budget %s\n" % (
+                    task, metric, "lower" if lower else "higher", budget)
+                table = report[report.index(title):].split("\n\n")[1]
+                rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| rank")]
+                self.assertTrue(rows[0].startswith("| ref | full cache | "), rows[0])
+                ranked = rows[1:]
+                self.assertEqual([r.split(" | ")[0] for r in ranked], ["| 1", "| 2", "| 3"])
+                for r in ranked:
+                    self.assertIn("@ f=%s |" % budget, r)
+                values = [float(r.split(" | ")[2].split(" ")[0]) for r in ranked]
+                self.assertEqual(values, sorted(values, reverse=not lower), table)
+        # ppl_full once, under the lm_fidelity table, with one CI.
+        self.assertEqual(report.count("ppl_full = "), 1)
+        self.assertNotIn("| ppl_full |", report)
+
     def test_resume_does_no_work(self):
         p = run("run", CONFIG, "--out", self.full, "--resume")
         self.assertIn("0 cells computed", p.stderr)

@@ -1,10 +1,12 @@
 // The reproducibility manifest of a run's cells (runner/records/manifest.hpp).
 #include "runner/records/manifest.hpp"
 
+#include <filesystem>
 #include <string>
 
 #include "core/errors.hpp"
 #include "core/sha256.hpp"
+#include "model/model_info.hpp"
 #include "runner/tasks/task.hpp"
 #include "tokenizer/chat_template.hpp"
 
@@ -34,8 +36,21 @@ nlohmann::json task_settings(const RunPlan& plan) {
 
 }  // namespace
 
-nlohmann::json reproducibility_manifest(const RunPlan& plan, const Tokenizer& tok) {
+nlohmann::json reproducibility_manifest(const RunPlan& plan, const Tokenizer& tok, const Model& model) {
   nlohmann::json m;
+  const ModelConfig& c = model.config;
+  std::filesystem::path file(model.path);
+  if (file.filename().empty()) file = file.parent_path();  // an HF folder given as "folder/"
+  m["model"] = {{"name", model_name(model)},
+                {"file", file.filename().string()},
+                {"architecture", c.architecture},
+                {"parameters", model.parameter_count()},
+                {"n_layers", c.n_layers},
+                {"n_heads", c.n_heads},
+                {"n_kv_heads", c.n_kv_heads},
+                {"head_dim", c.head_dim},
+                {"context_length", c.context_length},
+                {"sliding_window", c.sliding_window}};
   m["tokenizer"] = {{"description", tok.description()}, {"n_vocab", tok.n_vocab()},
                     {"vocab_sha256", vocab_sha256(tok)}, {"bos", tok.bos()}, {"eos", tok.eos()},
                     {"eot", tok.eot()}, {"add_bos", tok.add_bos_by_default()}};

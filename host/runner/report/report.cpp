@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/format.hpp"
+#include "model/model_info.hpp"
 #include "runner/plan/damage_signal_spec.hpp"
 #include "runner/report/comparisons.hpp"
 #include "runner/report/plots.hpp"
@@ -139,13 +141,53 @@ std::string direction_line(const std::string& task, const std::vector<std::strin
   return out + ".\n\n";
 }
 
+/// True for a metric that is the full cache's own value on each example ("ppl_full"): every cell of a task holds the
+/// same values, so the report shows it once rather than per cell.
+bool is_reference_metric(const std::string& metric) {
+  return metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
+}
+
+/// The reference-only metrics of `task` shown once: mean [95% CI] over the full cache cell's examples (or, without
+/// one, the cell holding the most examples of the task), so one CI stands for what every cell shares.
+std::string reference_line(const std::vector<CellData>& cells, const std::string& task,
+                           const std::vector<std::string>& reference, int resamples) {
+  if (reference.empty()) return "";
+  const CellData* from = nullptr;
+  size_t most = 0;
+  for (const auto& c : cells) {
+    size_t n = 0;
+    for (const auto& e : c.examples) n += e.task == task;
+    if (n == 0) continue;
+    if (c.meta.at("full_cache").get<bool>()) {
+      from = &c;
+      break;
+    }
+    if (n > most) most = n, from = &c;
+  }
+  if (!from) return "";
+  std::ostringstream md;
+  md << "Reference (the full cache's own value, the same for every cell):";
+  for (const auto& metric : reference) {
+    const Summary s = summarize(*from, task, metric, resamples);
+    const std::string better = better_of(task, metric);
+    md << " " << metric << " = " << fmt(s.value) << " [" << fmt(s.ci_low) << ", " << fmt(s.ci_high) << "], n = " << s.n
+       << (better.empty() ? "" : " (" + better + ")") << ";";
+  }
+  std::string line = md.str();
+  line.back() = '.';
+  return line + "\n\n";
+}
+
 /// One row per cell of `task`: each metric's mean [CI], the full cache's value of the first metric (unless the task's
 /// metrics compare with the full cache by construction: Task::report_full_cache_column), and the bytes kept after compression and at the
 /// end of decoding as % of the full prompt cache. Fills `series` (metric -> group -> points) and `full` (metric ->
 /// the full-cache cell's value) for the plots.
 std::string task_table(const std::vector<CellData>& cells, const std::string& task,
-                       const std::vector<std::string>& names, int resamples,
+                       const std::vector<std::string>& all_names, int resamples,
                        std::map<std::string, PlotSeries>* series, std::map<std::string, double>* full) {
+  std::vector<std::string> names, reference;  // per-cell columns; the full cache's own values (shown once)
+  for (const auto& metric : all_names) (is_reference_metric(metric) ? reference : names).push_back(metric);
+  if (names.empty()) names.swap(reference);
   std::ostringstream md;
   const Task* driver = find_task(task);  // a task no table entry names (an older cell file) shows the column
   const bool full_column = !driver || driver->report_full_cache_column();
@@ -178,7 +220,8 @@ std::string task_table(const std::vector<CellData>& cells, const std::string& ta
     md << " " << n << " | " << fmt(kvf > 0 ? 100.0 * kv / kvf : NAN, 3) << "% | "
        << fmt(kvf > 0 ? 100.0 * kve / kvf : NAN, 3) << "% |\n";
   }
-  return md.str() + "\n";
+  md << "\n" << reference_line(cells, task, reference, resamples);
+  return md.str();
 }
 
 /// The layers' spans on each example of `task` (by example index): the full cache's budgets there (min(T, window);
@@ -263,7 +306,110 @@ std::string primary_of(const std::string& task, const std::vector<std::string>& 
   return driver ? driver->primary_metric(names) : names.front();
 }
 
-/// The report's first screen: what was run (model file, backend, weights, tasks with their n, cells, baseline), then
+/// One model as the headline names it: "SmolLM2 135M Instruct (`file.gguf`): llama, 134.5M parameters, 30 layers,
+/// 9 heads / 3 KV heads (GQA group 3), head dim 64, trained context 8192" from the manifest's "model" block
+/// (runner/records/manifest.hpp); the file name alone for cell files written before the block existed.
+std::string model_line(const nlohmann::json& meta) {
+  const nlohmann::json* m = nullptr;
+  if (meta.contains("manifest") && meta.at("manifest").is_object() && meta.at("manifest").contains("model"))
+    m = &meta.at("manifest").at("model");
+  std::string file;
+  if (meta.contains("model_path") && meta.at("model_path").is_string()) {
+    fs::path p(meta.at("model_path").get<std::string>());
+    file = (p.filename().empty() ? p.parent_path() : p).filename().string();
+  }
+  if (!m || !m->is_object()) return file.empty() ? std::string("(not recorded)") : "`" + file + "`";
+  std::ostringstream s;
+  const std::string name = m->value("name", std::string());
+  s << (name.empty() ? "" : name + " ") << "(`" << m->value("file", file) << "`): " << m->value("architecture", "?")
+    << ", " << human_count(m->value("parameters", int64_t{0})) << " parameters, " << m->value("n_layers", int64_t{0})
+    << " layers, " << m->value("n_heads", int64_t{0}) << " heads / " << m->value("n_kv_heads", int64_t{0})
+    << " KV heads";
+  const int64_t h = m->value("n_heads", int64_t{0}), hkv = m->value("n_kv_heads", int64_t{0});
+  if (hkv > 0 && h > hkv) s << " (GQA group " << h / hkv << ")";
+  s << ", head dim " << m->value("head_dim", int64_t{0}) << ", trained context " << m->value("context_length", int64_t{0});
+  if (const int64_t w = m->value("sliding_window", int64_t{0}); w > 0) s << ", sliding window " << w;
+  return s.str();
+}
+
+/// "T = 512 tokens" or "T = 480-512 tokens": the prompt lengths of `task`'s examples (each example once).
+std::string prompt_lengths(const std::vector<CellData>& cells, const std::string& task) {
+  std::map<int64_t, int64_t> t_of;  // example -> T
+  for (const auto& c : cells)
+    for (const auto& e : c.examples)
+      if (e.task == task) t_of[e.example] = e.prefix_tokens;
+  if (t_of.empty()) return "no examples";
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+  for (const auto& [example, t] : t_of) lo = std::min(lo, t), hi = std::max(hi, t);
+  return "n = " + std::to_string(t_of.size()) + ", T = " + std::to_string(lo) +
+         (hi > lo ? "-" + std::to_string(hi) : "") + " tokens";
+}
+
+/// A task's settings as the manifest records them (Task::manifest_settings): "continuation_tokens = 64, prefix_tokens =
+/// 512" (strings quoted, sha256 values cut to 16 hex digits); "" when the cell files predate the manifest.
+std::string task_settings_text(const nlohmann::json& meta, const std::string& task) {
+  if (!meta.contains("manifest") || !meta.at("manifest").is_object()) return "";
+  const nlohmann::json& m = meta.at("manifest");
+  if (!m.contains("generation") || !m.at("generation").contains("tasks")) return "";
+  const nlohmann::json& tasks = m.at("generation").at("tasks");
+  if (!tasks.is_object() || !tasks.contains(task) || !tasks.at(task).is_object()) return "";
+  std::string out;
+  for (const auto& [key, value] : tasks.at(task).items()) {
+    std::string text = value.dump();  // strings quoted, as in TOML
+    if (value.is_string() && value.get<std::string>().size() == 64 && key.find("sha256") != std::string::npos)
+      text = value.get<std::string>().substr(0, 16);  // a hash: its prefix identifies it
+    out += (out.empty() ? "" : ", ") + key + " = " + text;
+  }
+  return out;
+}
+
+/// "0.3, 0.5 (fraction of each layer's span kept)": the budgets of the compressed cells, by kind.
+std::string budgets_text(const std::vector<CellData>& cells) {
+  std::set<double> fractions, bytes;
+  std::set<int64_t> tokens;
+  for (const auto& c : cells) {
+    const nlohmann::json& m = c.meta;
+    if (m.at("full_cache").get<bool>()) continue;
+    if (m.contains("budget_bytes_fraction") && m.at("budget_bytes_fraction").is_number())
+      bytes.insert(m.at("budget_bytes_fraction").get<double>());
+    else if (!m.at("budget_fraction").is_null())
+      fractions.insert(m.at("budget_fraction").get<double>());
+    else if (!m.at("budget_tokens").is_null())
+      tokens.insert(m.at("budget_tokens").get<int64_t>());
+  }
+  std::vector<std::string> parts;
+  auto list = [](const auto& values) {
+    std::string out;
+    for (const auto& v : values) out += (out.empty() ? "" : ", ") + fmt(static_cast<double>(v));
+    return out;
+  };
+  if (!fractions.empty()) parts.push_back(list(fractions) + " (budget.fraction: share of each layer's span kept)");
+  if (!tokens.empty()) parts.push_back(list(tokens) + " (budget.tokens: entries kept per layer)");
+  if (!bytes.empty()) parts.push_back(list(bytes) + " (budget.bytes_fraction: share of the float32 cache's bytes)");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out.empty() ? "none (full cache only)" : out;
+}
+
+/// The headline's "what was run" lines: model(s), backend and weights, each task with n, T and settings, budgets,
+/// cells.
+std::string what_was_run(const std::vector<CellData>& cells,
+                         const std::map<std::string, std::vector<std::string>>& metrics) {
+  std::set<std::string> models;
+  for (const auto& c : cells) models.insert(model_line(c.meta));
+  std::ostringstream md;
+  for (const auto& m : models) md << "- **Model** " << m << "\n";
+  md << "- **Backend** " << backend_of(cells[0].meta) << ", weights " << weights_label(cells) << "\n";
+  for (const auto& [task, names] : metrics) {
+    const std::string settings = task_settings_text(cells[0].meta, task);
+    md << "- **Task** " << task << ": " << prompt_lengths(cells, task) << (settings.empty() ? "" : "; " + settings)
+       << "\n";
+  }
+  md << "- **Budgets** " << budgets_text(cells) << "; " << cells.size() << " cells\n";
+  return md.str();
+}
+
+/// The report's first screen: what was run (model name and shape, backend, weights, tasks with n, T and settings, budgets, cells, baseline), then
 /// per task and budget every cell ranked by the task's primary metric -- mean [95% CI], its paired difference against the
 /// baseline [95% CI] when it has one -- with the full cache as the reference row. A full cache that scores 0 on a
 /// higher-is-better primary metric is called out under its table (no compressed cell can be judged against it).
@@ -271,25 +417,9 @@ std::string headline_section(const std::vector<CellData>& cells,
                              const std::map<std::string, std::vector<std::string>>& metrics,
                              const std::vector<UniformComparison>& comparisons, const std::string& against,
                              int resamples) {
-  std::set<std::string> models;
-  for (const auto& c : cells)
-    if (c.meta.contains("model_path") && c.meta.at("model_path").is_string())
-      models.insert(fs::path(c.meta.at("model_path").get<std::string>()).filename().string());
-  std::string model_names;
-  for (const auto& m : models) model_names += (model_names.empty() ? "`" : ", `") + m + "`";
   std::ostringstream md;
-  md << "## Headline\n\n"
-     << "Model " << (model_names.empty() ? std::string("(not recorded)") : model_names) << " (backend "
-     << backend_of(cells[0].meta) << ", weights " << weights_label(cells) << "); tasks:";
-  for (const auto& [task, names] : metrics) {
-    std::set<int64_t> examples;  // the task's examples any cell holds
-    for (const auto& c : cells)
-      for (const auto& e : c.examples)
-        if (e.task == task) examples.insert(e.example);
-    md << " " << task << " (n = " << examples.size() << ");";
-  }
-  md << " " << cells.size() << " cells. Baseline: " << against
-     << "; the difference column is cell minus its baseline cell on the same examples.\n\n";
+  md << "## Headline\n\n" << what_was_run(cells, metrics) << "- **Baseline** " << against
+     << ": the difference column is cell minus its baseline cell on the same examples.\n\n";
   std::set<std::string> baseline_cells;  // the cells some comparison is against
   std::map<std::string, const UniformComparison*> by_row;  // task / metric / label -> its comparison (one lookup per row)
   for (const auto& u : comparisons) {
@@ -423,7 +553,7 @@ void write_report(const std::vector<CellData>& cells, const Folder& out, int res
       md << "![" << task << " " << metric << " vs eviction alone](plots/"
          << plots.paired_differences(task, metric, groups, "eviction alone", better_of(task, metric)) << ")\n\n";
     for (const auto& [metric, groups] : series) {
-      if (metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0) continue;  // the reference line
+      if (is_reference_metric(metric)) continue;  // the reference line
       const double reference = full.count(metric) ? full.at(metric) : NAN;
       md << "![" << task << " " << metric << "](plots/"
          << plots.metric_vs_budget(task, metric, groups, reference, better_of(task, metric)) << ")\n\n";

@@ -1,7 +1,8 @@
-// report.md and plots/ of a run or merge, from its finished cells: the run's identity, the headline (what was run,
-// then per task every cell ranked by the task's primary metric with its paired difference against the baseline), the
+// report.md and plots/ of a run or merge, from its finished cells: the run's identity, the headline (what was run:
+// the model's name and shape from the manifest, backend, each task's n, T and settings, budgets, baseline; then per
+// task and budget every cell ranked by the task's primary metric with its paired difference against the baseline), the
 // warnings the cells recorded, the sensitivity profile, and per task a table of every cell (mean, 95% CI, full-cache
-// value, KV kept), the paired comparisons against the baseline ([output] baseline; runner/report/comparisons.hpp) and
+// value, KV kept; reference-only metrics such as ppl_full once under it, with one CI), the paired comparisons against the baseline ([output] baseline; runner/report/comparisons.hpp) and
 // the figures (runner/report/plots.hpp).
 // Thread rules: one report per output folder at a time (the caller holds its OutputFolderLock).
 #pragma once

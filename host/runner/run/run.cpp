@@ -64,7 +64,7 @@ void load_model_and_backend(RunState& s, const BackendOptions& backend_options) 
   s.tok.emplace(Tokenizer::from_path(s.plan.model_path));
   s.id.model_sha256 = s.model->sha256;
   s.id.weights = weight_storage_name(s.model->weights);
-  s.id.manifest = reproducibility_manifest(s.plan, *s.tok);
+  s.id.manifest = reproducibility_manifest(s.plan, *s.tok, *s.model);
   // Cells kept from before must come from this model file (else one report mixes two models' numbers).
   for (size_t c : s.complete) check_cell_model(*s.out, s.plan.cells[c].id, s.model->sha256);
   s.backend = make_backend(s.plan.backend, *s.model, backend_options);
