@@ -263,3 +263,25 @@ TEST(BaselineComparison, HolmFamilyIsOneTableAndItsCountIsTheRowsPrinted) {
   for (const auto& u : cmp)
     if (u.task == "needle") EXPECT_DOUBLE_EQ(u.p_holm, u.stats.p_value);
 }
+
+TEST(BaselineComparison, ARowWhoseCiAndPDisagreeIsCalledOut) {
+  // Hand-made rows (n = 12, enough for a p): the CI [0.01, 0.2] excludes 0 while p = 0.06 does not reject, and the
+  // reverse; a third agrees (CI excludes 0, p = 0.01); a fourth has too few examples to print a p (never counted).
+  auto row = [](double low, double high, double p, size_t n) {
+    rkv::UniformComparison u;
+    u.task = "lm_fidelity", u.metric = "kl", u.label = "cell", u.baseline_label = "base";
+    u.stats.ci = {low, high};
+    u.stats.p_value = p;
+    u.stats.n = n;
+    u.stats.sd = 0.1;
+    return u;
+  };
+  std::vector<rkv::UniformComparison> rows = {row(0.01, 0.2, 0.06, 12), row(-0.1, 0.2, 0.01, 12)};
+  const std::string two = rkv::comparison_section(rows, "lm_fidelity", "x", "y");
+  EXPECT_NE(two.find("> note: in 2 rows the 95% CI and p disagree"), std::string::npos) << two;
+  rows = {row(0.01, 0.2, 0.01, 12), row(0.01, 0.2, 0.5, 4)};
+  const std::string none = rkv::comparison_section(rows, "lm_fidelity", "x", "y");
+  EXPECT_EQ(none.find("disagree"), std::string::npos) << none;
+  rows.push_back(row(-0.3, -0.01, 0.2, 12));
+  EXPECT_NE(rkv::comparison_section(rows, "lm_fidelity", "x", "y").find("in 1 row the 95% CI"), std::string::npos);
+}

@@ -243,6 +243,14 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
          << u.baseline_label << " |\n";
   }
   if (rows.str().empty()) return "";
+  // Rows where the CI and p point different ways at alpha = 0.05 (CI excludes 0 with p >= 0.05, or the reverse).
+  size_t disagree = 0;
+  for (const auto& u : comparisons) {
+    const PairedComparison& p = u.stats;
+    if (u.task != task || p.n < kMinExamplesForPValue) continue;
+    const bool ci_excludes_0 = p.ci.low > 0 || p.ci.high < 0;
+    disagree += ci_excludes_0 != (p.p_value < 0.05);
+  }
   std::ostringstream md;
   md << "### " << heading << "\n\n"
      << "Difference = cell - " << baseline << " per example, with its 95% percentile-bootstrap CI. p: two-sided sign-flip "
@@ -258,6 +266,11 @@ std::string comparison_section(const std::vector<UniformComparison>& comparisons
      << "| cell | metric | mean difference | 95% CI | p | p (Holm) | d_z | MDD | n | compared with |\n"
      << "|---|---|---:|---|---:|---:|---:|---:|---:|---|\n"
      << rows.str() << "\n";
+  if (disagree)
+    md << "> note: in " << disagree << (disagree == 1 ? " row" : " rows")
+       << " the 95% CI and p disagree (one excludes 0 at 0.05, the other does not). They answer with different "
+          "methods: the percentile bootstrap is known to be too narrow at small n (it resamples only the differences "
+          "observed), while the sign-flip p is exact under its null; read such a row as not significant.\n\n";
   return md.str();
 }
 
