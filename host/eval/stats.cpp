@@ -82,6 +82,26 @@ Interval bootstrap_mean_ci(const std::vector<double>& x, uint64_t seed, int n_re
       seed, n_resamples, level);
 }
 
+Interval unpaired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, uint64_t seed,
+                               int n_resamples, double level) {
+  if (a.empty() || b.empty()) return {kNaN, kNaN};
+  std::mt19937_64 rng(seed);
+  auto resampled_mean = [&](const std::vector<double>& x) {
+    double s = 0;
+    for (size_t i = 0; i < x.size(); ++i) s += x[static_cast<size_t>(rng() % x.size())];
+    return s / static_cast<double>(x.size());
+  };
+  std::vector<double> stats;
+  stats.reserve(static_cast<size_t>(n_resamples));
+  for (int r = 0; r < n_resamples; ++r) {
+    const double ma = resampled_mean(a);  // a first, then b: the order of the draws is part of the contract
+    stats.push_back(ma - resampled_mean(b));
+  }
+  std::sort(stats.begin(), stats.end());
+  const double tail = 0.5 * (1.0 - level);
+  return {percentile_sorted(stats, tail), percentile_sorted(stats, 1.0 - tail)};
+}
+
 PairedComparison paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, uint64_t seed,
                                   int n_resamples) {
   PairedComparison out;

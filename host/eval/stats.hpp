@@ -36,6 +36,13 @@ Interval bootstrap_interval(size_t n, const std::function<double(const std::vect
 /// Bootstrap CI of the mean of `x`.
 Interval bootstrap_mean_ci(const std::vector<double>& x, uint64_t seed, int n_resamples = 2000, double level = 0.95);
 
+/// Percentile-bootstrap CI of mean(a) - mean(b) for two independent samples (different examples: nothing to pair):
+/// each of `n_resamples` resamples draws |a| indices of a and then |b| indices of b with replacement from one
+/// std::mt19937_64 seeded by `seed` (Efron & Tibshirani 1993, sec. 8.3, the two-sample bootstrap). NaN bounds when
+/// either sample is empty.
+Interval unpaired_bootstrap_ci(const std::vector<double>& a, const std::vector<double>& b, uint64_t seed,
+                               int n_resamples = 2000, double level = 0.95);
+
 /// The smallest n at which a report prints a p-value: below it the permutation distribution is too coarse (with
 /// n = 5 the smallest attainable two-sided p is 2/32 = 0.0625) and a report says "n too small" instead.
 inline constexpr size_t kMinExamplesForPValue = 10;

@@ -118,4 +118,26 @@ TEST(Stats, SplitHalf) {
   EXPECT_TRUE(std::isnan(rkv::split_half_spearman({{1, 2, 3}})));
 }
 
+TEST(Stats, UnpairedBootstrapOfTwoIndependentMeans) {
+  // Constant samples: every resample has the same means, so the CI is the difference itself.
+  rkv::Interval c = rkv::unpaired_bootstrap_ci({1, 1, 1}, {3, 3, 3}, 7, 500);
+  EXPECT_DOUBLE_EQ(c.low, -2.0);
+  EXPECT_DOUBLE_EQ(c.high, -2.0);
+  // a = {0, 1}: a resample's mean is 0, 0.5 or 1 with probabilities 1/4, 1/2, 1/4; b = {5} always 5. The 2.5th and
+  // 97.5th percentiles of mean(a*) - 5 fall inside the outer atoms: exactly -5 and -4.
+  c = rkv::unpaired_bootstrap_ci({0, 1}, {5}, 11, 2000);
+  EXPECT_DOUBLE_EQ(c.low, -5.0);
+  EXPECT_DOUBLE_EQ(c.high, -4.0);
+  // Larger samples: the percentile CI is close to the normal one, mean difference -/+ 1.96 sqrt(var_a/n_a +
+  // var_b/n_b) with population variances: a = 0..49 (var 208.25), b = 0, 2, .., 198 (var 3333): -74.5 -/+ 12.00.
+  std::vector<double> a, b;
+  for (int i = 0; i < 50; ++i) a.push_back(i);
+  for (int i = 0; i < 100; ++i) b.push_back(2.0 * i);
+  c = rkv::unpaired_bootstrap_ci(a, b, 3, 4000);
+  EXPECT_NEAR(c.low, -74.5 - 12.0, 1.5);
+  EXPECT_NEAR(c.high, -74.5 + 12.0, 1.5);
+  // Empty on either side: no interval.
+  EXPECT_TRUE(std::isnan(rkv::unpaired_bootstrap_ci({}, {1.0}, 1).low));
+}
+
 }  // namespace

@@ -110,6 +110,43 @@ class CiTinyRun(unittest.TestCase):
         self.assertEqual(report.count("ppl_full = "), 1)
         self.assertNotIn("| ppl_full |", report)
 
+    def test_compare_across_models_and_settings(self):
+        # Another model (Gemma 3 270M) on the same config: cells align by label, unpaired (its tokenizer gives other
+        # token ids). The same model with a shorter lm_fidelity continuation: needle's prompts are the same token ids,
+        # so paired; lm_fidelity's inputs (prefix + continuation) differ, so unpaired.
+        gemma = os.path.join(CACHE, "models", "gemma-3-270m-q4_k_m.gguf")
+        if not os.path.exists(gemma):
+            self.skipTest("missing asset %s" % gemma)
+        other = os.path.join(self.tmp, "gemma")
+        short = os.path.join(self.tmp, "short")
+        run("run", CONFIG, "--out", other, "--quiet", "--set", 'model.path="%s"' % gemma)
+        run("run", CONFIG, "--out", short, "--quiet", "--set", "tasks.lm_fidelity.continuation_tokens=8")
+        out = os.path.join(self.tmp, "compare")
+        run("compare", self.full, other, short, "--out", out, "--name", "smol", "--name", "gemma", "--name", "short")
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| cell | smol | gemma | short | gemma - smol | short - smol |", report)
+        self.assertIn("Gemma 3 270m (`gemma-3-270m-q4_k_m.gguf`): gemma3, ", report)
+        with open(os.path.join(out, "comparison.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        labels = {r["cell"] for r in rows}
+        self.assertEqual(len(labels), 7)  # the same 7 labels in all three runs
+        for r in rows:
+            self.assertEqual(r["cell"] in labels, True)
+            if r["run"] == "smol":
+                self.assertNotIn("difference", r)
+            else:
+                self.assertEqual(r["difference"]["paired"], r["run"] == "short" and r["task"] == "needle", r)
+        by = {(r["run"], r["cell"], r["task"], r["metric"]): r for r in rows}
+        a = by[("smol", "uniform + snapkv @ f=0.2", "lm_fidelity", "kl")]
+        b = by[("gemma", "uniform + snapkv @ f=0.2", "lm_fidelity", "kl")]
+        self.assertAlmostEqual(b["difference"]["value"], b["value"] - a["value"], places=12)  # unpaired: of means
+        # The output folder is ripplekv's own now (compare.json): a second compare into it is accepted; an input is not.
+        run("compare", self.full, short, "--out", out, "--quiet")
+        p = run("compare", self.full, short, "--out", short, check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is the input", p.stderr)
+
     def test_resume_does_no_work(self):
         p = run("run", CONFIG, "--out", self.full, "--resume")
         self.assertIn("0 cells computed", p.stderr)

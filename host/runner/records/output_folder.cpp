@@ -97,6 +97,15 @@ bool is_ripplekv_record(const std::string& record, const std::string& schema) {
       if (!i.is_string()) return false;
     return j.contains("schema") || j.size() == 1;  // before the schema key, merge.json held "inputs" alone
   }
+  if (schema == kCompareSchema) {
+    if (!j.contains("schema")) return false;
+    for (const char* key : {"inputs", "names"}) {
+      if (!j.contains(key) || !j[key].is_array()) return false;
+      for (const auto& i : j[key])
+        if (!i.is_string()) return false;
+    }
+    return true;
+  }
   if (schema == kAnalysisSchema)
     return is_hex(j.value("model_sha256", nlohmann::json()), 64) && j.contains("fractions") &&
            j["fractions"].is_array() && j.contains("D") && j["D"].is_array();
@@ -105,7 +114,8 @@ bool is_ripplekv_record(const std::string& record, const std::string& schema) {
 
 bool is_ripplekv_output_folder(const Folder& out) {
   for (const auto& [file, schema] : {std::pair{"run.json", kRunSchema}, std::pair{"merge.json", kMergeSchema},
-                                     std::pair{"analysis.json", kAnalysisSchema}}) {
+                                     std::pair{"analysis.json", kAnalysisSchema},
+                                     std::pair{"compare.json", kCompareSchema}}) {
     if (out.kind(file) != Folder::Kind::regular) continue;
     try {
       if (is_ripplekv_record(out.read(file, "record", 64 << 20), schema)) return true;
@@ -120,7 +130,7 @@ Folder open_ripplekv_folder(const std::string& out, bool force, const std::strin
   if (force || folder.empty_except({".ripplekv.lock"}) || is_ripplekv_output_folder(folder)) return folder;
   std::vector<std::string> names = folder.list_files();
   throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
-                   "merge.json or analysis.json that is ripplekv's own record" +
+                   "merge.json, analysis.json or compare.json that is ripplekv's own record" +
                    (names.empty() ? std::string("") : "; it has '" + names.front() + "'") +
                    "); its files would be overwritten. Choose an empty or new folder, or pass --force");
 }

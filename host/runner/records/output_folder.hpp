@@ -69,14 +69,16 @@ class OutputFolderLock {
 inline constexpr const char* kRunSchema = "ripplekv.run/1";
 inline constexpr const char* kMergeSchema = "ripplekv.merge/1";
 inline constexpr const char* kAnalysisSchema = "ripplekv.analysis/1";
+inline constexpr const char* kCompareSchema = "ripplekv.compare/1";
 
 /// True when `record` is the JSON text of ripplekv's own run.json (`schema` kRunSchema: a run_id of 16 hex digits,
 /// config and base sha256 of 64, a cells array), merge.json (kMergeSchema: an inputs array of strings) or
-/// analysis.json (kAnalysisSchema: a model sha256 of 64 hex digits, fractions and D arrays). `schema` selects which.
+/// analysis.json (kAnalysisSchema: a model sha256 of 64 hex digits, fractions and D arrays) or compare.json
+/// (kCompareSchema: the schema key, and inputs and names arrays of strings). `schema` selects which.
 /// Records written before the schema key existed are recognised by the same fields. Never throws.
 bool is_ripplekv_record(const std::string& record, const std::string& schema);
 
-/// True when `out` holds a run.json, merge.json or analysis.json that is ripplekv's own record (is_ripplekv_record):
+/// True when `out` holds a run.json, merge.json, analysis.json or compare.json that is ripplekv's own record (is_ripplekv_record):
 /// only then is a non-empty folder ripplekv's to write in.
 bool is_ripplekv_output_folder(const Folder& out);
 

@@ -58,17 +58,6 @@ std::string missing_cells_note(const std::vector<CellData>& cells, const std::ve
   return note;
 }
 
-/// The bootstrap resamples of every CI: the first cell's record when it is an integer in [100, 1000000], else 2000
-/// with a warning (a hand-edited cell file may hold anything).
-int report_resamples(const std::vector<CellData>& cells) {
-  if (!cells[0].meta.contains("bootstrap_resamples")) return 2000;
-  const nlohmann::json& r = cells[0].meta.at("bootstrap_resamples");
-  if (r.is_number_integer() && r.get<int64_t>() >= 100 && r.get<int64_t>() <= 1000000)
-    return static_cast<int>(r.get<int64_t>());
-  std::cerr << "warning: cell '" << cells[0].meta.at("cell_id").get<std::string>()
-            << "': bootstrap_resamples is not an integer in [100, 1000000]; using 2000\n";
-  return 2000;
-}
 
 /// True when `path` names the folder `out` (the same device and inode; following links, as the user named it).
 bool is_folder(const std::string& path, const Folder& out) {
@@ -215,6 +204,16 @@ void write_records(const std::vector<CellData>& cells, int resamples, const Fold
 }
 
 }  // namespace
+
+int report_resamples(const std::vector<CellData>& cells) {
+  if (!cells[0].meta.contains("bootstrap_resamples")) return 2000;
+  const nlohmann::json& r = cells[0].meta.at("bootstrap_resamples");
+  if (r.is_number_integer() && r.get<int64_t>() >= 100 && r.get<int64_t>() <= 1000000)
+    return static_cast<int>(r.get<int64_t>());
+  std::cerr << "warning: cell '" << cells[0].meta.at("cell_id").get<std::string>()
+            << "': bootstrap_resamples is not an integer in [100, 1000000]; using 2000\n";
+  return 2000;
+}
 
 void merge_outputs(const std::vector<std::string>& inputs, const std::string& out_dir, bool quiet, bool force) {
   const Folder out = open_ripplekv_folder(out_dir, force, "merge");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/folder.hpp"
+#include "runner/records/cell_files.hpp"
 
 namespace rkv {
 
@@ -27,5 +28,10 @@ void merge_outputs(const std::vector<std::string>& inputs, const std::string& ou
 /// OutputFolderLock (the end of a run). A run's own folder keeps only the cells its run.json lists (a resumed run may
 /// have changed its sweep); cells the sweep lists that no input holds are named on stderr (merge) and in the report.
 void assemble_outputs(const std::vector<std::string>& inputs, const Folder& out, bool quiet);
+
+/// The bootstrap resamples of every CI of a report over `cells` (not empty): the first cell's bootstrap_resamples
+/// when it is an integer in [100, 1000000], 2000 when absent, else 2000 with a warning on stderr naming the cell (a
+/// hand-edited cell file may hold anything).
+int report_resamples(const std::vector<CellData>& cells);
 
 }  // namespace rkv

@@ -1,0 +1,314 @@
+// `ripplekv compare RUN...` (runner/report/compare_runs.hpp).
+#include "runner/report/compare_runs.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "core/fnv1a.hpp"
+#include "core/format.hpp"
+#include "eval/stats.hpp"
+#include "runner/records/output_folder.hpp"
+#include "runner/report/outputs.hpp"
+#include "runner/report/run_description.hpp"
+#include "runner/report/summary.hpp"
+#include "runner/tasks/task.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rkv {
+
+namespace {
+
+/// A cell's examples of `task` that hold `metric`: example index -> (value, input ids hash).
+std::map<int64_t, std::pair<double, std::string>> metric_values(const CellData& c, const std::string& task,
+                                                                const std::string& metric) {
+  std::map<int64_t, std::pair<double, std::string>> out;
+  for (const auto& e : c.examples)
+    if (e.task == task)
+      if (const auto v = e.values.find(metric); v != e.values.end()) out[e.example] = {v->second, e.input.ids_sha256};
+  return out;
+}
+
+/// The same examples with the same inputs on both sides (every ids hash recorded and equal).
+bool same_examples(const std::map<int64_t, std::pair<double, std::string>>& a,
+                   const std::map<int64_t, std::pair<double, std::string>>& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+    if (i->first != j->first || i->second.second.empty() || i->second.second != j->second.second) return false;
+  return true;
+}
+
+std::string last_component(const std::string& folder) {
+  fs::path p(folder);
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() || name == "." || name == ".." ? fs::absolute(p).lexically_normal().filename().string() : name;
+}
+
+/// A value with its CI and n as a table shows it: "0.105 [0.07, 0.14] (n 2)"; "-" when the cell lacks the metric.
+std::string value_text(const Summary& s) {
+  if (s.n == 0) return "-";
+  return fmt(s.value) + " [" + fmt(s.ci_low) + ", " + fmt(s.ci_high) + "] (n " + std::to_string(s.n) + ")";
+}
+
+std::string difference_text(const RunDifference& d) {
+  if (d.n_reference == 0 || d.n_other == 0) return "-";
+  std::string out = fmt(d.difference) + " [" + fmt(d.ci_low) + ", " + fmt(d.ci_high) + "] ";
+  if (!d.paired) return out + "unpaired";
+  out += "paired";
+  if (!std::isnan(d.p)) out += ", p = " + fmt(d.p, 3) + " (Holm " + fmt(d.p_holm, 3) + ")";
+  return out;
+}
+
+/// The "what each run was" table.
+std::string runs_table(const std::vector<ComparedRun>& runs) {
+  std::ostringstream md;
+  md << "| run | folder | model | backend, weights | tasks | budgets | cells |\n|---|---|---|---|---|---|---:|\n";
+  for (const auto& r : runs) {
+    std::set<std::string> models;
+    for (const auto& c : r.cells) models.insert(model_line(c.meta));
+    std::string model_text, tasks;
+    for (const auto& m : models) model_text += (model_text.empty() ? "" : "; ") + m;
+    for (const auto& [task, names] : metrics_by_task(r.cells))
+      tasks += (tasks.empty() ? "" : "; ") + task + " (" + examples_and_lengths(r.cells, task) + ")";
+    md << "| " << r.name << " | `" << r.folder << "` | " << model_text << " | " << backend_of(r.cells[0].meta) << ", "
+       << weights_label(r.cells) << " | " << tasks << " | " << budgets_text(r.cells) << " | " << r.cells.size()
+       << " |\n";
+  }
+  return md.str() + "\n";
+}
+
+/// Every cell label of the runs, in the order the runs list them (the first run's cells first).
+std::vector<std::string> aligned_labels(const std::vector<ComparedRun>& runs) {
+  std::vector<std::string> labels;
+  std::set<std::string> seen;
+  for (const auto& r : runs)
+    for (const auto& c : r.cells)
+      if (seen.insert(c.meta.at("label").get<std::string>()).second) labels.push_back(c.meta.at("label").get<std::string>());
+  return labels;
+}
+
+const CellData* cell_labelled(const ComparedRun& r, const std::string& label) {
+  for (const auto& c : r.cells)
+    if (c.meta.at("label").get<std::string>() == label) return &c;
+  return nullptr;
+}
+
+/// One task's metric: a row per label, a column per run and per other run's difference from the first.
+std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector<std::string>& labels,
+                         const std::string& task, const std::string& metric, int resamples, nlohmann::json* rows) {
+  const Task* driver = find_task(task);
+  const std::string better = driver ? (driver->lower_is_better(metric) ? " (lower is better)" : " (higher is better)") : "";
+  const bool reference_only = metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
+  struct Row {
+    std::string label;
+    std::vector<Summary> values;        // per run
+    std::vector<RunDifference> diffs;   // per run after the first
+  };
+  std::vector<Row> table;
+  for (const auto& label : labels) {
+    Row row{label, {}, {}};
+    bool any = false;
+    for (const auto& r : runs) {
+      const CellData* c = cell_labelled(r, label);
+      // A reference-only metric (the full cache's own value, the same in every cell) shows on the full cache's row.
+      const bool shown = c && (!reference_only || c->meta.at("full_cache").get<bool>());
+      row.values.push_back(shown ? summarize(*c, task, metric, resamples) : Summary{});
+      any = any || row.values.back().n > 0;
+    }
+    if (!any) continue;
+    const CellData* ref = cell_labelled(runs[0], label);
+    for (size_t k = 1; k < runs.size(); ++k) {
+      const CellData* other = cell_labelled(runs[k], label);
+      RunDifference d;
+      if (ref && other && row.values[0].n > 0 && row.values[k].n > 0)
+        d = run_difference(*ref, *other, task, metric,
+                           fnv1a64(runs[0].name + "\n" + runs[k].name + "\n" + label + "\n" + task + "\n" + metric),
+                           resamples);
+      row.diffs.push_back(d);
+    }
+    table.push_back(std::move(row));
+  }
+  if (table.empty()) return "";
+  // Holm across the paired differences of this table that print a p.
+  std::vector<const PairedComparison*> family;
+  std::vector<PairedComparison> stats;
+  stats.reserve(table.size() * runs.size());
+  std::vector<RunDifference*> with_p;
+  for (auto& row : table)
+    for (auto& d : row.diffs) {
+      PairedComparison p;
+      p.n = d.paired ? std::min(d.n_reference, d.n_other) : 0;
+      p.p_value = std::isnan(d.p) ? 1.0 : d.p;
+      stats.push_back(p);
+      with_p.push_back(&d);
+    }
+  for (const auto& p : stats) family.push_back(&p);
+  const std::vector<double> adjusted = holm_adjust_reportable(family);
+  size_t printed = 0;
+  for (size_t i = 0; i < with_p.size(); ++i) {
+    with_p[i]->p_holm = std::isnan(with_p[i]->p) ? NAN : adjusted[i];
+    printed += !std::isnan(with_p[i]->p);
+  }
+  std::ostringstream md;
+  md << "### " << task << ": " << metric << better << "\n\n";
+  if (printed)
+    md << "Holm's adjustment runs across the " << printed << (printed == 1 ? " difference" : " differences")
+       << " of this table that print a p.\n\n";
+  md << "| cell |";
+  for (const auto& r : runs) md << " " << r.name << " |";
+  for (size_t k = 1; k < runs.size(); ++k) md << " " << runs[k].name << " - " << runs[0].name << " |";
+  md << "\n|---|";
+  for (size_t k = 0; k < 2 * runs.size() - 1; ++k) md << "---|";
+  md << "\n";
+  for (const auto& row : table) {
+    md << "| " << row.label << " |";
+    for (const auto& v : row.values) md << " " << value_text(v) << " |";
+    for (const auto& d : row.diffs) md << " " << difference_text(d) << " |";
+    md << "\n";
+    if (!rows) continue;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const Summary& v = row.values[k];
+      if (v.n == 0) continue;
+      nlohmann::json j = {{"run", runs[k].name}, {"folder", runs[k].folder}, {"cell", row.label}, {"task", task},
+                          {"metric", metric}, {"value", v.value}, {"ci_low", v.ci_low}, {"ci_high", v.ci_high},
+                          {"n", v.n}};
+      if (k > 0 && row.diffs[k - 1].n_reference > 0 && row.diffs[k - 1].n_other > 0) {
+        const RunDifference& d = row.diffs[k - 1];
+        j["reference_run"] = runs[0].name;
+        j["difference"] = {{"value", d.difference}, {"ci_low", d.ci_low}, {"ci_high", d.ci_high},
+                           {"paired", d.paired}};
+        if (!std::isnan(d.p)) j["difference"]["p"] = d.p, j["difference"]["p_holm"] = d.p_holm;
+      }
+      rows->push_back(std::move(j));
+    }
+  }
+  return md.str() + "\n";
+}
+
+bool same_folder(const std::string& path, const Folder& out) {
+  struct stat a {}, b {};
+  return ::stat(path.c_str(), &a) == 0 && ::fstat(out.fd(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+}  // namespace
+
+RunDifference run_difference(const CellData& reference, const CellData& other, const std::string& task,
+                             const std::string& metric, uint64_t seed, int resamples) {
+  const auto a = metric_values(reference, task, metric), b = metric_values(other, task, metric);
+  RunDifference d;
+  d.n_reference = a.size(), d.n_other = b.size();
+  if (a.empty() || b.empty()) {
+    d.difference = d.ci_low = d.ci_high = NAN;
+    return d;
+  }
+  std::vector<double> ra, rb;
+  for (const auto& [example, v] : a) ra.push_back(v.first);
+  for (const auto& [example, v] : b) rb.push_back(v.first);
+  d.paired = same_examples(a, b);
+  if (d.paired) {
+    const PairedComparison p = paired_bootstrap(rb, ra, seed, resamples);  // other - reference, example by example
+    d.difference = p.mean_difference, d.ci_low = p.ci.low, d.ci_high = p.ci.high;
+    if (p.n >= kMinExamplesForPValue) d.p = p.p_value;
+  } else {
+    d.difference = mean_of(rb) - mean_of(ra);
+    const Interval ci = unpaired_bootstrap_ci(rb, ra, seed, resamples);
+    d.ci_low = ci.low, d.ci_high = ci.high;
+  }
+  return d;
+}
+
+std::vector<ComparedRun> read_compared_runs(const std::vector<std::string>& folders,
+                                            const std::vector<std::string>& names) {
+  if (folders.size() < 2) throw InputError("compare: give at least two run folders (got " +
+                                           std::to_string(folders.size()) + ")");
+  if (!names.empty() && names.size() != folders.size())
+    throw InputError("compare: " + std::to_string(names.size()) + " --name values for " +
+                     std::to_string(folders.size()) + " run folders; give one per folder, in the same order");
+  std::vector<ComparedRun> runs;
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < folders.size(); ++i) {
+    ComparedRun r;
+    r.folder = folders[i];
+    if (!names.empty()) {
+      if (names[i].empty()) throw InputError("compare: --name " + std::to_string(i + 1) + " is empty");
+      if (seen.count(names[i])) throw InputError("compare: --name '" + names[i] + "' is given twice");
+      r.name = names[i];
+    } else {
+      const std::string base = last_component(folders[i]);
+      r.name = base;
+      for (int k = 2; seen.count(r.name); ++k) r.name = base + "#" + std::to_string(k);
+    }
+    seen[r.name] = 1;
+    std::vector<std::string> order;
+    std::map<std::string, std::string> labels;
+    r.cells = collect_cells({folders[i]}, &order, &labels, true, false);
+    if (r.cells.empty() && fs::is_directory(fs::path(folders[i]) / "cells"))  // cells its run.json does not list
+      r.cells = collect_cells({folders[i]}, &order, &labels, false, false);
+    if (r.cells.empty()) throw InputError("compare: '" + folders[i] + "' holds no finished cells (cells/*.json)");
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+std::string comparison_report(const std::vector<ComparedRun>& runs, int resamples, nlohmann::json* rows) {
+  std::ostringstream md;
+  md << "# ripplekv comparison of " << runs.size() << " runs\n\n" << runs_table(runs)
+     << "Cells are aligned by label (a label carries the budget). The first run, " << runs[0].name
+     << ", is the reference: each \"X - " << runs[0].name << "\" column is run X's value minus the reference run's "
+     << "on the cell with the same label, **paired** when both hold the same examples with the same inputs (every "
+     << "example's token ids hash equal): the mean per-example difference with its 95% percentile-bootstrap CI and, "
+     << "from n = " << kMinExamplesForPValue << ", the sign-flip permutation p; **unpaired** otherwise (other "
+     << "examples, or the same text tokenized by another model): the difference of the means with a two-sample "
+     << "bootstrap CI and no p. Each value: mean [95% CI] (n examples); \"-\": the run has no such cell or metric. "
+     << resamples << " bootstrap resamples.\n\n";
+  std::vector<CellData> all;
+  for (const auto& r : runs) all.insert(all.end(), r.cells.begin(), r.cells.end());
+  const std::vector<std::string> labels = aligned_labels(runs);
+  for (const auto& [task, names] : metrics_by_task(all)) {
+    md << "## Task " << task << "\n\n";
+    const Task* driver = find_task(task);
+    std::vector<std::string> ordered = names;  // the task's primary metric first
+    const std::string primary = driver ? driver->primary_metric(names) : names.front();
+    std::stable_partition(ordered.begin(), ordered.end(), [&](const std::string& m) { return m == primary; });
+    for (const auto& metric : ordered) md << metric_table(runs, labels, task, metric, resamples, rows);
+  }
+  return md.str();
+}
+
+void compare_runs(const std::vector<std::string>& folders, const std::vector<std::string>& names,
+                  const std::string& out_dir, bool quiet, bool force) {
+  const std::vector<ComparedRun> runs = read_compared_runs(folders, names);
+  const Folder out = open_ripplekv_folder(out_dir, force, "compare");
+  for (const auto& f : folders)
+    if (same_folder(f, out))
+      throw InputError("compare: the output folder '" + out_dir + "' is the input '" + f +
+                       "'; its report would be overwritten. Write the comparison into a new folder");
+  const bool holds_run = out.kind("run.json") != Folder::Kind::missing ||
+                         out.kind("cells") != Folder::Kind::missing || out.kind("merge.json") != Folder::Kind::missing;
+  if (holds_run && !force)
+    throw InputError("compare: output folder '" + out_dir + "' holds a run or merge of its own (run.json, cells/ or "
+                     "merge.json) whose report.md would be overwritten. Write into a new folder, or pass --force");
+  const OutputFolderLock lock(out);
+  const int resamples = report_resamples(runs[0].cells);
+  nlohmann::json rows = nlohmann::json::array();
+  const std::string report = comparison_report(runs, resamples, &rows);
+  nlohmann::json record = {{"schema", kCompareSchema}, {"inputs", folders}, {"names", nlohmann::json::array()}};
+  for (const auto& r : runs) record["names"].push_back(r.name);
+  out.write_atomically("compare.json", record.dump(2) + "\n");
+  std::string jsonl;
+  for (const auto& r : rows) jsonl += r.dump() + "\n";
+  out.write_atomically("comparison.jsonl", jsonl);
+  out.write_atomically("report.md", report);
+  if (!quiet) std::cerr << "wrote " << out.path_of("report.md") << " (" << runs.size() << " runs)\n";
+}
+
+}  // namespace rkv
