@@ -24,7 +24,7 @@ const char* kUsage =
     "exactly to B = floor(F * T * L + 0.5) or B = min(N, T) * L. L is the number of compressible layers; it is taken\n"
     "from the profile when one is given (a different --layers is an error). A profile is needed only by allocators\n"
     "that use one (e.g. ripplekv). No model is read, so every layer's span is T (a run on a model with sliding-window\n"
-    "layers, such as Gemma 3, caps each layer at min(T, window) instead: README \"Budgets for layers with different\n"
+    "layers, such as Gemma 3, caps each layer at min(T, window) instead: docs/DECISIONS.md \"Budgets for layers with different\n"
     "spans\"). With --json prints {\"budgets\": [...], \"budget_total\": B, \"warnings\": [...]}.\n";
 
 int run_allocate(const std::vector<std::string>& args) {

@@ -38,7 +38,7 @@ const char* kUsage =
     "the first random placement of its counts to DIR/route-random.toml.\n\n"
     "Sharing: --sharing also measures the sharing damage D^share_l (only layer l's cache dropped, its attention\n"
     "reading layer l - 1's) on the evaluation set, and each signal's rho against it, in analysis.json \"sharing\" and\n"
-    "analysis.md (the layers a [compression.share] count = k chooser should pick; README \"Depth-wise sharing\").\n";
+    "analysis.md (the layers a [compression.share] count = k chooser should pick; docs/DECISIONS.md \"Depth-wise sharing\").\n";
 
 int run_analyze(const std::vector<std::string>& args) {
   po::options_description opts("options");

@@ -313,7 +313,7 @@ std::string headline_section(const std::vector<CellData>& cells,
                                       [](const CellData& c) { return !c.meta.at("full_cache").get<bool>(); });
   if (comparisons.empty() && compressed)
     md << "> note: no cell has a baseline cell to be compared with (" << against
-       << "), so there are no paired differences; choose one with [output] baseline (README \"Reading a report\").\n\n";
+       << "), so there are no paired differences; choose one with [output] baseline (docs/REFERENCE.md \"Reading a report\").\n\n";
   for (const auto& [task, names] : metrics) {
     const std::string metric = primary_of(task, names);
     const std::string better = better_of(task, metric);
