@@ -9,6 +9,7 @@
 #include "cli/command.hpp"
 #include "cli/command_line.hpp"
 #include "core/errors.hpp"
+#include "core/progress.hpp"
 #include "model/model.hpp"
 #include "core/atomic_file.hpp"
 #include "runner/compress/plan_backend.hpp"
@@ -90,6 +91,9 @@ int run_profile(const std::vector<std::string>& args) {
   req.threads = backend_options.threads;
   req.read_cache = !vm.count("no-cache");
   req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
+  const Progress progress(false, {});
+  const auto t0 = SteadyClock::now();
+  req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
   const SensitivityProfile p = compute_profile(req);
   check_profile_output(out, force);  // again: the file may have changed meanwhile
   write_json_atomically(out, p.to_json(), force);

@@ -291,6 +291,17 @@ TEST_F(ProfilerTest, PerturbationKlProfileIsBitwiseReproducible) {
   EXPECT_NE(rkv::compute_profile(request(sig2)).s, a.s);
 }
 
+TEST_F(ProfilerTest, ProgressCountsEachCalibrationExampleOnce) {
+  // perturbation_kl prepares example 0, 1, ..., N-1 in turn (each once, many calls within): the request's on_example
+  // sees 1, 2, ..., N of N, each once and in order, the last after the signal returns.
+  auto r = request(rkv_test::choice("perturbation_kl", RKV_KIND_SIGNAL, {{"alpha", 0.1}}));
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  r.on_example = [&](int64_t done, int64_t total) { seen.emplace_back(done, total); };
+  rkv::compute_profile(r);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kN));
+  for (int64_t k = 0; k < kN; ++k) EXPECT_EQ(seen[static_cast<size_t>(k)], std::make_pair(k + 1, int64_t{kN}));
+}
+
 TEST_F(ProfilerTest, OneAndTwoThreadsAgree) {
   const auto sig = rkv_test::choice("perturbation_kl", RKV_KIND_SIGNAL, {{"alpha", 0.1}});
   auto r1 = request(sig), r2 = request(sig);

@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "core/fnv1a.hpp"
 #include "core/format.hpp"
+#include "core/progress.hpp"
 #include "core/timing.hpp"
 #include "eval/stats.hpp"
 #include "model/model.hpp"
@@ -249,7 +250,7 @@ AnalysisSelection select_analysis(const RunPlan& plan, const AnalyzeOptions& opt
 /// The profile of every selected signal (with the base scorer; cached like a run's), and the oracle: the damage
 /// signal (runner/profile/damage_signal.hpp) at each fraction, i.e. D_l(f) on the calibration split.
 void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const Model& model, const Tokenizer& tok,
-                       Backend& backend, const std::function<void(const std::string&)>& note,
+                       Backend& backend, const std::function<void(const std::string&)>& note, const Progress& progress,
                        std::vector<SensitivityProfile>* profiles, std::vector<SensitivityProfile>* oracle) {
   for (const CellConfig* cc : sel.signal_cells) {
     note("analyze: profile of " + cc->signal->id);
@@ -257,6 +258,8 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     with_scorer.scorer = sel.base->scorer;
     ProfileRequest req = make_profile_request(plan, with_scorer, model, tok);
     req.backend = &backend;
+    const auto t0 = SteadyClock::now();
+    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
     profiles->push_back(compute_profile(req));
     for (const auto& w : profiles->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
@@ -265,6 +268,8 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     ProfileRequest req = make_profile_request(plan, *sel.base, model, tok, kDamageSignalId);
     req.signal.params = ParamSet::validate(*req.signal.info->descriptor, {UserParam{"fraction", f, false, "analyze"}});
     req.backend = &backend;
+    const auto t0 = SteadyClock::now();
+    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
     oracle->push_back(compute_profile(req));
     for (const auto& w : oracle->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
@@ -399,7 +404,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   for (const PluginChoice& c : choices) scorers.push_back(make_scorer_use(instances.get(c), c, mc));
   const RouteBuildOptions route_options = route_build_options(opt, choices, mc.n_layers);
   std::vector<SensitivityProfile> profiles, oracle;
-  analysis_profiles(plan, sel, model, tok, *backend, note, &profiles, &oracle);
+  const Progress progress(opt.quiet, {});
+  analysis_profiles(plan, sel, model, tok, *backend, note, progress, &profiles, &oracle);
 
   // Compression damage per scorer, fraction, evaluation example and layer (runner/profile/compression_damage.hpp, the
   // loop the damage signal shares); d is the config's [scorer]'s.
@@ -410,8 +416,10 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   for (const auto& sc : scorers) uses.push_back(&sc);
   std::vector<std::vector<int32_t>> window_tokens;
   for (const auto& w : windows) window_tokens.push_back(w.tokens);
+  note("analyze: compression damage on the evaluation split");
+  const auto t_damage = SteadyClock::now();
   const auto d_all = compression_damage(*backend, uses, window_tokens, T, sel.fractions, [&](int64_t i) {
-    note("analyze: example " + std::to_string(i + 1) + "/" + std::to_string(windows.size()) + " done");
+    progress.phase("evaluation example", i + 1, N, t_damage);
   });
   const auto& d = d_all.front();
   const std::vector<std::vector<double>> D = mean_damage(d);
@@ -445,7 +453,10 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     note("analyze: sharing damage (layer l reads layer l - 1's cache)");
     std::vector<NamedProfile> named;
     for (const SensitivityProfile& p : profiles) named.push_back({p.signal, p.s});
-    write_sharing(sharing_damage(*backend, window_tokens, T), named, plan.bootstrap_resamples, j, md);
+    const auto t_sharing = SteadyClock::now();
+    write_sharing(sharing_damage(*backend, window_tokens, T,
+                                 [&](int64_t i) { progress.phase("evaluation example", i + 1, N, t_sharing); }),
+                  named, plan.bootstrap_resamples, j, md);
   }
   model.check_unchanged("the analysis");  // nothing computed from weights that changed is written
   lock.check_held();                       // still the folder's only writer

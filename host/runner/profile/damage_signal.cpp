@@ -12,7 +12,8 @@
 namespace rkv {
 
 std::vector<std::vector<double>> damage_per_example(Backend& backend, const PluginChoice& scorer, const ParamSet& params,
-                                                    const std::vector<TextWindow>& examples, int64_t prefix_tokens) {
+                                                    const std::vector<TextWindow>& examples, int64_t prefix_tokens,
+                                                    const std::function<void(int64_t)>& on_example) {
   const double fraction = std::get<double>(params.values().at("fraction"));
   const ModelConfig& mc = backend.model().config;
   HostServices host;
@@ -25,12 +26,12 @@ std::vector<std::vector<double>> damage_per_example(Backend& backend, const Plug
   std::vector<std::vector<int32_t>> windows;
   for (const auto& w : examples) windows.push_back(w.tokens);
   if (std::get<std::string>(params.values().at("of")) == "compression")
-    return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}, {},
+    return compression_damage(backend, {&use}, windows, prefix_tokens, {fraction}, on_example,
                               damage_codec(params, mc.head_dim))
         .front()
         .front();
   // Sharing damage: layer 0 cannot share; as a profile it counts as the most sensitive layer (its largest d_l).
-  std::vector<std::vector<double>> d = sharing_damage(backend, windows, prefix_tokens);
+  std::vector<std::vector<double>> d = sharing_damage(backend, windows, prefix_tokens, on_example);
   for (auto& row : d) {
     double top = 0;
     for (size_t l = 1; l < row.size(); ++l) top = std::max(top, row[l]);

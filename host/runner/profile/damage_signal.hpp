@@ -13,6 +13,7 @@
 //
 // Thread rules: runs on the backend it is given; not concurrently with other work on it.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -26,7 +27,9 @@ namespace rkv {
 /// d_{f,i,l} [N][L] of the damage signal with validated `params` (its fraction f) on `examples` (each P + n_w ids,
 /// n_w >= 1), compressing with `scorer` (its registry must be alive) on `backend`. Throws rkv::InputError as
 /// compression_damage() does or when the scorer cannot be created (naming it).
+/// `on_example(i)` is called as example i finishes (may be empty).
 std::vector<std::vector<double>> damage_per_example(Backend& backend, const PluginChoice& scorer, const ParamSet& params,
-                                                    const std::vector<TextWindow>& examples, int64_t prefix_tokens);
+                                                    const std::vector<TextWindow>& examples, int64_t prefix_tokens,
+                                                    const std::function<void(int64_t)>& on_example = {});
 
 }  // namespace rkv

@@ -310,7 +310,10 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (is_damage_signal(r.signal.info)) {
-    p.per_example = damage_per_example(*backend, *r.scorer, r.signal.params, r.examples, r.prefix_tokens);
+    p.per_example = damage_per_example(*backend, *r.scorer, r.signal.params, r.examples, r.prefix_tokens,
+                                       [&](int64_t i) {
+                                         if (r.on_example) r.on_example(i + 1, N);
+                                       });
     p.s.assign(static_cast<size_t>(L), 0.0);
     for (const auto& row : p.per_example)
       for (int64_t l = 0; l < L; ++l) p.s[static_cast<size_t>(l)] += row[static_cast<size_t>(l)] / static_cast<double>(N);
@@ -319,11 +322,20 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
     tokens.reserve(static_cast<size_t>(N));
     for (const auto& w : r.examples) tokens.push_back(w.tokens);
     Profiler profiler(*backend, std::move(tokens), r.prefix_tokens, r.window_tokens, r.protect);
+    std::set<int64_t> begun;  // examples the signal has prepared: one is done when it moves on to another
+    int64_t last = -1;
+    profiler.on_prepare_example = [&](int64_t i) {
+      if (i == last) return;
+      if (last >= 0 && r.on_example && !begun.count(i)) r.on_example(static_cast<int64_t>(begun.size()), N);
+      begun.insert(i);
+      last = i;
+    };
     HostServices host;
     host.watch(r.cancel);
     host.set_service(RKV_SERVICE_PROFILER_V1, profiler.abi());
     const PluginInstance inst = PluginInstance::create(*r.signal.info, r.signal.params, host);
     SignalOutput out = run_signal(inst, L, N, profiler.abi());
+    if (r.on_example) r.on_example(N, N);
     p.s = out.s;
     p.per_example = out.per_example;
     for (auto& w : out.warnings) p.warnings.push_back(w);

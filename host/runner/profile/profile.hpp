@@ -30,6 +30,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -67,6 +68,10 @@ struct ProfileRequest {
   int bootstrap_resamples = 2000;    ///< resamples of the per-layer bootstrap CIs
   /// Polled by the signal through the host's is_cancelled() (may be null); must outlive the call.
   const std::atomic<bool>* cancel = nullptr;
+  /// Called on the computing thread as calibration examples finish: (done, N), ending with (N, N); not called for a
+  /// profile read from the cache. A plugin signal's example counts as done when it prepares the next one (the
+  /// profiler sees no other end). May be empty.
+  std::function<void(int64_t done, int64_t total)> on_example;
 };
 
 /// A computed (or cached) profile.

@@ -188,6 +188,7 @@ void Profiler::flush_views() {
 void Profiler::prepare_example(int64_t i) {
   if (i < 0 || i >= n_examples())
     throw InputError("prepare_example: example " + str(i) + " outside [0, " + str(n_examples()) + ")");
+  if (on_prepare_example) on_prepare_example(i);
   current_ = -1;
   for (auto& v : views_) v.clear();
   session_->prepare_example(i, examples_[static_cast<size_t>(i)]);

@@ -13,6 +13,7 @@
 #include <ripplekv/plugin.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -55,6 +56,9 @@ class Profiler {
   /// Prefills example i's prefix and runs its reference window. Discards any change of the previous example.
   /// Throws rkv::InputError when i is outside [0, N).
   void prepare_example(int64_t i);
+
+  /// Called at the start of prepare_example(i) with i (after its argument check), for progress; may be empty.
+  std::function<void(int64_t)> on_prepare_example;
 
   /// Adds the norm-scaled noise to layer `layer`'s unprotected prefix values; a live values_view() of the layer
   /// shows the result. Throws rkv::InputError before prepare_example(), for a layer outside [0, L), negative or

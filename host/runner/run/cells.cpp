@@ -27,7 +27,7 @@ namespace {
 struct CellRun {
   const Cell* cell = nullptr;
   std::unique_ptr<CellCheckpoint> checkpoint;
-  double seconds = 0;
+  double seconds = 0;  ///< wall seconds of its own work in this invocation, plus its share of each example's prefill
 };
 
 /// One cell's outcome on one example, with what it dumps.
@@ -153,11 +153,17 @@ bool needed(const std::vector<CellRun>& cells, const Example& ex) {
 }
 
 /// Every cell that lacks example `ex` runs on it (each effective key once) and records the outcome and its dumps.
+/// Each such cell's seconds get its own work plus an even share of the example's prefill (the work they share).
 void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
+  const auto t_prefill = SteadyClock::now();
   PrefilledExample p = prefill_example(s, ex);
+  size_t sharing = 0;  // the cells that run on this example
+  for (const CellRun& c : cells) sharing += !c.checkpoint->find(ex.data.task, ex.data.index, ex.data.input.ids_sha256);
+  const double prefill_share = sharing ? seconds_since(t_prefill) / static_cast<double>(sharing) : 0.0;
   std::map<std::string, CellOutcome> by_effective_key;
   for (CellRun& c : cells) {
     if (c.checkpoint->find(ex.data.task, ex.data.index, ex.data.input.ids_sha256)) continue;
+    c.seconds += prefill_share;
     throw_if_cancelled();
     const auto t0 = SteadyClock::now();
     auto it = by_effective_key.find(c.cell->effective_key);

@@ -85,6 +85,9 @@ void compute_profiles(RunState& s) {
     ProfileRequest req = make_profile_request(s.plan, cc, *s.model, *s.tok);
     req.backend = s.backend.get();
     req.cancel = s.opt.cancel;
+    const auto t0 = SteadyClock::now();
+    const std::string what = "profile " + cc.signal->id.substr(cc.signal->id.rfind('.') + 1) + ": calibration example";
+    req.on_example = [&](int64_t done, int64_t total) { s.progress.phase(what, done, total, t0); };
     SensitivityProfile p = compute_profile(req);
     for (const auto& w : p.warnings) std::cerr << "run: warning: " << w << "\n";  // cache problems, the plugin's warnings
     // Provenance of every profile the cells read: computed, or which cache file (and its content's sha256).

@@ -21,7 +21,7 @@
 #include "runner/compress/scorers.hpp"
 #include "runner/profile/profile.hpp"
 #include "runner/records/output_folder.hpp"
-#include "runner/run/progress.hpp"
+#include "core/progress.hpp"
 #include "runner/run/run.hpp"
 #include "runner/tasks/task.hpp"
 #include "tokenizer/tokenizer.hpp"

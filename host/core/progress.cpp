@@ -1,4 +1,4 @@
-#include "runner/run/progress.hpp"
+#include "core/progress.hpp"
 
 #include <unistd.h>
 
@@ -15,15 +15,37 @@ void Progress::set_total(int64_t total) {
   t0_ = SteadyClock::now();  // the ETA covers the cell loop, not the set-up before it
 }
 
+namespace {
+
+/// "[k/N] what  elapsed E s, ETA R s": R = E / k x (N - k), the mean time per step so far times the steps left.
+std::string counted_line(const std::string& what, int64_t done, int64_t total, double elapsed) {
+  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
+  std::ostringstream os;
+  os.precision(0);
+  os << std::fixed << "[" << done << "/" << total << "] " << what << "  elapsed " << elapsed << " s, ETA " << eta
+     << " s";
+  return os.str();
+}
+
+}  // namespace
+
+void Progress::phase(const std::string& what, int64_t done, int64_t total, SteadyClock::time_point since) const {
+  if (quiet_ || sink_) return;
+  const std::string line = counted_line(what, done, total, seconds_since(since));
+  if (!tty_) {
+    std::cerr << line << "\n";
+    return;
+  }
+  std::cerr << "\r" << line << "\033[K";
+  if (done >= total) std::cerr << "\n";
+}
+
 void Progress::step(const std::string& what) {
   ++done_;
   if (sink_) return sink_(done_, total_, what);
   if (quiet_) return;
-  const double el = seconds_since(t0_);
-  const double eta = done_ > 0 ? el / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0.0;
   std::ostringstream os;
-  os.precision(0);
-  os << std::fixed << "[" << done_ << "/" << total_ << "] " << what << "  elapsed " << el << " s, ETA " << eta << " s";
+  os << counted_line(what, done_, total_, seconds_since(t0_));
   if (tty_) {
     const int width = 30;
     const int filled = total_ > 0 ? static_cast<int>(width * done_ / total_) : width;
