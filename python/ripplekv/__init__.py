@@ -14,6 +14,7 @@ import ctypes
 import json
 import operator
 import os
+import tempfile
 
 from ._lib import Error, load_library, check, take_string
 from .dumps import read_kept, read_npy
@@ -61,6 +62,61 @@ def _cpath(what, value):
     if b"\0" in b:
         raise ValueError("%s contains a NUL character, which the C API cannot pass" % what)
     return b
+
+
+def _toml_key(key):
+    """A TOML key: bare when it is letters, digits, _ and - only, else a quoted (JSON-escaped) string."""
+    if not isinstance(key, str) or not key:
+        raise TypeError("compress: a table key must be a non-empty string, got %r" % (key,))
+    return key if all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else json.dumps(key)
+
+
+def _toml_value(where, v):
+    """A TOML value for bool, int, finite float, str or a list of them."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("compress: %s is %r; a config takes finite numbers only" % (where, v))
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string: JSON's escapes (\", \\, \n, \uXXXX) are TOML's
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(where, x) for x in v) + "]"
+    raise TypeError("compress: %s is a %s; give bool, int, float, str, a list or a table" % (where, type(v).__name__))
+
+
+def _toml_text(table, path=()):
+    """TOML text of a dict of dicts: scalars and lists first, then [sub.tables], then [[arrays.of.tables]]."""
+    lines, subtables = [], []
+    for key, v in table.items():
+        name = path + (_toml_key(key),)
+        if isinstance(v, dict):
+            subtables.append(("table", name, v))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
+            subtables.append(("array", name, v))
+        else:
+            lines.append("%s = %s" % (name[-1], _toml_value(".".join(name), v)))
+    text = "\n".join(lines) + ("\n" if lines else "")
+    for kind, name, v in subtables:
+        if kind == "table":
+            text += "\n[%s]\n" % ".".join(name) + _toml_text(v, name)
+        else:
+            for item in v:
+                text += "\n[[%s]]\n" % ".".join(name) + _toml_text(item, name)
+    return text
+
+
+def _compression_toml(compress):
+    """compress= as TOML text, or None when it names a file: a dict ({"scorer": {"plugin": "snapkv"}, ...}) or a
+    string holding TOML (it has a newline or an "=") is text; any other str, bytes or path-like names a file."""
+    if isinstance(compress, dict):
+        return _toml_text(compress)
+    if isinstance(compress, str) and ("\n" in compress or "=" in compress) and not os.path.isfile(compress):
+        return compress
+    return None
 
 
 class _Context:
@@ -270,8 +326,12 @@ class Model:
     def generate(self, prompt, chat=False, max_new_tokens=256, compress=None, profile=None, info=False):
         """Greedy continuation of `prompt` (chat=True wraps it as a user turn of the chat template); new text only.
 
-        compress: path of a compression TOML ([scorer], [allocator], [budget]); the prompt's KV cache is compressed
-        after prefill and decoding runs on the compacted cache. profile: a profile.json, for allocators that need a
+        compress: a compression config ([scorer], [allocator], [budget], [compression...]) as a path of a TOML file,
+        a string of TOML text (one with a newline or an "="), or a dict of tables, e.g.
+        {"scorer": {"plugin": "snapkv"}, "allocator": {"plugin": "uniform"}, "budget": {"fraction": 0.3}}; the
+        prompt's KV cache is compressed after prefill and decoding runs on the compacted cache. Text and dicts are
+        written to a private temporary file for the call (so relative paths inside them resolve against its folder:
+        give absolute ones). profile: a profile.json, for allocators that need a
         sensitivity profile (ripplekv). info=True (with compress) returns (text, dict) where the dict holds scorer,
         allocator, prompt_tokens, budget_total, budgets (per layer), kv_bytes_full, kv_bytes_kept and warnings."""
         if info and compress is None:
@@ -281,13 +341,22 @@ class Model:
         o.prompt = _cstr("generate: prompt", prompt)  # a NUL would silently end the prompt there
         o.chat = 1 if chat else 0
         o.max_new_tokens = _int("generate: max_new_tokens", max_new_tokens, *_INT64)
-        o.compression_config = _cpath("generate: compress", compress) if compress is not None else None
         o.profile_path = _cpath("generate: profile", profile) if profile is not None else None
         info_out = ctypes.c_void_p()
         if info:
             o.out_compression_json = ctypes.pointer(info_out)
         out = ctypes.c_void_p()
-        self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        toml = _compression_toml(compress) if compress is not None else None
+        if toml is None:
+            o.compression_config = _cpath("generate: compress", compress) if compress is not None else None
+            self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        else:
+            with tempfile.TemporaryDirectory(prefix="ripplekv-compress-") as d:
+                path = os.path.join(d, "compress.toml")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(toml)
+                o.compression_config = _cpath("generate: compress", path)
+                self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
         text = take_string(_lib, out)
         if info:
             return text, json.loads(take_string(_lib, info_out))

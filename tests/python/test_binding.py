@@ -148,6 +148,30 @@ def resident_kib():
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+class CompressionToml(unittest.TestCase):
+    def test_a_dict_becomes_the_toml_it_holds(self):
+        # Python's own TOML parser (tomllib) reads back exactly the dict: tables, arrays of tables ([[scorer.route]]),
+        # keys that need quotes, strings with quotes and newlines, lists, bools, ints and floats.
+        import tomllib
+        from ripplekv import _toml_text
+        d = {"scorer": {"plugin": "snapkv", "snapkv": {"window": 16, "pooling": "max"},
+                        "route": [{"layers": [0, 1], "plugin": "h2o"}, {"layers": [5], "plugin": "knorm"}]},
+             "allocator": {"plugin": "uniform"}, "budget": {"fraction": 0.25},
+             "compression": {"rerotate": True, "codec": {"format": "int", "bits": 4}},
+             "sweep": {"budget.fraction": [0.1, 0.2]}, "note": 'a "quoted"\nline'}
+        self.assertEqual(tomllib.loads(_toml_text(d)), d)
+        with self.assertRaises(ValueError):
+            _toml_text({"budget": {"fraction": float("nan")}})
+        with self.assertRaises(TypeError):
+            _toml_text({"budget": {"fraction": object()}})
+
+    def test_which_strings_are_text(self):
+        from ripplekv import _compression_toml
+        self.assertEqual(_compression_toml("[budget]\nfraction = 0.3\n"), "[budget]\nfraction = 0.3\n")
+        self.assertIsNone(_compression_toml(os.path.join(SRC, "configs", "compress-snapkv-ripplekv.toml")))
+        self.assertIsNone(_compression_toml("configs/missing.toml"))  # a path, reported missing by the C API
+
+
 class WithModel(unittest.TestCase):
     def test_weights(self):
         # SmolLM2-135M: 135M parameters, 94 MB of Q4_1 blocks in the file. weights="quantized" (the default) holds the
@@ -215,6 +239,15 @@ class WithModel(unittest.TestCase):
             hi, lo = s.index(max(s)), s.index(min(s))
             self.assertGreater(info["budgets"][hi], info["budgets"][lo])
             self.assertEqual(info["kv_bytes_kept"], info["kv_bytes_full"] * B // (30 * T))
+            # The same config as a dict and as TOML text: the same budgets and text.
+            as_dict = {"scorer": {"plugin": "snapkv", "snapkv": {"window": 32}}, "allocator": {"plugin": "ripplekv"},
+                       "budget": {"fraction": 0.3}}
+            with open(compress) as f:
+                as_text = f.read()
+            for c in (as_dict, as_text):
+                text2, info2 = m.generate(prompt, chat=True, max_new_tokens=8, compress=c, profile=profile_path,
+                                          info=True)
+                self.assertEqual((text2, info2["budgets"]), (text, info["budgets"]))
             with self.assertRaises(ripplekv.Error) as e:
                 m.generate(prompt, compress=compress)  # no profile
             self.assertIn("needs a sensitivity profile", e.exception.message)
@@ -256,6 +289,12 @@ class WithModel(unittest.TestCase):
                     lines = [json.loads(line) for line in f]  # whole JSON lines, not half-written
                 self.assertEqual(len(lines), 2)  # the header and the first example
             self.assertFalse(os.path.exists(os.path.join(out, "results.jsonl")))  # a cancelled run merges nothing
+            # ...but leaves a partial report over the example every cell finished, saying so at its top.
+            with open(os.path.join(out, "report.md")) as f:
+                report = f.read()
+            self.assertIn("> warning: partial report: the run was cancelled after 1 of 4 examples", report)
+            self.assertIn("- **Task** lm_fidelity: n = 1, T = 256 tokens", report)
+            self.assertIn("7 cells", report)
             self.assertEqual(glob.glob(os.path.join(out, "**", "*.tmp*"), recursive=True), [])
             with self.assertRaises(ripplekv.Error):
                 ripplekv.results(out)
@@ -269,5 +308,6 @@ if __name__ == "__main__":
     if which == "model" and not os.path.exists(MODEL):
         print("model asset absent: " + MODEL, file=sys.stderr)
         sys.exit(1 if os.environ.get("CI") == "true" else 77)
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Unit if which == "unit" else WithModel)
+    load = unittest.defaultTestLoader.loadTestsFromTestCase
+    suite = unittest.TestSuite([load(Unit), load(CompressionToml)] if which == "unit" else [load(WithModel)])
     sys.exit(0 if unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() else 1)

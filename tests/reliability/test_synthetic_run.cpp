@@ -1534,6 +1534,11 @@ TEST_F(SyntheticRun, DumpsHoldTheKeptPositionsAndTheContinuationLogits) {
       EXPECT_NE(npy.find("'shape': (8, 258)"), std::string::npos);  // 8 continuation tokens, V = 258
       EXPECT_EQ(npy.size(), 128u + 8u * 258u * 4u);
     }
+  // dumps/index.json names the cell of every dump by its label: both cells (the full cache has logits only).
+  const nlohmann::json index = nlohmann::json::parse(rkv::read_file((dir / "out" / "dumps" / "index.json").string()));
+  EXPECT_EQ(index.at("cells").size(), 2u) << index.dump();
+  EXPECT_EQ(index.at("cells").at(full_id), p.cells[0].label);
+  EXPECT_EQ(index.at("cells").at(cell_id), p.cells[1].label);
 }
 
 // Review finding: `merge` of a folder whose cells/ still holds cells of an earlier sweep (--resume changed it) reports

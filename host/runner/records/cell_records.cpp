@@ -188,8 +188,8 @@ void check_cell_model(const Folder& out, const std::string& cell_id, const std::
                      " now); results would not be comparable. Use another --out folder, or restore the model");
 }
 
-void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
-                     const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
+nlohmann::json cell_record(const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+                           const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
   const CellConfig& cc = cell.config;
   nlohmann::json j;
   j["run_id"] = id.run_id;
@@ -232,7 +232,12 @@ void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& 
   if (!id.manifest.is_null()) j["manifest"] = id.manifest;
   j["examples"] = nlohmann::json::array();
   for (const auto& o : outcomes) j["examples"].push_back(o.to_json());
-  out.write_atomically(cell_file(cell.id), j.dump() + "\n");
+  return j;
+}
+
+void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+                     const std::vector<ExampleOutcomeRecord>& outcomes, double seconds) {
+  out.write_atomically(cell_file(cell.id), cell_record(plan, id, cell, outcomes, seconds).dump() + "\n");
 }
 
 void write_profile_file(const Folder& out, const SensitivityProfile& p, bool primary) {

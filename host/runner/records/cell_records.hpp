@@ -63,8 +63,12 @@ bool cell_file_complete(const Folder& out, const std::string& cell_id, const std
 /// A cell file without the field (or an unreadable one) passes.
 void check_cell_model(const Folder& out, const std::string& cell_id, const std::string& model_sha256);
 
-/// Writes cells/<cell.id>.json atomically: the cell's identity, plugins (id, version, params, library sha256),
-/// budget settings and per-example outcomes.
+/// The JSON of a cell file: the cell's identity, plugins (id, version, params, library sha256), budget settings and
+/// per-example outcomes ("examples"). Pure.
+nlohmann::json cell_record(const RunPlan& plan, const RunIdentity& id, const Cell& cell,
+                           const std::vector<ExampleOutcomeRecord>& outcomes, double seconds);
+
+/// Writes cells/<cell.id>.json atomically: cell_record().
 void write_cell_file(const Folder& out, const RunPlan& plan, const RunIdentity& id, const Cell& cell,
                      const std::vector<ExampleOutcomeRecord>& outcomes, double seconds);
 

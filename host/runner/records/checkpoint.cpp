@@ -109,6 +109,12 @@ void CellCheckpoint::append(const ExampleOutcomeRecord& outcome, const std::stri
   entries_.push_back(std::move(e));
 }
 
+std::vector<ExampleOutcomeRecord> CellCheckpoint::outcomes() const {
+  std::vector<ExampleOutcomeRecord> out;
+  for (const Entry& e : entries_) out.push_back(e.outcome);
+  return out;
+}
+
 std::string CellCheckpoint::kept_lines() const {
   std::string all;
   for (const Entry& e : entries_) all += e.kept;

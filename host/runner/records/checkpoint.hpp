@@ -45,6 +45,9 @@ class CellCheckpoint {
   /// Every recorded example's kept-dump lines, in the order they were recorded.
   std::string kept_lines() const;
 
+  /// Every recorded example's outcome, in the order they were recorded.
+  std::vector<ExampleOutcomeRecord> outcomes() const;
+
   /// Removes the file (the cell file now holds every example).
   void remove();
 

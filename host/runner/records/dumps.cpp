@@ -65,6 +65,21 @@ void write_logits_dump(const Folder& out, const std::string& cell_id, const std:
                        npy_float32(logits, static_cast<int64_t>(logits.size()) / V, V));
 }
 
+void index_dump(const Folder& out, const std::string& cell_id, const std::string& label) {
+  nlohmann::json index;
+  if (out.kind("dumps/index.json") == Folder::Kind::regular) {
+    try {
+      index = nlohmann::json::parse(out.read("dumps/index.json", "dump index", 64 << 20), nullptr, false);
+    } catch (const InputError&) {
+    }
+  }
+  if (!index.is_object() || !index.contains("cells") || !index["cells"].is_object())
+    index = {{"cells", nlohmann::json::object()}};
+  if (index["cells"].contains(cell_id)) return;
+  index["cells"][cell_id] = label;
+  out.write_atomically("dumps/index.json", index.dump(1) + "\n");
+}
+
 void write_kept_dump(const Folder& out, const std::string& cell_id, const std::string& lines) {
   if (lines.empty()) return;
   out.write_atomically("dumps/kept/" + cell_id + ".jsonl", lines);

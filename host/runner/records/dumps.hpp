@@ -11,6 +11,8 @@
 //                                   lm_fidelity: the continuation logits the cell's cache gave, float32 [n, V] (row t:
 //                                   the logits after continuation token t, teacher-forced), NumPy .npy format 1.0
 //                                   (little-endian '<f4', C order); the full-cache cell's are the reference.
+//   dumps/index.json                {"cells": {"<cell id>": "<label>", ...}}: which cell each dump belongs to, for
+//                                   every cell with a dump (updated as dumps are written).
 // Each file is written atomically: a logits file when its example finishes, a cell's kept file when the cell
 // completes (with its cell file; the lines of its finished examples wait in its checkpoint, runner/records/
 // checkpoint.hpp), so an interrupted run keeps the dumps of what it finished and --resume completes them. Sizes: kept ~ examples x L x H_kv x b_l integers; logits 4 n V bytes per example
@@ -44,6 +46,10 @@ std::string kept_dump_lines(Backend& backend, const BackendCache& cache, const s
 /// rkv::InputError when it cannot be written.
 void write_logits_dump(const Folder& out, const std::string& cell_id, const std::string& task,
                        int64_t example, const std::vector<float>& logits, int64_t V);
+
+/// Records `cell_id` -> `label` in dumps/index.json under `out` (read, updated, written atomically; an unreadable
+/// index is replaced). Nothing when the index already has the cell. rkv::InputError when it cannot be written.
+void index_dump(const Folder& out, const std::string& cell_id, const std::string& label);
 
 /// Writes dumps/kept/<cell id>.jsonl atomically under `out` from `lines` (every example's kept_dump_lines, in
 /// example order); nothing when `lines` is empty. rkv::InputError when it cannot be written.

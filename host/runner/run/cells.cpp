@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <utility>
@@ -17,6 +18,8 @@
 #include "runner/records/cell_records.hpp"
 #include "runner/records/checkpoint.hpp"
 #include "runner/records/dumps.hpp"
+#include "runner/report/outputs.hpp"
+#include "runner/report/report.hpp"
 #include "runner/run/examples.hpp"
 
 namespace rkv {
@@ -177,8 +180,10 @@ void run_example(RunState& s, std::vector<CellRun>& cells, const Example& ex) {
     s.model->check_unchanged("cell '" + c.cell->label + "', " + ex.data.task + " example " +
                              std::to_string(ex.data.index + 1));
     s.lock->check_held();  // still the folder's only writer
-    if (!o.logits.empty()) write_logits_dump(*s.out, c.cell->id, o.record.task, o.record.example, o.logits,
-                                             s.config().vocab_size);
+    if (!o.logits.empty()) {
+      write_logits_dump(*s.out, c.cell->id, o.record.task, o.record.example, o.logits, s.config().vocab_size);
+      index_dump(*s.out, c.cell->id, c.cell->label);
+    }
     c.checkpoint->append(o.record, o.kept);
     c.seconds += seconds_since(t0);
   }
@@ -194,9 +199,41 @@ void finish_cell(const RunState& s, CellRun& c) {
     outcomes.push_back(*r);
   }
   s.lock->check_held();
-  write_kept_dump(*s.out, c.cell->id, c.checkpoint->kept_lines());
+  const std::string kept = c.checkpoint->kept_lines();
+  write_kept_dump(*s.out, c.cell->id, kept);
+  if (!kept.empty()) index_dump(*s.out, c.cell->id, c.cell->label);
   write_cell_file(*s.out, s.plan, s.id, *c.cell, outcomes, c.seconds);
   c.checkpoint->remove();
+}
+
+/// After a cancel: report.md over what is finished -- the cells complete before this invocation and every
+/// unfinished cell's finished examples -- marked partial at its top; results.jsonl and the other records stay a
+/// finished run's. A failure to write it is said on stderr and does not stop the cancel.
+void write_partial_report(RunState& s, const std::vector<CellRun>& cells, size_t done) {
+  static const std::atomic<bool> never{false};
+  const CancelScope shield(&never);  // reading the cell files polls cancellation: this short part runs to its end
+  try {
+    std::vector<std::string> order;
+    std::map<std::string, std::string> labels;
+    std::vector<CellData> data = collect_cells({s.opt.out_dir}, &order, &labels, true, false);  // complete cells
+    for (const CellRun& c : cells) {
+      CellData d;
+      d.examples = c.checkpoint->outcomes();
+      if (d.examples.empty()) continue;
+      d.meta = cell_record(s.plan, s.id, *c.cell, {}, c.seconds);
+      d.meta.erase("examples");
+      data.push_back(std::move(d));
+    }
+    if (data.empty()) return;
+    write_report(data, *s.out, report_resamples(data),
+                 "partial report: the run was cancelled after " + std::to_string(done) + " of " +
+                     std::to_string(s.examples.size()) + " examples (every cell shows the examples it finished, one more "
+                     "for the cells that finished the example in progress; a cell that finished none is left out). "
+                     "Rerun with --resume to finish (results.jsonl is written then)");
+    s.progress.note("run: cancelled; partial report in " + s.out->path_of("report.md"));
+  } catch (const std::exception& e) {
+    std::cerr << "run: cancelled; the partial report could not be written: " << e.what() << "\n";
+  }
 }
 
 }  // namespace
@@ -204,11 +241,18 @@ void finish_cell(const RunState& s, CellRun& c) {
 void run_cells(RunState& s, RunSummary& summary) {
   std::vector<CellRun> cells = open_cells(s);
   s.progress.set_total(static_cast<int64_t>(s.examples.size()));
-  for (const Example& ex : s.examples) {
-    throw_if_cancelled();
-    if (needed(cells, ex)) run_example(s, cells, ex);
-    s.progress.step(ex.data.task + " example " + std::to_string(ex.data.index + 1) + " (" +
-                    std::to_string(ex.prompt_tokens()) + " tokens) on " + std::to_string(cells.size()) + " cells");
+  size_t done = 0;
+  try {
+    for (const Example& ex : s.examples) {
+      throw_if_cancelled();
+      if (needed(cells, ex)) run_example(s, cells, ex);
+      ++done;
+      s.progress.step(ex.data.task + " example " + std::to_string(ex.data.index + 1) + " (" +
+                      std::to_string(ex.prompt_tokens()) + " tokens) on " + std::to_string(cells.size()) + " cells");
+    }
+  } catch (const Cancelled&) {
+    write_partial_report(s, cells, done);
+    throw;
   }
   for (CellRun& c : cells) {
     finish_cell(s, c);
