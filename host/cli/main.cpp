@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "core/errors.hpp"
+#include "core/format.hpp"
 #include "ripplekv/build_info.hpp"
 
 namespace rkv::cli {
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       std::cerr << message(e) << "\n";
       return 2;
     } catch (const rkv::InputError& e) {
-      std::cerr << message(e) << "\n";
+      std::cerr << rkv::printable_message(message(e)) << "\n";  // it may echo any bytes a user's file holds
       return 2;
     } catch (const std::exception& e) {
       std::cerr << "ripplekv " << name << ": internal error: " << e.what() << "\n";

@@ -22,4 +22,44 @@ std::string fixed_decimals(double v, int decimals) {
 
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+namespace {
+
+bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+/// One run without spaces, shortened when it is longer than max_run bytes.
+std::string shortened(const std::string& run, size_t max_run) {
+  if (run.size() <= max_run) return run;
+  size_t head = max_run / 2, tail_start = run.size() - max_run / 4;
+  while (head > 0 && is_continuation(static_cast<unsigned char>(run[head]))) --head;
+  while (tail_start < run.size() && is_continuation(static_cast<unsigned char>(run[tail_start]))) ++tail_start;
+  return run.substr(0, head) + "...[" + std::to_string(tail_start - head) + " bytes]..." + run.substr(tail_start);
+}
+
+}  // namespace
+
+std::string printable_message(const std::string& message, size_t max_run) {
+  std::string escaped;
+  escaped.reserve(message.size());
+  static const char* kHex = "0123456789abcdef";
+  for (unsigned char c : message) {
+    if (c < 0x20 || c == 0x7f) {
+      escaped += "\\x";
+      escaped += kHex[c >> 4];
+      escaped += kHex[c & 15];
+    } else {
+      escaped += static_cast<char>(c);
+    }
+  }
+  std::string out, run;
+  for (char c : escaped) {
+    if (c == ' ') {
+      out += shortened(run, max_run) + ' ';
+      run.clear();
+    } else {
+      run += c;
+    }
+  }
+  return out + shortened(run, max_run);
+}
+
 }  // namespace rkv

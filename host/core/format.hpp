@@ -1,4 +1,5 @@
-// Numbers as reports, tables and records print them: one formatting for every markdown table and JSON record.
+// Numbers as reports, tables and records print them: one formatting for every markdown table and JSON record; and
+// error messages made safe to print on one terminal line.
 // Thread rules: pure functions.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -14,5 +15,12 @@ std::string fixed_decimals(double v, int decimals);
 
 /// `v` as JSON: the number, or null when it is NaN or infinite (JSON has neither).
 nlohmann::json num(double v);
+
+/// `message` as one printable line, whatever the user text it echoes holds: every control byte (below 0x20, and
+/// 0x7f) becomes "\xNN" (two hex digits, so a newline is "\x0a" and an ESC cannot drive the terminal), and every run
+/// of more than `max_run` bytes without a space is cut to its first max_run / 2 and last max_run / 4 bytes around
+/// "...[N bytes]..." (N: the bytes left out), the cuts moved off UTF-8 continuation bytes so no character is split.
+/// Bytes 0x80 and above are otherwise kept (UTF-8 text stays readable).
+std::string printable_message(const std::string& message, size_t max_run = 256);
 
 }  // namespace rkv

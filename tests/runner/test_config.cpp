@@ -95,6 +95,12 @@ TEST_F(Config, CodecSectionIsACellSettingWithErrorsNamingTheKey) {
   EXPECT_NE(s.cells[2].label.find("kv q8_0"), std::string::npos) << s.cells[2].label;
   EXPECT_NE(error(base("", "[sweep]\n\"compression.codec.bitz\" = [2, 4]\n")).find("compression.codec.format"),
             std::string::npos);
+  // q8_0, q4_0 and f16 have fixed layouts and ignore bits and group (still range-checked): bits = 3 with group = 3
+  // is refused for int (not 2, 4 or 8) but accepted for them.
+  for (const char* format : {"q8_0", "q4_0", "f16"})
+    EXPECT_NO_THROW(load(base(std::string("[compression.codec]\nformat = \"") + format + "\"\nbits = 3\ngroup = 3\n")))
+        << format;
+  EXPECT_NE(error(base("[compression.codec]\nformat = \"q8_0\"\nbits = 16\n")).find("<= 8"), std::string::npos);
   // format "none" ignores the other codec keys: a sweep over bits keeps one float32 cell, not one per bits value.
   const rkv::RunPlan nb = load(base("", "[sweep]\n\"compression.codec.format\" = [\"none\", \"int\"]\n"
                                           "\"compression.codec.bits\" = [2, 4, 8]\n"));
@@ -647,6 +653,14 @@ TEST_F(Config, MissingFilesAreNamed) {
   t = base();
   t.replace(t.find("model.gguf"), 10, "none.gguf");
   EXPECT_NE(error(t).find("'model.path': '"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("fetches SmolLM2-135M and Gemma 3 270M"), std::string::npos) << error(t);
+  // A missing fetched asset names the fetch that brings it: Qwen's needs --model (it is not fetched by default).
+  t = base();
+  t.replace(t.find("model.gguf"), 10, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+  EXPECT_NE(error(t).find("scripts/fetch-assets --model qwen2.5-coder-1.5b fetches it"), std::string::npos) << error(t);
+  t = base();
+  t.replace(t.find("model.gguf"), 10, "gemma-3-270m-q4_k_m.gguf");
+  EXPECT_NE(error(t).find("(scripts/fetch-assets fetches it)"), std::string::npos) << error(t);
 }
 
 // ${VAR} in a path: expanded once (a value that itself holds "${...}" is not expanded again, so it cannot loop), and

@@ -91,8 +91,10 @@ CodecSpec parse_codec_section(const TomlContext& c, const toml::table& root) {
   check_keys(c, *kp, "compression.codec", compression_table_keys("codec"));
   const std::string format = get_string(c, *kp, "format", "compression.codec.format", "none");
   if (format != "none") spec.format = parse_codec_format(format, where(c, *kp->get("format"), "compression.codec.format"));
+  // q8_0, q4_0 and f16 have fixed layouts: they ignore bits, group and symmetric (each still range-checked here).
+  const bool has_bit_width = spec.format == CodecFormat::integer || spec.format == CodecFormat::kivi;
   spec.bits = static_cast<int>(get_int(c, *kp, "bits", "compression.codec.bits", 4, 2, 8));
-  if (spec.bits != 2 && spec.bits != 4 && spec.bits != 8)
+  if (has_bit_width && spec.bits != 2 && spec.bits != 4 && spec.bits != 8)
     throw InputError(where(c, *kp->get("bits"), "compression.codec.bits") + " must be 2, 4 or 8 (got " +
                      std::to_string(spec.bits) + ")");
   spec.group = get_int(c, *kp, "group", "compression.codec.group", 32, 1, 4096);
@@ -115,7 +117,7 @@ CodecSpec parse_codec_section(const TomlContext& c, const toml::table& root) {
     if (!(spec.bits_ratio >= 1.0 && spec.bits_ratio <= 1e6))
       throw InputError(where(c, *r, "compression.codec.bits_ratio") + " must be in [1, 1e6]");
   }
-  if (spec.format != CodecFormat::none && spec.group * spec.bits % 8 != 0)
+  if (has_bit_width && spec.group * spec.bits % 8 != 0)
     throw InputError(where_table(c, *kp, "compression.codec") + ": group " + std::to_string(spec.group) + " x " +
                      std::to_string(spec.bits) + " bits is not a whole number of bytes");
   parse_token_classes(c, *kp, spec);

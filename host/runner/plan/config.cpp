@@ -25,6 +25,17 @@ namespace rkv {
 
 namespace {
 
+/// What fetches a missing model: the asset that file name is (scripts/fetch-assets' own names), else what it fetches.
+std::string missing_model_hint(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    return " (scripts/fetch-assets --model qwen2.5-coder-1.5b fetches it; it is not fetched by default)";
+  if (name == "SmolLM2-135M-Instruct.Q4_1.gguf" || name == "gemma-3-270m-q4_k_m.gguf")
+    return " (scripts/fetch-assets fetches it)";
+  return " (scripts/fetch-assets fetches SmolLM2-135M and Gemma 3 270M; --model qwen2.5-coder-1.5b adds Qwen2.5-Coder-"
+         "1.5B)";
+}
+
 /// The smallest [prefill] chunk_tokens but 0: near-equal chunks of at most C are then at least 8 tokens long
 /// (runner/compress/chunked_prefill.hpp chunk_bounds), above the CPU backend's few-row matmul path.
 constexpr int64_t kMinChunkTokens = 16;
@@ -75,8 +86,8 @@ void read_model_section(const TomlContext& c, const toml::table& root, RunPlan& 
     std::string why;
     const PathKind kind = path_kind(plan.model_path, &why);
     if (kind == PathKind::missing)
-      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path +
-                       "' does not exist (scripts/fetch-assets fetches SmolLM2)");
+      throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' does not exist" +
+                       missing_model_hint(plan.model_path));
     if (kind == PathKind::error)
       throw InputError(where(c, *m->get("path"), "model.path") + ": '" + plan.model_path + "' cannot be read: " + why);
     if (kind == PathKind::other)  // a FIFO would block the run in open() until someone writes to it
