@@ -92,8 +92,13 @@ int run_profile(const std::vector<std::string>& args) {
   req.read_cache = !vm.count("no-cache");
   req.bootstrap_resamples = static_cast<int>(plan.bootstrap_resamples);
   const Progress progress(false, {});
+  progress.note("profile: " + req.signal.id + " on " + std::to_string(req.examples.size()) + " calibration examples of " +
+                std::to_string(req.prefix_tokens) + " + " + std::to_string(req.window_tokens) + " tokens" +
+                (req.read_cache ? " (read from the cache when it holds this profile)" : ""));
   const auto t0 = SteadyClock::now();
-  req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
+  req.on_example = [&](int64_t done, int64_t total) {
+    progress.phase("calibration examples done", done, total, t0);
+  };
   const SensitivityProfile p = compute_profile(req);
   check_profile_output(out, force);  // again: the file may have changed meanwhile
   write_json_atomically(out, p.to_json(), force);

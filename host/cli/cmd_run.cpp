@@ -148,8 +148,14 @@ int run_run(const std::vector<std::string>& args) {
                 << " skipped (finished or other shards), " << s.cells_total << " in the sweep; " << s.seconds
                 << " s; outputs in " << o.out_dir << "\n";
   } catch (const Cancelled&) {
-    std::cerr << "ripplekv run: cancelled; finished cells are kept in " << o.out_dir
-              << "/cells (continue with --resume)\n";
+    std::error_code ec;
+    const bool kept = std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "cells", ec) ||
+                      std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "partial", ec);
+    if (kept)
+      std::cerr << "ripplekv run: cancelled; finished cells and examples are kept in " << o.out_dir
+                << " (continue with --resume)\n";
+    else
+      std::cerr << "ripplekv run: cancelled before any example finished; nothing to resume in " << o.out_dir << "\n";
     return 130;
   }
   return 0;

@@ -62,4 +62,22 @@ std::string printable_message(const std::string& message, size_t max_run) {
   return out + shortened(run, max_run);
 }
 
+std::string markdown_cell(const std::string& text) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace rkv

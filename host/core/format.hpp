@@ -23,4 +23,8 @@ nlohmann::json num(double v);
 /// Bytes 0x80 and above are otherwise kept (UTF-8 text stays readable).
 std::string printable_message(const std::string& message, size_t max_run = 256);
 
+/// `text` safe inside one cell of a markdown table: "|" becomes "\|" and every control byte (a newline included)
+/// "\xNN", so a name or label cannot add columns or rows; other bytes are kept.
+std::string markdown_cell(const std::string& text);
+
 }  // namespace rkv

@@ -110,13 +110,18 @@ def _toml_text(table, path=()):
 
 
 def _compression_toml(compress):
-    """compress= as TOML text, or None when it names a file: a dict ({"scorer": {"plugin": "snapkv"}, ...}) or a
-    string holding TOML (it has a newline or an "=") is text; any other str, bytes or path-like names a file."""
+    """compress= as TOML text, or None when it names a file: a dict ({"scorer": {"plugin": "snapkv"}, ...}) is text;
+    a str with a newline is text; one without a newline is a path when it ends in ".toml", names an existing file or
+    has no "=", else text ('budget.fraction = 0.3'); bytes and path-like objects are paths."""
     if isinstance(compress, dict):
         return _toml_text(compress)
-    if isinstance(compress, str) and ("\n" in compress or "=" in compress) and not os.path.isfile(compress):
+    if not isinstance(compress, str):
+        return None
+    if "\n" in compress:
         return compress
-    return None
+    if compress.endswith(".toml") or os.path.isfile(compress) or "=" not in compress:
+        return None
+    return compress
 
 
 class _Context:
@@ -327,7 +332,7 @@ class Model:
         """Greedy continuation of `prompt` (chat=True wraps it as a user turn of the chat template); new text only.
 
         compress: a compression config ([scorer], [allocator], [budget], [compression...]) as a path of a TOML file,
-        a string of TOML text (one with a newline or an "="), or a dict of tables, e.g.
+        a string of TOML text (one with a newline, or an "=" and no ".toml" ending), or a dict of tables, e.g.
         {"scorer": {"plugin": "snapkv"}, "allocator": {"plugin": "uniform"}, "budget": {"fraction": 0.3}}; the
         prompt's KV cache is compressed after prefill and decoding runs on the compacted cache. Text and dicts are
         written to a private temporary file for the call (so relative paths inside them resolve against its folder:
@@ -356,7 +361,11 @@ class Model:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(toml)
                 o.compression_config = _cpath("generate: compress", path)
-                self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
+                try:
+                    self._check(_lib.rkv_generate(self._live(), ctypes.byref(o), ctypes.byref(out)))
+                except Error as e:  # name what the caller gave, not the temporary file gone after the call
+                    given = "compress (a dict)" if isinstance(compress, dict) else "compress (TOML text)"
+                    raise Error(e.status, e.message.replace(path, given)) from None
         text = take_string(_lib, out)
         if info:
             return text, json.loads(take_string(_lib, info_out))

@@ -26,4 +26,9 @@ TEST(PrintableMessage, LongRunsAreCutAroundTheirMiddle) {
   EXPECT_EQ(cut, e.substr(0, 10) + "...[46 bytes]..." + e.substr(56));
 }
 
+TEST(MarkdownCell, PipesAndControlBytesCannotBreakATable) {
+  EXPECT_EQ(rkv::markdown_cell("uniform + snapkv @ f=0.2"), "uniform + snapkv @ f=0.2");
+  EXPECT_EQ(rkv::markdown_cell("a|b\nc\x1b"), "a\\|b\\x0ac\\x1b");
+}
+
 }  // namespace

@@ -170,6 +170,8 @@ class CompressionToml(unittest.TestCase):
         self.assertEqual(_compression_toml("[budget]\nfraction = 0.3\n"), "[budget]\nfraction = 0.3\n")
         self.assertIsNone(_compression_toml(os.path.join(SRC, "configs", "compress-snapkv-ripplekv.toml")))
         self.assertIsNone(_compression_toml("configs/missing.toml"))  # a path, reported missing by the C API
+        self.assertIsNone(_compression_toml("/nonexistent/a=b.toml"))  # a path: it ends in .toml
+        self.assertEqual(_compression_toml("budget.fraction = 0.3"), "budget.fraction = 0.3")
 
 
 class WithModel(unittest.TestCase):

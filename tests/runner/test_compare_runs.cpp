@@ -89,6 +89,11 @@ TEST(CompareRuns, TheReportAlignsCellsByLabelAcrossModels) {
   EXPECT_NE(md.find("| smol | `/runs/smol` | `smol.gguf` |"), std::string::npos) << md;
   EXPECT_NE(md.find("| gemma | `/runs/gemma` | `gemma.gguf` |"), std::string::npos) << md;
   EXPECT_NE(md.find("| cell | smol | gemma | gemma - smol |"), std::string::npos) << md;
+  // A name with a pipe or a newline cannot add columns or rows.
+  runs[1].name = "gem|ma\nx";
+  const std::string escaped = rkv::comparison_report(runs, 200, nullptr);
+  EXPECT_NE(escaped.find("| cell | smol | gem\\|ma\\x0ax | gem\\|ma\\x0ax - smol |"), std::string::npos) << escaped;
+  runs[1].name = "gemma";
   // snapkv's row: means 0.3 and 0.5, difference 0.2, unpaired; the cell only smol has shows "-" for gemma.
   const size_t row = md.find("| snapkv @ f=0.5 | 0.3 [");
   ASSERT_NE(row, std::string::npos) << md;

@@ -101,11 +101,15 @@ class CiTinyRun(unittest.TestCase):
                 rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| rank")]
                 self.assertTrue(rows[0].startswith("| ref | full cache | "), rows[0])
                 ranked = rows[1:]
-                self.assertEqual([r.split(" | ")[0] for r in ranked], ["| 1", "| 2", "| 3"])
+                self.assertEqual(len(ranked), 3)
                 for r in ranked:
                     self.assertIn("@ f=%s |" % budget, r)
                 values = [float(r.split(" | ")[2].split(" ")[0]) for r in ranked]
                 self.assertEqual(values, sorted(values, reverse=not lower), table)
+                # competition ranking: a rank is 1 + the rows strictly better (ties share it: needle's zeros)
+                ranks = [int(r.split(" | ")[0].lstrip("| ")) for r in ranked]
+                better = [sum(1 for w in values if (w < v if lower else w > v)) for v in values]
+                self.assertEqual(ranks, [1 + b for b in better], table)
         # ppl_full once, under the lm_fidelity table, with one CI.
         self.assertEqual(report.count("ppl_full = "), 1)
         self.assertNotIn("| ppl_full |", report)
@@ -127,6 +131,9 @@ class CiTinyRun(unittest.TestCase):
             report = f.read()
         self.assertIn("| cell | smol | gemma | short | gemma - smol | short - smol |", report)
         self.assertIn("Gemma 3 270m (`gemma-3-270m-q4_k_m.gguf`): gemma3, ", report)
+        # the runs table says what differs from the first run's recorded config
+        short_row = [line for line in report.splitlines() if line.startswith("| short |")][0]
+        self.assertTrue(short_row.endswith("| tasks.lm_fidelity.continuation_tokens: 16 -> 8 |"), short_row)
         with open(os.path.join(out, "comparison.jsonl")) as f:
             rows = [json.loads(line) for line in f]
         labels = {r["cell"] for r in rows}

@@ -259,7 +259,7 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     ProfileRequest req = make_profile_request(plan, with_scorer, model, tok);
     req.backend = &backend;
     const auto t0 = SteadyClock::now();
-    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
+    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration examples done", done, total, t0); };
     profiles->push_back(compute_profile(req));
     for (const auto& w : profiles->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
@@ -269,7 +269,7 @@ void analysis_profiles(const RunPlan& plan, const AnalysisSelection& sel, const 
     req.signal.params = ParamSet::validate(*req.signal.info->descriptor, {UserParam{"fraction", f, false, "analyze"}});
     req.backend = &backend;
     const auto t0 = SteadyClock::now();
-    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration example", done, total, t0); };
+    req.on_example = [&](int64_t done, int64_t total) { progress.phase("calibration examples done", done, total, t0); };
     oracle->push_back(compute_profile(req));
     for (const auto& w : oracle->back().warnings) std::cerr << "analyze: warning: " << w << "\n";
   }
@@ -419,7 +419,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   note("analyze: compression damage on the evaluation split");
   const auto t_damage = SteadyClock::now();
   const auto d_all = compression_damage(*backend, uses, window_tokens, T, sel.fractions, [&](int64_t i) {
-    progress.phase("evaluation example", i + 1, N, t_damage);
+    progress.phase("evaluation examples done (compression damage)", i + 1, N, t_damage);
   });
   const auto& d = d_all.front();
   const std::vector<std::vector<double>> D = mean_damage(d);
@@ -455,7 +455,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
     for (const SensitivityProfile& p : profiles) named.push_back({p.signal, p.s});
     const auto t_sharing = SteadyClock::now();
     write_sharing(sharing_damage(*backend, window_tokens, T,
-                                 [&](int64_t i) { progress.phase("evaluation example", i + 1, N, t_sharing); }),
+                                 [&](int64_t i) { progress.phase("evaluation examples done (sharing damage)", i + 1, N, t_sharing); }),
                   named, plan.bootstrap_resamples, j, md);
   }
   model.check_unchanged("the analysis");  // nothing computed from weights that changed is written

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "core/format.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "runner/plan/compression_sections.hpp"
@@ -71,12 +72,12 @@ void read_budget_section(const TomlContext& c, const toml::table& root, CellConf
   if (bf) {
     const double v = get_float(c, *bf, "budget.bytes_fraction");
     if (!(v > 0.0 && v <= 1.0))
-      throw InputError(where(c, *bf, "budget.bytes_fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
+      throw InputError(where(c, *bf, "budget.bytes_fraction") + " must be in (0, 1] (got " + fmt(v, 6) + ")");
     cell.budget_bytes_fraction = v;
   } else if (f) {
     const double v = get_float(c, *f, "budget.fraction");
     if (!(v > 0.0 && v <= 1.0))
-      throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + std::to_string(v) + ")");
+      throw InputError(where(c, *f, "budget.fraction") + " must be in (0, 1] (got " + fmt(v, 6) + ")");
     cell.budget_fraction = v;
   } else {
     cell.budget_tokens = get_int(c, *b, "tokens", "budget.tokens", 0, 1, kMaxTokens);

@@ -1,6 +1,7 @@
 #include "runner/plan/sweep.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -240,6 +241,12 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
   std::vector<Cell> cells;
   std::vector<size_t> index(axes.size(), 0);
   std::set<std::string> seen_ids;
+  // A base value the sweep overrides is never parsed as a cell's, but a config holds no NaN or infinity anywhere.
+  for (const SweepAxis& axis : axes)
+    if (const toml::node* n = axis.key == "methods" ? nullptr : root.at_path(axis.key).node();
+        n && n->is_floating_point() && !std::isfinite(n->as_floating_point()->get()))
+      throw InputError(where(c, *n, axis.key) + " is not a finite number (the sweep overrides it, but every value of "
+                       "a config must be valid)");
   // A method's keys must not leak into the next cell, which may not set them: before each cell every key some method
   // sets is put back as the base config has it (or removed), in place, so every node keeps its source line.
   std::map<std::string, std::unique_ptr<toml::node>> base;  // dotted key -> its base value (null: absent)

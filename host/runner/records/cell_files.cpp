@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "core/format.hpp"
 #include "plugin/registry.hpp"
 
 namespace fs = std::filesystem;
@@ -111,7 +112,7 @@ RunListing read_run_listing(const fs::path& dir) {
     }
     listing.readable = true;
   } catch (const std::exception& e) {
-    std::cerr << "warning: " << (dir / "run.json").string() << " is unreadable (" << e.what() << ")\n";
+    std::cerr << "warning: " << (dir / "run.json").string() << " is unreadable (" << printable_message(e.what()) << ")\n";
     listing = RunListing{};
   }
   return listing;
@@ -128,7 +129,7 @@ bool read_cell_file(const fs::path& f, CellData* cd) {
     check_cell_meta(cd->meta);
     return true;
   } catch (const std::exception& e) {
-    std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << e.what() << "\n";
+    std::cerr << "warning: skipping corrupt cell file '" << f.string() << "': " << printable_message(e.what()) << "\n";
     return false;
   }
 }

@@ -14,7 +14,9 @@
 #include "core/errors.hpp"
 #include "core/fnv1a.hpp"
 #include "core/format.hpp"
+#include "core/atomic_file.hpp"
 #include "eval/stats.hpp"
+#include "runner/plan/config_overrides.hpp"
 #include "runner/records/output_folder.hpp"
 #include "runner/report/outputs.hpp"
 #include "runner/report/run_description.hpp"
@@ -64,6 +66,7 @@ std::string difference_text(const RunDifference& d) {
   std::string out = fmt(d.difference) + " [" + fmt(d.ci_low) + ", " + fmt(d.ci_high) + "] ";
   if (!d.paired) return out + "unpaired";
   out += "paired";
+  if (d.all_zero) return out + ", equal on every example";
   if (!std::isnan(d.p)) out += ", p = " + fmt(d.p, 3) + " (Holm " + fmt(d.p_holm, 3) + ")";
   return out;
 }
@@ -71,7 +74,8 @@ std::string difference_text(const RunDifference& d) {
 /// The "what each run was" table.
 std::string runs_table(const std::vector<ComparedRun>& runs) {
   std::ostringstream md;
-  md << "| run | folder | model | backend, weights | tasks | budgets | cells |\n|---|---|---|---|---|---|---:|\n";
+  md << "| run | folder | model | backend, weights | tasks | budgets | cells | config differs from the first run's |\n"
+     << "|---|---|---|---|---|---|---:|---|\n";
   for (const auto& r : runs) {
     std::set<std::string> models;
     for (const auto& c : r.cells) models.insert(model_line(c.meta));
@@ -79,9 +83,10 @@ std::string runs_table(const std::vector<ComparedRun>& runs) {
     for (const auto& m : models) model_text += (model_text.empty() ? "" : "; ") + m;
     for (const auto& [task, names] : metrics_by_task(r.cells))
       tasks += (tasks.empty() ? "" : "; ") + task + " (" + examples_and_lengths(r.cells, task) + ")";
-    md << "| " << r.name << " | `" << r.folder << "` | " << model_text << " | " << backend_of(r.cells[0].meta) << ", "
-       << weights_label(r.cells) << " | " << tasks << " | " << budgets_text(r.cells) << " | " << r.cells.size()
-       << " |\n";
+    md << "| " << markdown_cell(r.name) << " | `" << markdown_cell(r.folder) << "` | " << markdown_cell(model_text)
+       << " | " << backend_of(r.cells[0].meta) << ", " << weights_label(r.cells) << " | " << markdown_cell(tasks) << " | "
+       << budgets_text(r.cells) << " | " << r.cells.size() << (r.missing.empty() ? "" : " (" + r.missing + ")")
+       << " | " << markdown_cell(r.differs) << " |\n";
   }
   return md.str() + "\n";
 }
@@ -131,7 +136,8 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
       RunDifference d;
       if (ref && other && row.values[0].n > 0 && row.values[k].n > 0)
         d = run_difference(*ref, *other, task, metric,
-                           fnv1a64(runs[0].name + "\n" + runs[k].name + "\n" + label + "\n" + task + "\n" + metric),
+                           fnv1a64(ref->meta.at("cell_id").get<std::string>() + "\n" +
+                                   other->meta.at("cell_id").get<std::string>() + "\n" + task + "\n" + metric),
                            resamples);
       row.diffs.push_back(d);
     }
@@ -164,13 +170,14 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
     md << "Holm's adjustment runs across the " << printed << (printed == 1 ? " difference" : " differences")
        << " of this table that print a p.\n\n";
   md << "| cell |";
-  for (const auto& r : runs) md << " " << r.name << " |";
-  for (size_t k = 1; k < runs.size(); ++k) md << " " << runs[k].name << " - " << runs[0].name << " |";
+  for (const auto& r : runs) md << " " << markdown_cell(r.name) << " |";
+  for (size_t k = 1; k < runs.size(); ++k)
+    md << " " << markdown_cell(runs[k].name) << " - " << markdown_cell(runs[0].name) << " |";
   md << "\n|---|";
   for (size_t k = 0; k < 2 * runs.size() - 1; ++k) md << "---|";
   md << "\n";
   for (const auto& row : table) {
-    md << "| " << row.label << " |";
+    md << "| " << markdown_cell(row.label) << " |";
     for (const auto& v : row.values) md << " " << value_text(v) << " |";
     for (const auto& d : row.diffs) md << " " << difference_text(d) << " |";
     md << "\n";
@@ -192,6 +199,39 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
     }
   }
   return md.str() + "\n";
+}
+
+/// "2 of 7 cells missing: <label>, <label>" for the cells a run's run.json lists that it does not hold (unfinished,
+/// deleted or unreadable); "" when none.
+std::string missing_cells(const std::vector<CellData>& cells, const std::vector<std::string>& order,
+                          std::map<std::string, std::string>& labels) {
+  std::set<std::string> have;
+  for (const auto& c : cells) have.insert(c.meta.at("cell_id").get<std::string>());
+  std::vector<std::string> missing;
+  for (const auto& id : order)
+    if (!have.count(id)) missing.push_back(labels[id].empty() ? id : labels[id]);
+  if (missing.empty()) return "";
+  std::string out = std::to_string(missing.size()) + " of " + std::to_string(order.size()) +
+                    " cells of its sweep missing (unfinished, deleted or unreadable):";
+  for (size_t i = 0; i < missing.size() && i < 5; ++i) out += (i ? ", " : " ") + missing[i];
+  if (missing.size() > 5) out += ", and " + std::to_string(missing.size() - 5) + " more";
+  return out;
+}
+
+/// The keys whose values differ between the config.toml the two run folders recorded ("model.path: 'a' -> 'b'"),
+/// "" when equal, "(not recorded)" when either folder has none.
+std::string config_differences(const std::string& reference, const std::string& other) {
+  const fs::path a = fs::path(reference) / "config.toml", b = fs::path(other) / "config.toml";
+  std::error_code ec;
+  if (!fs::is_regular_file(a, ec) || !fs::is_regular_file(b, ec)) return "(not recorded)";
+  std::string out;
+  for (std::string change : changed_config_keys(read_file(a.string()), read_file(b.string()), 6)) {
+    // "key: A then, B now" -> "key: A -> B"
+    if (const size_t then = change.find(" then, "); then != std::string::npos) change.replace(then, 7, " -> ");
+    if (change.size() > 4 && change.compare(change.size() - 4, 4, " now") == 0) change.resize(change.size() - 4);
+    out += (out.empty() ? "" : "; ") + change;
+  }
+  return out.empty() ? "none (other [sweep] at most)" : out;
 }
 
 bool same_folder(const std::string& path, const Folder& out) {
@@ -217,7 +257,8 @@ RunDifference run_difference(const CellData& reference, const CellData& other, c
   if (d.paired) {
     const PairedComparison p = paired_bootstrap(rb, ra, seed, resamples);  // other - reference, example by example
     d.difference = p.mean_difference, d.ci_low = p.ci.low, d.ci_high = p.ci.high;
-    if (p.n >= kMinExamplesForPValue) d.p = p.p_value;
+    d.all_zero = ra == rb;  // no difference on any example: the sign-flip test has nothing to permute
+    if (p.n >= kMinExamplesForPValue && !d.all_zero) d.p = p.p_value;
   } else {
     d.difference = mean_of(rb) - mean_of(ra);
     const Interval ci = unpaired_bootstrap_ci(rb, ra, seed, resamples);
@@ -250,20 +291,29 @@ std::vector<ComparedRun> read_compared_runs(const std::vector<std::string>& fold
     seen[r.name] = 1;
     std::vector<std::string> order;
     std::map<std::string, std::string> labels;
-    r.cells = collect_cells({folders[i]}, &order, &labels, true, false);
-    if (r.cells.empty() && fs::is_directory(fs::path(folders[i]) / "cells"))  // cells its run.json does not list
-      r.cells = collect_cells({folders[i]}, &order, &labels, false, false);
+    try {
+      r.cells = collect_cells({folders[i]}, &order, &labels, true, false);
+      if (r.cells.empty() && fs::is_directory(fs::path(folders[i]) / "cells"))  // cells its run.json does not list
+        r.cells = collect_cells({folders[i]}, &order, &labels, false, false);
+    } catch (const InputError& e) {  // the reader names itself "merge"
+      std::string what = e.what();
+      if (what.rfind("merge: ", 0) == 0) what = what.substr(7);
+      throw InputError("compare: " + what);
+    }
     if (r.cells.empty()) throw InputError("compare: '" + folders[i] + "' holds no finished cells (cells/*.json)");
+    r.missing = missing_cells(r.cells, order, labels);
+    if (!r.missing.empty()) std::cerr << "warning: compare: '" << folders[i] << "': " << r.missing << "\n";
     runs.push_back(std::move(r));
   }
+  for (size_t k = 1; k < runs.size(); ++k) runs[k].differs = config_differences(runs[0].folder, runs[k].folder);
   return runs;
 }
 
 std::string comparison_report(const std::vector<ComparedRun>& runs, int resamples, nlohmann::json* rows) {
   std::ostringstream md;
   md << "# ripplekv comparison of " << runs.size() << " runs\n\n" << runs_table(runs)
-     << "Cells are aligned by label (a label carries the budget). The first run, " << runs[0].name
-     << ", is the reference: each \"X - " << runs[0].name << "\" column is run X's value minus the reference run's "
+     << "Cells are aligned by label (a label carries the budget). The first run, " << markdown_cell(runs[0].name)
+     << ", is the reference: each \"X - " << markdown_cell(runs[0].name) << "\" column is run X's value minus the reference run's "
      << "on the cell with the same label, **paired** when both hold the same examples with the same inputs (every "
      << "example's token ids hash equal): the mean per-example difference with its 95% percentile-bootstrap CI and, "
      << "from n = " << kMinExamplesForPValue << ", the sign-flip permutation p; **unpaired** otherwise (other "
@@ -287,6 +337,13 @@ std::string comparison_report(const std::vector<ComparedRun>& runs, int resample
 void compare_runs(const std::vector<std::string>& folders, const std::vector<std::string>& names,
                   const std::string& out_dir, bool quiet, bool force) {
   const std::vector<ComparedRun> runs = read_compared_runs(folders, names);
+  for (const auto& f : folders) {  // before the folder is opened (opening creates it)
+    std::error_code ec;
+    const fs::path in = fs::weakly_canonical(f, ec), o = fs::weakly_canonical(out_dir, ec);
+    if (!ec && o.string().rfind(in.string() + "/", 0) == 0)
+      throw InputError("compare: the output folder '" + out_dir + "' lies inside the input '" + f +
+                       "'; write the comparison outside every run folder");
+  }
   const Folder out = open_ripplekv_folder(out_dir, force, "compare");
   for (const auto& f : folders)
     if (same_folder(f, out))

@@ -25,6 +25,8 @@ struct ComparedRun {
   std::string name;    ///< its column heading (--name, else the folder's last component; made unique)
   std::string folder;  ///< as the user gave it
   std::vector<CellData> cells;  ///< its finished cells (those its run.json lists; every cell file when it lists none)
+  std::string missing;  ///< the cells its run.json lists that it does not hold, in words ("" when none)
+  std::string differs;  ///< the config keys whose values differ from the first run's config.toml ("" for the first)
 };
 
 /// The difference of one run's cell from the reference run's cell of the same label, on one task's metric.
@@ -35,18 +37,21 @@ struct RunDifference {
   double p = NAN;           ///< sign-flip p (paired, n >= kMinExamplesForPValue), else NaN
   double p_holm = NAN;      ///< Holm-adjusted p across the table's rows that print a p, else NaN
   size_t n_reference = 0, n_other = 0;  ///< examples holding the metric on each side
+  bool all_zero = false;  ///< paired and equal on every example: no p (nothing to permute), not in the Holm family
 };
 
 /// The difference of `other` from `reference` on `task`'s `metric` (see the top of this file); bootstrap seeded by
-/// `seed` with `resamples` resamples. Cells with no example of the metric on either side give n = 0 and NaN bounds.
+/// `seed` with `resamples` resamples (compare seeds it from the two cells' ids, task and metric: never from the run
+/// names, so renaming or moving a folder changes no interval). Cells with no example of the metric on either side give n = 0 and NaN bounds.
 /// Pure; thread-safe.
 RunDifference run_difference(const CellData& reference, const CellData& other, const std::string& task,
                              const std::string& metric, uint64_t seed, int resamples);
 
 /// Reads each folder's finished cells as merge reads one folder (the cells its run.json lists; every cell file when
 /// it lists none; corrupt files skipped with a warning on stderr) and names the runs: `names[i]` when given (then one
-/// per folder), else each folder's last component, with "#2", "#3" appended to repeats. Throws rkv::InputError naming
-/// the folder when one holds no finished cell, when fewer than two folders are given, or when the names given do not
+/// per folder), else each folder's last component, with "#2", "#3" appended to repeats. Cells a run's run.json lists
+/// but it does not hold are named in `missing` (and a warning on stderr); `differs` lists the config keys that differ
+/// from the first run's recorded config.toml. Throws rkv::InputError naming the folder when one holds no finished cell, when fewer than two folders are given, or when the names given do not
 /// match the folders in number or one is empty or repeated.
 std::vector<ComparedRun> read_compared_runs(const std::vector<std::string>& folders,
                                             const std::vector<std::string>& names);
@@ -59,7 +64,7 @@ std::string comparison_report(const std::vector<ComparedRun>& runs, int resample
 
 /// `ripplekv compare`: reads the runs (read_compared_runs), writes report.md, comparison.jsonl and compare.json into
 /// out_dir (created; opened once and written through its descriptor under its OutputFolderLock). Refused with
-/// rkv::InputError: out_dir being one of the inputs; a folder that holds a run or merge of its own (run.json, cells/,
+/// rkv::InputError: out_dir being one of the inputs or inside one; a folder that holds a run or merge of its own (run.json, cells/,
 /// merge.json) unless `force`; a non-empty folder that is not ripplekv's own (open_ripplekv_folder) unless `force`.
 /// Prints "wrote <path>" on stderr unless `quiet`.
 void compare_runs(const std::vector<std::string>& folders, const std::vector<std::string>& names,

@@ -185,7 +185,7 @@ std::string task_table(const std::vector<CellData>& cells, const std::string& ta
   md << (full_column ? "---|" : "") << "---:|---:|---:|\n";
   for (const auto& c : cells) {
     if (!has_task(c, task)) continue;
-    md << "| " << c.meta.at("label").get<std::string>() << " |";
+    md << "| " << markdown_cell(c.meta.at("label").get<std::string>()) << " |";
     double full_first = NAN;
     size_t n = 0;
     for (const auto& metric : names) {
@@ -350,7 +350,9 @@ std::string headline_section(const std::vector<CellData>& cells,
       if (full)
         md << "| ref | " << full->meta.at("label").get<std::string>() << " | " << fmt(full_s.value) << " ["
            << fmt(full_s.ci_low) << ", " << fmt(full_s.ci_high) << "] | | " << full_s.n << " |\n";
+      size_t rank = 0;  // competition ranking: tied values share the better rank ("1, 1, 3")
       for (size_t i = 0; i < ranked.size(); ++i) {
+        if (i == 0 || ranked[i].s.value != ranked[i - 1].s.value) rank = i + 1;
         const std::string label = ranked[i].cell->meta.at("label").get<std::string>();
         std::string diff;
         if (const auto it = by_row.find(task + "\n" + metric + "\n" + label); it != by_row.end()) {
@@ -358,7 +360,7 @@ std::string headline_section(const std::vector<CellData>& cells,
           diff = fmt(p.mean_difference) + " [" + fmt(p.ci.low) + ", " + fmt(p.ci.high) + "]";
         }
         const Summary& s = ranked[i].s;
-        md << "| " << i + 1 << " | " << label << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", "
+        md << "| " << rank << " | " << markdown_cell(label) << " | " << fmt(s.value) << " [" << fmt(s.ci_low) << ", "
            << fmt(s.ci_high) << "] | "
            << (!diff.empty() ? diff : baseline_cells.count(label) ? "(a baseline)" : "(no baseline cell)") << " | "
            << s.n << " |\n";

@@ -254,6 +254,8 @@ void run_cells(RunState& s, RunSummary& summary) {
     write_partial_report(s, cells, done);
     throw;
   }
+  static const std::atomic<bool> never{false};
+  const CancelScope shield(&never);  // every example is done: the cell files are written even if a cancel arrives now
   for (CellRun& c : cells) {
     finish_cell(s, c);
     ++summary.cells_computed;

@@ -86,7 +86,7 @@ void compute_profiles(RunState& s) {
     req.backend = s.backend.get();
     req.cancel = s.opt.cancel;
     const auto t0 = SteadyClock::now();
-    const std::string what = "profile " + cc.signal->id.substr(cc.signal->id.rfind('.') + 1) + ": calibration example";
+    const std::string what = "profile " + cc.signal->id.substr(cc.signal->id.rfind('.') + 1) + ": calibration examples done";
     req.on_example = [&](int64_t done, int64_t total) { s.progress.phase(what, done, total, t0); };
     SensitivityProfile p = compute_profile(req);
     for (const auto& w : p.warnings) std::cerr << "run: warning: " << w << "\n";  // cache problems, the plugin's warnings
@@ -173,7 +173,13 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   write_run_start(s);
   run_cells(s, summary);
   s.lock->check_held();
-  assemble_outputs({opt.out_dir}, *s.out, opt.quiet);
+  {
+    // Every cell is finished and on disk: the outputs (a second or less) are written even if a cancel arrives now,
+    // so a finished run never ends without its report.
+    static const std::atomic<bool> never{false};
+    const CancelScope shield(&never);
+    assemble_outputs({opt.out_dir}, *s.out, opt.quiet);
+  }
   summary.seconds = seconds_since(t_run);
   return summary;
 }
