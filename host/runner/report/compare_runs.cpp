@@ -107,24 +107,24 @@ const CellData* cell_labelled(const ComparedRun& r, const std::string& label) {
   return nullptr;
 }
 
-/// One task's metric: a row per label, a column per run and per other run's difference from the first.
-std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector<std::string>& labels,
-                         const std::string& task, const std::string& metric, int resamples, nlohmann::json* rows) {
-  const Task* driver = find_task(task);
-  const std::string better = driver ? (driver->lower_is_better(metric) ? " (lower is better)" : " (higher is better)") : "";
+/// One cell label's row of a metric's table: each run's summary and each other run's difference from the first.
+struct MetricRow {
+  std::string label;
+  std::vector<Summary> values;       ///< per run (n = 0 where the run lacks the cell or metric)
+  std::vector<RunDifference> diffs;  ///< per run after the first
+};
+
+/// The rows of `task`'s `metric`, one per label some run holds it for. A reference-only metric (the full cache's own
+/// value, the same in every cell: "ppl_full") shows on the full cache's row only.
+std::vector<MetricRow> metric_rows(const std::vector<ComparedRun>& runs, const std::vector<std::string>& labels,
+                                   const std::string& task, const std::string& metric, int resamples) {
   const bool reference_only = metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
-  struct Row {
-    std::string label;
-    std::vector<Summary> values;        // per run
-    std::vector<RunDifference> diffs;   // per run after the first
-  };
-  std::vector<Row> table;
+  std::vector<MetricRow> table;
   for (const auto& label : labels) {
-    Row row{label, {}, {}};
+    MetricRow row{label, {}, {}};
     bool any = false;
     for (const auto& r : runs) {
       const CellData* c = cell_labelled(r, label);
-      // A reference-only metric (the full cache's own value, the same in every cell) shows on the full cache's row.
       const bool shown = c && (!reference_only || c->meta.at("full_cache").get<bool>());
       row.values.push_back(shown ? summarize(*c, task, metric, resamples) : Summary{});
       any = any || row.values.back().n > 0;
@@ -143,29 +143,63 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
     }
     table.push_back(std::move(row));
   }
-  if (table.empty()) return "";
-  // Holm across the paired differences of this table that print a p.
-  std::vector<const PairedComparison*> family;
+  return table;
+}
+
+/// Holm's adjustment across the differences of one table that print a p (sets their p_holm); returns their count.
+size_t adjust_holm(std::vector<MetricRow>& table) {
   std::vector<PairedComparison> stats;
-  stats.reserve(table.size() * runs.size());
-  std::vector<RunDifference*> with_p;
+  std::vector<RunDifference*> diffs;
   for (auto& row : table)
     for (auto& d : row.diffs) {
       PairedComparison p;
-      p.n = d.paired ? std::min(d.n_reference, d.n_other) : 0;
+      p.n = std::isnan(d.p) ? 0 : std::min(d.n_reference, d.n_other);  // n = 0: not in the family
       p.p_value = std::isnan(d.p) ? 1.0 : d.p;
       stats.push_back(p);
-      with_p.push_back(&d);
+      diffs.push_back(&d);
     }
+  std::vector<const PairedComparison*> family;
   for (const auto& p : stats) family.push_back(&p);
   const std::vector<double> adjusted = holm_adjust_reportable(family);
   size_t printed = 0;
-  for (size_t i = 0; i < with_p.size(); ++i) {
-    with_p[i]->p_holm = std::isnan(with_p[i]->p) ? NAN : adjusted[i];
-    printed += !std::isnan(with_p[i]->p);
+  for (size_t i = 0; i < diffs.size(); ++i) {
+    diffs[i]->p_holm = std::isnan(diffs[i]->p) ? NAN : adjusted[i];
+    printed += !std::isnan(diffs[i]->p);
   }
+  return printed;
+}
+
+/// comparison.jsonl's rows of one table: per run holding the cell, its value, and (other runs) its difference.
+void append_json_rows(const std::vector<ComparedRun>& runs, const std::vector<MetricRow>& table,
+                      const std::string& task, const std::string& metric, nlohmann::json* rows) {
+  for (const auto& row : table)
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const Summary& v = row.values[k];
+      if (v.n == 0) continue;
+      nlohmann::json j = {{"run", runs[k].name}, {"folder", runs[k].folder}, {"cell", row.label}, {"task", task},
+                          {"metric", metric}, {"value", v.value}, {"ci_low", v.ci_low}, {"ci_high", v.ci_high},
+                          {"n", v.n}};
+      if (k > 0 && row.diffs[k - 1].n_reference > 0 && row.diffs[k - 1].n_other > 0) {
+        const RunDifference& d = row.diffs[k - 1];
+        j["reference_run"] = runs[0].name;
+        j["difference"] = {{"value", d.difference}, {"ci_low", d.ci_low}, {"ci_high", d.ci_high}, {"paired", d.paired}};
+        if (!std::isnan(d.p)) j["difference"]["p"] = d.p, j["difference"]["p_holm"] = d.p_holm;
+      }
+      rows->push_back(std::move(j));
+    }
+}
+
+/// One task's metric: a row per label, a column per run and per other run's difference from the first.
+std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector<std::string>& labels,
+                         const std::string& task, const std::string& metric, int resamples, nlohmann::json* rows) {
+  std::vector<MetricRow> table = metric_rows(runs, labels, task, metric, resamples);
+  if (table.empty()) return "";
+  const size_t printed = adjust_holm(table);
+  if (rows) append_json_rows(runs, table, task, metric, rows);
+  const Task* driver = find_task(task);
   std::ostringstream md;
-  md << "### " << task << ": " << metric << better << "\n\n";
+  md << "### " << task << ": " << metric
+     << (driver ? (driver->lower_is_better(metric) ? " (lower is better)" : " (higher is better)") : "") << "\n\n";
   if (printed)
     md << "Holm's adjustment runs across the " << printed << (printed == 1 ? " difference" : " differences")
        << " of this table that print a p.\n\n";
@@ -181,22 +215,6 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
     for (const auto& v : row.values) md << " " << value_text(v) << " |";
     for (const auto& d : row.diffs) md << " " << difference_text(d) << " |";
     md << "\n";
-    if (!rows) continue;
-    for (size_t k = 0; k < runs.size(); ++k) {
-      const Summary& v = row.values[k];
-      if (v.n == 0) continue;
-      nlohmann::json j = {{"run", runs[k].name}, {"folder", runs[k].folder}, {"cell", row.label}, {"task", task},
-                          {"metric", metric}, {"value", v.value}, {"ci_low", v.ci_low}, {"ci_high", v.ci_high},
-                          {"n", v.n}};
-      if (k > 0 && row.diffs[k - 1].n_reference > 0 && row.diffs[k - 1].n_other > 0) {
-        const RunDifference& d = row.diffs[k - 1];
-        j["reference_run"] = runs[0].name;
-        j["difference"] = {{"value", d.difference}, {"ci_low", d.ci_low}, {"ci_high", d.ci_high},
-                           {"paired", d.paired}};
-        if (!std::isnan(d.p)) j["difference"]["p"] = d.p, j["difference"]["p_holm"] = d.p_holm;
-      }
-      rows->push_back(std::move(j));
-    }
   }
   return md.str() + "\n";
 }
