@@ -21,8 +21,10 @@ const char* kCompareUsage =
     "mean difference and sign-flip p from n = 10, Holm across each table), unpaired otherwise (a two-sample\n"
     "bootstrap CI of the difference of means, no p), and each row says which. Writes DIR/report.md,\n"
     "DIR/comparison.jsonl (one row per run, cell, task and metric) and DIR/compare.json (the inputs and names).\n"
-    "Runs are named by --name (one per RUN, in order) or by their folder's last component. DIR may not be a RUN;\n"
-    "a DIR holding a run or merge of its own, or a non-empty DIR that is not ripplekv's, is refused unless --force.\n";
+    "Runs are named by --name (one per RUN, in order) or by their folder's last component. The runs table names the\n"
+    "cells a run lacks and the config keys that differ from the first run's config.toml. DIR may not be a RUN or lie\n"
+    "inside one; a DIR holding a run or merge of its own, or a non-empty DIR that is not ripplekv's, is refused unless\n"
+    "--force.\n";
 
 int run_compare(const std::vector<std::string>& args) {
   po::options_description opts("options");
