@@ -134,6 +134,9 @@ class CiTinyRun(unittest.TestCase):
         # the runs table says what differs from the first run's recorded config
         short_row = [line for line in report.splitlines() if line.startswith("| short |")][0]
         self.assertTrue(short_row.endswith("| tasks.lm_fidelity.continuation_tokens: 16 -> 8 |"), short_row)
+        # a figure per task and method, one line per run
+        self.assertIn("![lm_fidelity kl, uniform + snapkv](plots/lm_fidelity_kl_uniform___snapkv.png)", report)
+        self.assertTrue(os.path.exists(os.path.join(out, "plots", "lm_fidelity_kl_uniform___snapkv.png")))
         with open(os.path.join(out, "comparison.jsonl")) as f:
             rows = [json.loads(line) for line in f]
         labels = {r["cell"] for r in rows}

@@ -19,6 +19,7 @@
 #include "runner/plan/config_overrides.hpp"
 #include "runner/records/output_folder.hpp"
 #include "runner/report/outputs.hpp"
+#include "runner/report/plots.hpp"
 #include "runner/report/run_description.hpp"
 #include "runner/report/summary.hpp"
 #include "runner/tasks/task.hpp"
@@ -252,6 +253,45 @@ std::string config_differences(const std::string& reference, const std::string& 
   return out.empty() ? "none (other [sweep] at most)" : out;
 }
 
+/// "## Figures": per task and method (a cell's plot group), its primary metric against the budget with one line per
+/// run, each run in the same colour in every figure; drawn into out's plots/ (runner/report/plots.hpp), gnuplot's
+/// failures as notes. "" when no run has a compressed cell.
+std::string comparison_figures(const std::vector<ComparedRun>& runs, int resamples, const Folder& out) {
+  std::vector<CellData> all;
+  for (const auto& r : runs) all.insert(all.end(), r.cells.begin(), r.cells.end());
+  std::map<std::pair<std::string, std::string>, PlotSeries> figures;  // (task, group) -> run -> points
+  std::map<std::string, std::string> primary;
+  for (const auto& [task, names] : metrics_by_task(all)) {
+    const Task* driver = find_task(task);
+    primary[task] = driver ? driver->primary_metric(names) : names.front();
+    for (const auto& r : runs)
+      for (const auto& c : r.cells) {
+        if (c.meta.at("full_cache").get<bool>()) continue;
+        const Summary s = summarize(c, task, primary[task], resamples);
+        if (s.n > 0)
+          figures[{task, group_of(c.meta)}][r.name].push_back({budget_x(c.meta), s.value, s.ci_low, s.ci_high});
+      }
+  }
+  if (figures.empty()) return "";
+  ReportPlots plots(out.sub("plots"));
+  std::vector<std::string> names, notes;
+  for (const auto& r : runs) names.push_back(r.name);
+  plots.use_labels(names);
+  std::ostringstream md;
+  md << "## Figures\n\nPer task and method, the task's primary metric in each run against the budget.\n\n";
+  for (const auto& [key, lines] : figures) {
+    const auto& [task, group] = key;
+    const Task* driver = find_task(task);
+    const std::string better =
+        driver ? (driver->lower_is_better(primary[task]) ? "lower is better" : "higher is better") : "";
+    md << "![" << task << " " << primary[task] << ", " << markdown_cell(group) << "](plots/"
+       << plots.metric_vs_budget(task, primary[task], lines, NAN, better, group) << ")\n\n";
+  }
+  plots.draw(notes);
+  for (const auto& n : notes) md << "> note: " << n << "\n";
+  return md.str();
+}
+
 bool same_folder(const std::string& path, const Folder& out) {
   struct stat a {}, b {};
   return ::stat(path.c_str(), &a) == 0 && ::fstat(out.fd(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -375,7 +415,7 @@ void compare_runs(const std::vector<std::string>& folders, const std::vector<std
   const OutputFolderLock lock(out);
   const int resamples = report_resamples(runs[0].cells);
   nlohmann::json rows = nlohmann::json::array();
-  const std::string report = comparison_report(runs, resamples, &rows);
+  const std::string report = comparison_report(runs, resamples, &rows) + comparison_figures(runs, resamples, out);
   nlohmann::json record = {{"schema", kCompareSchema}, {"inputs", folders}, {"names", nlohmann::json::array()}};
   for (const auto& r : runs) record["names"].push_back(r.name);
   out.write_atomically("compare.json", record.dump(2) + "\n");

@@ -8,8 +8,9 @@
 //     that print a p);
 //   - unpaired otherwise (another model tokenizes the text differently, another seed draws other windows): difference
 //     of the means with the two-sample bootstrap CI (eval/stats.hpp unpaired_bootstrap_ci), and the row says so.
-// Writes report.md, comparison.jsonl (one row per run, cell, task and metric) and compare.json (the inputs and their
-// names; the record that makes the folder ripplekv's own, runner/records/output_folder.hpp).
+// Writes report.md (with a figure per task and method under plots/: the primary metric against the budget, a line per
+// run), comparison.jsonl (one row per run, cell, task and metric) and compare.json (the inputs and their names; the
+// record that makes the folder ripplekv's own, runner/records/output_folder.hpp).
 // Thread rules: one writer per output folder (compare_runs takes its OutputFolderLock); the rest are pure functions.
 #pragma once
 #include <nlohmann/json.hpp>

@@ -184,14 +184,17 @@ std::string ReportPlots::profile(const std::string& signal, const std::vector<Pl
 }
 
 std::string ReportPlots::metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
-                                          double full, const std::string& better) {
-  const std::string stem = task + "_" + metric;
+                                          double full, const std::string& better, const std::string& subset) {
+  std::string slug = subset;
+  for (char& ch : slug) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  const std::string stem = task + "_" + metric + (subset.empty() ? "" : "_" + slug);
   std::string plot = "plot " + series_clauses(stem, series);
   if (std::isfinite(full))
     plot += ", " + number(full) + " with lines dt 2 lw 2 lc rgb 'black' title 'full cache (" + number(full) + ")'";
   const int height = 520 + 22 * static_cast<int>((series.size() + 2) / 2);
   figure(stem, 1000, height,
-         "set title '" + gq(task) + ": " + gq(metric) + " vs budget (mean, 95% CI)'\nset xlabel 'budget'\n"
+         "set title '" + gq(task) + ": " + gq(metric) + (subset.empty() ? "" : ", " + gq(subset)) +
+             " vs budget (mean, 95% CI)'\nset xlabel 'budget'\n"
          "set ylabel '" + gq(axis_label(metric, better)) + "'\n" + log_axis_if_decades(series, full) +
              budget_axis(series) + kLegendBelow + plot);
   return stem + ".png";

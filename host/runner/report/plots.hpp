@@ -67,8 +67,10 @@ class ReportPlots {
   /// labelled dashed line when `full` is finite. Returns the PNG's name.
   /// `better` ("lower is better", "higher is better" or "") goes on the metric's axis; the axis is logarithmic when
   /// every value, CI end and the reference are positive and span two decades or more.
+  /// `subset` (e.g. one method of several runs) names a figure of a part of the lines: it joins the title and, with
+  /// every character but letters and digits as "_", the file name, so several figures of one metric can coexist.
   std::string metric_vs_budget(const std::string& task, const std::string& metric, const PlotSeries& series,
-                               double full, const std::string& better = "");
+                               double full, const std::string& better = "", const std::string& subset = "");
 
   /// Paired differences cell − `baseline` (uniform: the same scorer, budget and examples; "eviction alone": the same
   /// KV bytes) against the budget, one line per group with the CI of the mean difference, and the zero line: the
