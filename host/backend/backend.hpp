@@ -202,6 +202,14 @@ class Backend {
   /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
   virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;
 
+  /// The copy clone() then compact_layer(l, *selections[l]) for every l with a selection give, made one layer at a
+  /// time: each layer is copied and at once compacted, so the extra memory is the compacted copy plus one layer,
+  /// never a second whole cache (what a compressed cell needs from the shared prefill). `selections` has one entry
+  /// per layer (null: the layer is copied whole) and must outlive the call. rkv::InputError as compact_layer() for a
+  /// bad selection (then nothing is returned), or when the size differs from n_layers().
+  virtual std::unique_ptr<BackendCache> clone_selected(const BackendCache& cache,
+                                                       const std::vector<const Selection*>& selections) = 0;
+
   /// A host float32 copy of layer `layer` in the same layout (uniform: [H_kv, length, d] keys and values, capacity =
   /// length; per head: the same head lengths, each region exactly its length), with positions. What a CPU-only scorer
   /// plugin is handed. rkv::InputError for a bad layer.

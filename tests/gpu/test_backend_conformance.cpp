@@ -253,6 +253,33 @@ TEST_P(BackendConformance, CompactionKeepsTheSelectedEntriesAndFreesTheRest) {
   EXPECT_THROW(dev->compact_layer(*cb, 1 % model.config.n_layers, other), rkv::InputError);
 }
 
+// clone_selected copies the prefill one layer at a time, compacting each as it is copied: the same cache as clone() +
+// compact_layer() on every backend (layer 0 compacted, the others whole), and the source is left as it was.
+TEST_P(BackendConformance, CloneSelectedEqualsCloneThenCompact) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), Hkv = model.config.n_kv_heads, L = model.config.n_layers;
+  std::vector<float> scores(static_cast<size_t>(Hkv * T));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>((i * 7919) % 101);  // any fixed order
+  const rkv::Selection sel = rkv::select_positions(scores.data(), Hkv, T, T / 2, rkv::ProtectedSpec{1, 2}, 0);
+  std::vector<const rkv::Selection*> chosen(static_cast<size_t>(L), nullptr);
+  chosen[0] = &sel;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    const auto expected = be->clone(*r.cache);
+    be->compact_layer(*expected, 0, sel);
+    const auto got = be->clone_selected(*r.cache, chosen);
+    EXPECT_EQ(got->bytes(), expected->bytes()) << be->kind();
+    for (int64_t l = 0; l < L; ++l) {
+      const rkv::LayerKV a = be->download_layer(*got, l), b = be->download_layer(*expected, l);
+      ASSERT_EQ(a.length, b.length) << be->kind() << " layer " << l;
+      expect_layers_match(a, b, 0.0, "clone_selected layer " + std::to_string(l));
+    }
+    EXPECT_EQ(r.cache->length(0), T) << be->kind();  // the source keeps every entry
+    EXPECT_EQ(got->length(0), T / 2) << be->kind();
+    EXPECT_THROW(be->clone_selected(*r.cache, std::vector<const rkv::Selection*>(static_cast<size_t>(L) + 1)),
+                 rkv::InputError);
+  }
+}
+
 // Decode policy "rolling" (runner/decode/policy.hpp) on both backends: after compressing every layer to b = 10 entries,
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the

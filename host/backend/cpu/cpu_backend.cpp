@@ -225,6 +225,28 @@ std::unique_ptr<BackendCache> CpuBackend::clone(const BackendCache& cache) {
   return std::make_unique<CpuCache>(cpu_cache(cache));
 }
 
+std::unique_ptr<BackendCache> CpuBackend::clone_selected(const BackendCache& cache,
+                                                         const std::vector<const Selection*>& selections) {
+  const CpuCache& src = cpu_cache(cache);
+  if (static_cast<int64_t>(selections.size()) != src.n_layers())
+    throw InputError("clone_selected: " + std::to_string(selections.size()) + " selections for " +
+                     std::to_string(src.n_layers()) + " layers");
+  KVCache kv;
+  kv.layers.reserve(src.kv.layers.size());
+  for (size_t l = 0; l < src.kv.layers.size(); ++l) {
+    LayerKV layer = src.kv.layers[l];  // one layer copied at a time, compacted before the next
+    if (selections[l]) {
+      refuse_packed(src, static_cast<int64_t>(l), "compaction");
+      rkv::compact_layer(layer, *selections[l]);
+    }
+    kv.layers.push_back(std::move(layer));
+  }
+  auto out = std::make_unique<CpuCache>(std::move(kv));
+  out->packed = src.packed;
+  out->sources = src.sources;
+  return out;
+}
+
 std::vector<int32_t> CpuBackend::layer_positions(const BackendCache& cache, int64_t layer) {
   const CpuCache& cc = cpu_cache(cache);
   check_layer(cc.kv, layer);

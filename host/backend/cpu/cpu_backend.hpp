@@ -51,6 +51,8 @@ class CpuBackend final : public Backend {
   std::vector<float> extend(BackendCache& cache, const std::vector<int32_t>& tokens, int64_t start_pos,
                             LogitsFor which, const ExtendCapture& capture = {},
                             ExtendObservation* observed = nullptr) override;
+  std::unique_ptr<BackendCache> clone_selected(const BackendCache& cache,
+                                               const std::vector<const Selection*>& selections) override;
   std::unique_ptr<BackendCache> clone(const BackendCache& cache) override;
   LayerKV download_layer(const BackendCache& cache, int64_t layer) override;
   std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override;

@@ -358,6 +358,27 @@ class CudaBackend final : public Backend {
     return copy;
   }
 
+  std::unique_ptr<BackendCache> clone_selected(const BackendCache& cache,
+                                               const std::vector<const Selection*>& selections) override {
+    const CudaCache& c = device_cache(cache);
+    if (static_cast<int64_t>(selections.size()) != c.n_layers())
+      throw InputError("clone_selected: " + str(static_cast<int64_t>(selections.size())) + " selections for " +
+                       str(c.n_layers()) + " layers");
+    DeviceKVCache out;
+    for (size_t l = 0; l < c.kv.layers.size(); ++l) {
+      DeviceLayerKV layer = copy_layer(*ctx_, c.kv.layers[l], 0);  // one layer at a time, compacted before the next
+      if (selections[l]) {
+        c.refuse_packed(static_cast<int64_t>(l), "compaction");
+        RKV_CUDA_NS::compact_layer(*ctx_, layer, *selections[l]);
+      }
+      out.layers.push_back(std::move(layer));
+    }
+    auto copy = std::make_unique<CudaCache>(std::move(out));
+    for (const DevicePackedLayer& p : c.packed) copy->packed.push_back(copy_packed(*ctx_, p));
+    copy->sources = c.sources;
+    return copy;
+  }
+
   std::vector<int32_t> layer_positions(const BackendCache& cache, int64_t layer) override {
     const CudaCache& c = device_cache(cache);
     c.check(layer);

@@ -1,6 +1,7 @@
 #include "runner/compress/compress_prompt.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "core/timing.hpp"
@@ -35,11 +36,12 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     throw InputError("compression.rerotate = true is not supported on a model with sliding-window layers: "
                      "re-rotated positions would move entries across the window");
   CompressedPrompt out;
-  out.bytes_full = window_bytes(backend, *prompt.cache, T);  // before the copy below: one working copy at a time
-  out.cache = backend.clone(*prompt.cache);  // a copy: the prefill is shared by every cell
+  out.bytes_full = window_bytes(backend, *prompt.cache, T);
   for (int64_t l = 0; l < c.n_layers; ++l) out.budgets.push_back(c.layer_span(l, T));  // what a layer left whole holds
   if (head_budgets) out.head_budgets.resize(static_cast<size_t>(prompt.cache->n_layers()));
-  std::vector<char> compressed(static_cast<size_t>(c.n_layers), 0);
+  // Every layer's selection first; then one copy of the prefill, each layer compacted as it is copied (the prefill is
+  // shared by every cell: a cell's working copy is its compressed cache plus one layer, never a second full cache).
+  std::vector<std::optional<Selection>> selections(static_cast<size_t>(c.n_layers));
   for (size_t a = 0; a < layers.size(); ++a) {
     const int64_t l = layers[a], span = c.layer_span(l, T);
     const std::vector<int64_t>* heads = head_budgets ? &(*head_budgets)[a] : nullptr;
@@ -50,26 +52,33 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
       whole = std::all_of(heads->begin(), heads->end(), [&](int64_t hb) { return hb >= span; });
     }
     if (whole) continue;  // kept whole (a sliding layer still drops what lies before its window, below)
-    compressed[static_cast<size_t>(l)] = 1;
     const ScorerUse& scorer = scorers.at(l);
     const ScoreResult& scores = memo.scores(backend, prompt, scorer, l);
     const ProtectedSpec spec = scorer.requirements.protected_spec();
-    const Selection sel = heads ? select_in_window_per_head(scores.scores.data(), Hkv, T, span, *heads, spec, l)
-                                : select_in_window(scores.scores.data(), Hkv, T, span, budgets[a], spec, l);
-    backend.compact_layer(*out.cache, l, sel);
-    if (rerotate) {
-      out.prompt_positions.resize(static_cast<size_t>(prompt.cache->n_layers()));
-      for (int64_t h = 0; h < Hkv; ++h)  // cache index in the prefilled prompt = position
-        for (int64_t i = 0; i < sel.head_kept_count(h); ++i)
-          out.prompt_positions[static_cast<size_t>(l)].push_back(static_cast<int32_t>(sel.head_positions(h)[i]));
-      backend.rerotate_layer(*out.cache, l);
-    }
+    selections[static_cast<size_t>(l)] =
+        heads ? select_in_window_per_head(scores.scores.data(), Hkv, T, span, *heads, spec, l)
+              : select_in_window(scores.scores.data(), Hkv, T, span, budgets[a], spec, l);
     for (const auto& w : scores.warnings) out.warnings.push_back(w);
-    for (const auto& w : sel.warnings) out.warnings.push_back(w);
+    for (const auto& w : selections[static_cast<size_t>(l)]->warnings) out.warnings.push_back(w);
   }
   for (int64_t l = 0; l < c.n_layers; ++l)  // every other sliding layer keeps just its window
-    if (!compressed[static_cast<size_t>(l)] && window_first_position(c, l, T) > 0)
-      backend.compact_layer(*out.cache, l, select_in_window(nullptr, Hkv, T, c.layer_span(l, T), T, {}, l));
+    if (!selections[static_cast<size_t>(l)] && window_first_position(c, l, T) > 0)
+      selections[static_cast<size_t>(l)] = select_in_window(nullptr, Hkv, T, c.layer_span(l, T), T, {}, l);
+  std::vector<const Selection*> chosen;
+  for (const auto& sel : selections) chosen.push_back(sel ? &*sel : nullptr);
+  out.cache = backend.clone_selected(*prompt.cache, chosen);
+  if (rerotate) {
+    for (size_t a = 0; a < layers.size(); ++a) {
+      const int64_t l = layers[a];
+      const std::optional<Selection>& sel = selections[static_cast<size_t>(l)];
+      if (!sel) continue;  // kept whole: not re-rotated
+      out.prompt_positions.resize(static_cast<size_t>(prompt.cache->n_layers()));
+      for (int64_t h = 0; h < Hkv; ++h)  // cache index in the prefilled prompt = position
+        for (int64_t i = 0; i < sel->head_kept_count(h); ++i)
+          out.prompt_positions[static_cast<size_t>(l)].push_back(static_cast<int32_t>(sel->head_positions(h)[i]));
+      backend.rerotate_layer(*out.cache, l);
+    }
+  }
   out.bytes_kept = out.cache->bytes();
   out.next_position = next_position_after(*out.cache, T, rerotate);
   out.seconds = seconds_since(t0);
@@ -77,10 +86,18 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
 }
 
 size_t window_bytes(Backend& backend, const BackendCache& full, int64_t prefix_tokens) {
-  if (!window_drops_entries(backend.model().config, prefix_tokens)) return full.bytes();
-  const std::unique_ptr<BackendCache> copy = backend.clone(full);
-  drop_out_of_window(backend, *copy, prefix_tokens - 1);
-  return copy->bytes();
+  const ModelConfig& c = backend.model().config;
+  if (!window_drops_entries(c, prefix_tokens)) return full.bytes();
+  // The full cache with its sliding layers cut to their windows, copied layer by layer (not a second full cache).
+  std::vector<std::optional<Selection>> windows(static_cast<size_t>(c.n_layers));
+  std::vector<const Selection*> chosen;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (window_first_position(c, l, prefix_tokens) > 0)
+      windows[static_cast<size_t>(l)] =
+          select_in_window(nullptr, c.n_kv_heads, prefix_tokens, c.layer_span(l, prefix_tokens), prefix_tokens, {}, l);
+    chosen.push_back(windows[static_cast<size_t>(l)] ? &*windows[static_cast<size_t>(l)] : nullptr);
+  }
+  return backend.clone_selected(full, chosen)->bytes();
 }
 
 }  // namespace rkv
