@@ -25,6 +25,7 @@
 
 #include "backend/cpu/attention.hpp"
 #include "backend/cpu/blas.hpp"
+#include "cpu_bench.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cache/compaction.hpp"
@@ -37,14 +38,11 @@
 
 namespace {
 
+using rkv_bench::bench_threads;
+
 constexpr int64_t kPrompt = 2048;  // prompt length T (llama-bench's decode depth in bench_forward)
 constexpr int64_t kSinks = 4;      // StreamingLLM's attention sinks
 constexpr int64_t kRunTokens = 64;
-
-int bench_threads() {
-  const char* t = std::getenv("RKV_BENCH_THREADS");
-  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
-}
 
 /// SmolLM2 with quantized weights and its full 2048-token prompt cache, built at first use; null model when the GGUF
 /// is missing.
@@ -169,11 +167,4 @@ BENCHMARK(BM_DecodeAtBudget)->Arg(100)->Arg(10)->ArgName("keep_pct")->Unit(bench
 BENCHMARK(BM_DecodeRunAtBudget)->Arg(100)->Arg(10)->ArgName("keep_pct")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionAtBudget)->Arg(100)->Arg(10)->ArgName("keep_pct")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
-  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rkv_bench::cpu_bench_main(argc, argv); }

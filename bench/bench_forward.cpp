@@ -14,17 +14,15 @@
 #include <random>
 
 #include "backend/cpu/blas.hpp"
+#include "cpu_bench.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "model/model.hpp"
 
 namespace {
 
-/// Threads for every benchmark: 2 (the setting), or $RKV_BENCH_THREADS.
-int bench_threads() {
-  const char* t = std::getenv("RKV_BENCH_THREADS");
-  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
-}
+using rkv_bench::bench_threads;
+
 constexpr int64_t kQueryBlock = 64;  // as backend/cpu/attention.cpp
 
 /// <cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf, cache = $RIPPLEKV_CACHE or ~/.cache/ripplekv (as tests/common/assets.hpp).
@@ -176,11 +174,4 @@ BENCHMARK(BM_Prefill)->ArgsProduct({{512, 2048}, {0, 1}})->ArgNames({"n", "f32"}
 BENCHMARK(BM_DecodeRun)->ArgsProduct({{128}, {0, 1}})->ArgNames({"n", "f32"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Decode)->ArgsProduct({{2048}, {0, 1}})->ArgNames({"depth", "f32"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BlasCeiling)->Args({512, 0})->Args({2048, 0})->Args({1, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
-  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rkv_bench::cpu_bench_main(argc, argv); }

@@ -23,6 +23,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/blas.hpp"
+#include "cpu_bench.hpp"
 #include "backend/cpu/forward.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cache/codec.hpp"
@@ -30,10 +31,7 @@
 
 namespace {
 
-int bench_threads() {
-  const char* t = std::getenv("RKV_BENCH_THREADS");
-  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
-}
+using rkv_bench::bench_threads;
 
 std::filesystem::path gguf() {
   if (const char* p = std::getenv("RKV_BENCH_GGUF"); p && *p) return p;
@@ -120,12 +118,4 @@ BENCHMARK(BM_DecodeAtDepth)->ArgNames({"depth", "codec"})->Args({16384, 0})->Arg
 BENCHMARK(BM_PrefillLong)->ArgName("T")->Arg(4096)->Arg(16384)->Arg(32768)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->Iterations(1);
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
-  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rkv_bench::cpu_bench_main(argc, argv); }

@@ -20,6 +20,7 @@
 #include "backend/cpu/attended_kv.hpp"
 #include "backend/cpu/attention.hpp"
 #include "backend/cpu/blas.hpp"
+#include "cpu_bench.hpp"
 #include "backend/cpu/threads.hpp"
 #include "cache/codec.hpp"
 #include "cache/packed_kv.hpp"
@@ -27,12 +28,9 @@
 
 namespace {
 
-constexpr int64_t kHeads = 9, kKvHeads = 3, kHeadDim = 64;
+using rkv_bench::bench_threads;
 
-int bench_threads() {
-  const char* t = std::getenv("RKV_BENCH_THREADS");
-  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
-}
+constexpr int64_t kHeads = 9, kKvHeads = 3, kHeadDim = 64;
 
 rkv::CodecSpec codec(rkv::CodecFormat f, int bits, int64_t group, bool symmetric) {
   rkv::CodecSpec s;
@@ -138,12 +136,4 @@ BENCHMARK(BM_PackedAttention)->Apply(codec_and_depth)->ArgNames({"codec", "depth
 BENCHMARK(BM_UnpackThenAttend)->Apply(packed_codec_and_depth)->ArgNames({"codec", "depth"})->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
-  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rkv_bench::cpu_bench_main(argc, argv); }

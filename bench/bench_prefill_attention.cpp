@@ -14,15 +14,13 @@
 
 #include "backend/cpu/attention.hpp"
 #include "backend/cpu/blas.hpp"
+#include "cpu_bench.hpp"
 #include "backend/cpu/threads.hpp"
 #include "model/synthetic_model.hpp"
 
 namespace {
 
-int bench_threads() {
-  const char* t = std::getenv("RKV_BENCH_THREADS");
-  return t && std::atoi(t) > 0 ? std::atoi(t) : 2;
-}
+using rkv_bench::bench_threads;
 
 /// Args: model (0: SmolLM2 geometry, 1: Qwen2.5-1.5B geometry), T.
 void BM_PrefillAttention(benchmark::State& state) {
@@ -56,12 +54,4 @@ void BM_PrefillAttention(benchmark::State& state) {
 BENCHMARK(BM_PrefillAttention)->ArgsProduct({{0, 1}, {4096, 16384}})->ArgNames({"model", "T"})
     ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("openblas_core", rkv::cpu::blas_core_name());
-  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rkv_bench::cpu_bench_main(argc, argv); }
