@@ -26,6 +26,17 @@ class CancelScope {
   const std::atomic<bool>* previous_;
 };
 
+/// While alive, nothing below it on the calling thread is cancelled (a scope whose flag is never set): for a short
+/// part that must run to its end once started (writing a finished run's outputs, a cancelled run's partial report).
+class CancelShield {
+ public:
+  CancelShield() : scope_(&never_) {}
+
+ private:
+  static inline const std::atomic<bool> never_{false};
+  CancelScope scope_;
+};
+
 /// Throws rkv::Cancelled when the calling thread's current CancelScope flag is set. Cheap (a thread-local and an
 /// atomic load): call it in any loop that can run for more than a fraction of a second.
 void throw_if_cancelled();

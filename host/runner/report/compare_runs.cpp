@@ -22,7 +22,6 @@
 #include "runner/report/plots.hpp"
 #include "runner/report/run_description.hpp"
 #include "runner/report/summary.hpp"
-#include "runner/tasks/task.hpp"
 
 namespace fs = std::filesystem;
 
@@ -119,7 +118,7 @@ struct MetricRow {
 /// value, the same in every cell: "ppl_full") shows on the full cache's row only.
 std::vector<MetricRow> metric_rows(const std::vector<ComparedRun>& runs, const std::vector<std::string>& labels,
                                    const std::string& task, const std::string& metric, int resamples) {
-  const bool reference_only = metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
+  const bool reference_only = is_reference_metric(metric);
   std::vector<MetricRow> table;
   for (const auto& label : labels) {
     MetricRow row{label, {}, {}};
@@ -197,10 +196,9 @@ std::string metric_table(const std::vector<ComparedRun>& runs, const std::vector
   if (table.empty()) return "";
   const size_t printed = adjust_holm(table);
   if (rows) append_json_rows(runs, table, task, metric, rows);
-  const Task* driver = find_task(task);
+  const std::string better = better_of(task, metric);
   std::ostringstream md;
-  md << "### " << task << ": " << metric
-     << (driver ? (driver->lower_is_better(metric) ? " (lower is better)" : " (higher is better)") : "") << "\n\n";
+  md << "### " << task << ": " << metric << (better.empty() ? "" : " (" + better + ")") << "\n\n";
   if (printed)
     md << "Holm's adjustment runs across the " << printed << (printed == 1 ? " difference" : " differences")
        << " of this table that print a p.\n\n";
@@ -262,8 +260,7 @@ std::string comparison_figures(const std::vector<ComparedRun>& runs, int resampl
   std::map<std::pair<std::string, std::string>, PlotSeries> figures;  // (task, group) -> run -> points
   std::map<std::string, std::string> primary;
   for (const auto& [task, names] : metrics_by_task(all)) {
-    const Task* driver = find_task(task);
-    primary[task] = driver ? driver->primary_metric(names) : names.front();
+    primary[task] = primary_of(task, names);
     for (const auto& r : runs)
       for (const auto& c : r.cells) {
         if (c.meta.at("full_cache").get<bool>()) continue;
@@ -281,11 +278,8 @@ std::string comparison_figures(const std::vector<ComparedRun>& runs, int resampl
   md << "## Figures\n\nPer task and method, the task's primary metric in each run against the budget.\n\n";
   for (const auto& [key, lines] : figures) {
     const auto& [task, group] = key;
-    const Task* driver = find_task(task);
-    const std::string better =
-        driver ? (driver->lower_is_better(primary[task]) ? "lower is better" : "higher is better") : "";
     md << "![" << task << " " << primary[task] << ", " << markdown_cell(group) << "](plots/"
-       << plots.metric_vs_budget(task, primary[task], lines, NAN, better, group) << ")\n\n";
+       << plots.metric_vs_budget(task, primary[task], lines, NAN, better_of(task, primary[task]), group) << ")\n\n";
   }
   plots.draw(notes);
   for (const auto& n : notes) md << "> note: " << n << "\n";
@@ -383,9 +377,8 @@ std::string comparison_report(const std::vector<ComparedRun>& runs, int resample
   const std::vector<std::string> labels = aligned_labels(runs);
   for (const auto& [task, names] : metrics_by_task(all)) {
     md << "## Task " << task << "\n\n";
-    const Task* driver = find_task(task);
     std::vector<std::string> ordered = names;  // the task's primary metric first
-    const std::string primary = driver ? driver->primary_metric(names) : names.front();
+    const std::string primary = primary_of(task, names);
     std::stable_partition(ordered.begin(), ordered.end(), [&](const std::string& m) { return m == primary; });
     for (const auto& metric : ordered) md << metric_table(runs, labels, task, metric, resamples, rows);
   }

@@ -75,10 +75,6 @@ void paired_values(const CellData& a, const CellData& b, const std::string& task
   }
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 }  // namespace
 
 namespace {
@@ -96,7 +92,7 @@ std::vector<UniformComparison> compare_with(const std::vector<CellData>& cells,
     if (!base || base == &c) continue;
     for (const auto& [task, names] : metrics)
       for (const auto& metric : names) {
-        if (ends_with(metric, "_full")) continue;
+        if (is_reference_metric(metric)) continue;
         std::vector<double> a, b;
         paired_values(c, *base, task, metric, &a, &b);
         if (a.empty()) continue;

@@ -104,14 +104,6 @@ std::string profile_section(const Folder& out, ReportPlots& plots) {
   return md.str();
 }
 
-/// "lower is better" or "higher is better" for `metric` of `task` (Task::lower_is_better), "" for a task no table
-/// entry names (an older cell file).
-std::string better_of(const std::string& task, const std::string& metric) {
-  const Task* driver = find_task(task);
-  if (!driver) return "";
-  return driver->lower_is_better(metric) ? "lower is better" : "higher is better";
-}
-
 /// The line under a task's heading that says which way each metric is better: "Better: lower kl; higher top1.".
 std::string direction_line(const std::string& task, const std::vector<std::string>& names) {
   std::string lower, higher;
@@ -125,12 +117,6 @@ std::string direction_line(const std::string& task, const std::vector<std::strin
   if (!lower.empty()) out += "lower " + lower + (higher.empty() ? "" : "; ");
   if (!higher.empty()) out += "higher " + higher;
   return out + ".\n\n";
-}
-
-/// True for a metric that is the full cache's own value on each example ("ppl_full"): every cell of a task holds the
-/// same values, so the report shows it once rather than per cell.
-bool is_reference_metric(const std::string& metric) {
-  return metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
 }
 
 /// The reference-only metrics of `task` shown once: mean [95% CI] over the full cache cell's examples (or, without
@@ -283,13 +269,6 @@ std::vector<std::pair<std::string, std::vector<ReportPlots::JointBar>>> joint_ro
     rows.emplace_back(c.meta.at("label").get<std::string>(), bars);
   }
   return rows;
-}
-
-/// Paired differences of `task`, by metric, then group: the points of the difference plots.
-/// The metric `task`'s headline ranks by (Task::primary_metric; the first for a task no table entry names).
-std::string primary_of(const std::string& task, const std::vector<std::string>& names) {
-  const Task* driver = find_task(task);
-  return driver ? driver->primary_metric(names) : names.front();
 }
 
 /// The report's first screen: what was run (model name and shape, backend, weights, tasks with n, T and settings, budgets, cells, baseline), then

@@ -1,5 +1,7 @@
 #include "runner/report/summary.hpp"
 
+#include "runner/tasks/task.hpp"
+
 #include <set>
 
 #include "core/fnv1a.hpp"
@@ -36,6 +38,21 @@ Summary summarize(const CellData& c, const std::string& task, const std::string&
   s.ci_high = ci.high;
   s.full = full.empty() ? NAN : mean_of(full);
   return s;
+}
+
+bool is_reference_metric(const std::string& metric) {
+  return metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_full") == 0;
+}
+
+std::string better_of(const std::string& task, const std::string& metric) {
+  const Task* driver = find_task(task);
+  if (!driver) return "";
+  return driver->lower_is_better(metric) ? "lower is better" : "higher is better";
+}
+
+std::string primary_of(const std::string& task, const std::vector<std::string>& names) {
+  const Task* driver = find_task(task);
+  return driver ? driver->primary_metric(names) : names.front();
 }
 
 }  // namespace rkv

@@ -23,5 +23,17 @@ struct Summary {
 };
 Summary summarize(const CellData& cell, const std::string& task, const std::string& metric, int resamples);
 
+/// True for a metric that is the full cache's own value on each example (its name ends in "_full": "ppl_full"):
+/// every cell of a task holds the same values, so reports show it once and never compare it.
+bool is_reference_metric(const std::string& metric);
+
+/// "lower is better" or "higher is better" for `metric` of `task` (Task::lower_is_better); "" for a task no table
+/// entry names (an older cell file).
+std::string better_of(const std::string& task, const std::string& metric);
+
+/// The metric `task`'s headline ranks by (Task::primary_metric over `names`, which must not be empty; the first for a
+/// task no table entry names).
+std::string primary_of(const std::string& task, const std::vector<std::string>& names);
+
 
 }  // namespace rkv

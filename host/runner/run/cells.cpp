@@ -210,8 +210,7 @@ void finish_cell(const RunState& s, CellRun& c) {
 /// unfinished cell's finished examples -- marked partial at its top; results.jsonl and the other records stay a
 /// finished run's. A failure to write it is said on stderr and does not stop the cancel.
 void write_partial_report(RunState& s, const std::vector<CellRun>& cells, size_t done) {
-  static const std::atomic<bool> never{false};
-  const CancelScope shield(&never);  // reading the cell files polls cancellation: this short part runs to its end
+  const CancelShield shield;  // reading the cell files polls cancellation: this short part runs to its end
   try {
     std::vector<std::string> order;
     std::map<std::string, std::string> labels;
@@ -254,8 +253,7 @@ void run_cells(RunState& s, RunSummary& summary) {
     write_partial_report(s, cells, done);
     throw;
   }
-  static const std::atomic<bool> never{false};
-  const CancelScope shield(&never);  // every example is done: the cell files are written even if a cancel arrives now
+  const CancelShield shield;  // every example is done: the cell files are written even if a cancel arrives now
   for (CellRun& c : cells) {
     finish_cell(s, c);
     ++summary.cells_computed;

@@ -176,8 +176,7 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   {
     // Every cell is finished and on disk: the outputs (a second or less) are written even if a cancel arrives now,
     // so a finished run never ends without its report.
-    static const std::atomic<bool> never{false};
-    const CancelScope shield(&never);
+    const CancelShield shield;
     assemble_outputs({opt.out_dir}, *s.out, opt.quiet);
   }
   summary.seconds = seconds_since(t_run);
