@@ -195,9 +195,17 @@ class Backend {
   /// Makes room for `extra` more entries in every KV head of every layer of `cache` that holds its own float32
   /// entries (packed and shared layers are left alone), reallocating a layer at most once, so a growth known in
   /// advance (a chunked prefill of T tokens: runner/compress/chunked_prefill.hpp) is allocated exactly instead of by
-  /// extend()'s geometric growth (half the length again). A no-op where the room is there; entries and bytes_in_use()
+  /// extend()'s growth (half the length again, at most 256 rows: rkv::growth_rows). A no-op where the room is there; entries and bytes_in_use()
   /// are unchanged, bytes() counts the room. rkv::InputError for extra < 0.
   virtual void reserve(BackendCache& cache, int64_t extra) = 0;
+
+  /// Cuts every layer of `cache` back to its first `length` entries per KV head, dropping what extend() appended after
+  /// them, and sizes each layer's storage to exactly those entries (a layer with more room is copied once, so the
+  /// extra memory is one layer): the cache as it was before the appends, bit for bit, with bytes() = bytes_in_use().
+  /// What lets a full prompt cache be scored in place (extend, read, cut back) instead of through a clone() of it
+  /// (runner/compress/prefill.hpp with_prompt_cache). Only for an uncompressed cache: rkv::InputError for a packed,
+  /// shared or per-head layer, or a `length` outside [0, length(l)] of some layer (then nothing is changed).
+  virtual void truncate(BackendCache& cache, int64_t length) = 0;
 
   /// A deep copy of `cache` (the prefill is shared by every ablation cell; each compresses its own copy).
   virtual std::unique_ptr<BackendCache> clone(const BackendCache& cache) = 0;

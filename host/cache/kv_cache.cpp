@@ -78,22 +78,36 @@ void reserve_layer(LayerKV& layer, int64_t capacity) {
   layer.capacity = capacity;
 }
 
+int64_t growth_rows(int64_t length, int64_t extra) { return std::max(extra, std::min<int64_t>(length / 2, 256)); }
+
 void reserve_extra(LayerKV& layer, int64_t extra) {
   if (extra <= 0) return;
   if (!layer.per_head()) {
-    const int64_t need = layer.length + extra;
-    if (need > layer.capacity) reserve_layer(layer, std::max(need, layer.capacity + layer.capacity / 2));
+    if (layer.length + extra > layer.capacity) reserve_layer(layer, layer.length + growth_rows(layer.length, extra));
     return;
   }
   bool fits = true;
   for (int64_t h = 0; h < layer.n_kv_heads; ++h) fits = fits && layer.head_length(h) + extra <= layer.head_capacity(h);
   if (fits) return;
-  const int64_t spare = std::max(extra, layer.length / 2);
+  const int64_t spare = growth_rows(layer.length, extra);
   std::vector<int64_t> begin(static_cast<size_t>(layer.n_kv_heads) + 1, 0);
   for (int64_t h = 0; h < layer.n_kv_heads; ++h)
     begin[static_cast<size_t>(h) + 1] = begin[static_cast<size_t>(h)] + layer.head_length(h) + spare;
   relayout(layer, begin, begin.back());
   layer.head_begin.swap(begin);
+}
+
+void truncate_layer(LayerKV& layer, int64_t length) {
+  if (layer.per_head()) throw InputError("truncate: the layer holds per-head lengths; only a uniform layer is cut");
+  if (length < 0 || length > layer.length)
+    throw InputError("truncate: length " + std::to_string(length) + " is outside [0, " + std::to_string(layer.length) +
+                     "]");
+  layer.length = length;
+  if (layer.capacity == length) return;
+  std::vector<int64_t> begin(static_cast<size_t>(layer.n_kv_heads));
+  for (int64_t h = 0; h < layer.n_kv_heads; ++h) begin[static_cast<size_t>(h)] = h * length;
+  relayout(layer, begin, layer.n_kv_heads * length);
+  layer.capacity = length;
 }
 
 void check_layer_layout(const LayerKV& l, int64_t layer_index) {

@@ -92,10 +92,21 @@ LayerKV build_exact_layer(int64_t n_kv_heads, int64_t head_dim, int64_t length,
 /// A per-head layer grows so that every head has room for (capacity - length) more entries.
 void reserve_layer(LayerKV& layer, int64_t capacity);
 
+/// Rows of room a layer of `length` entries per head grows by when `extra` more do not fit: at least `extra`, else
+/// half the length (amortising the copies of a short cache) but never more than 256 rows (a long prompt's cache is not
+/// grown by half its size for a short answer: at T = 32K that would be 16K rows per head held until the cache is
+/// freed). Shared by the CPU and CUDA caches.
+int64_t growth_rows(int64_t length, int64_t extra);
+
 /// Makes sure every KV head of `layer` can take `extra` more entries (decode appends one entry to every head per
-/// token), growing by at least half the current length to amortise the copies. Keeps the layout (uniform or per
-/// head) and every entry.
+/// token), growing by growth_rows(). Keeps the layout (uniform or per head) and every entry.
 void reserve_extra(LayerKV& layer, int64_t extra);
+
+/// Keeps the first `length` entries of every KV head of a uniform layer (those appended later are dropped) and sizes
+/// its storage to exactly `length` rows per head (capacity = length), copying the layer once when it had more room:
+/// the layer as it was before tokens were appended to it. rkv::InputError for a per-head layer or a `length` outside
+/// [0, layer.length].
+void truncate_layer(LayerKV& layer, int64_t length);
 
 /// Checks the layout invariants (sizes of k, v, pos and of the per-head vectors; lengths within capacities;
 /// length = max head length). Throws rkv::InputError naming `layer_index` when they do not hold.

@@ -280,6 +280,39 @@ TEST_P(BackendConformance, CloneSelectedEqualsCloneThenCompact) {
   }
 }
 
+// truncate cuts an extended full cache back to the prompt: every entry equal to the prefill's bit for bit, the storage
+// exactly sized again (bytes() of the fresh prefill), and the logits of a token fed after it equal to those fed on a
+// fresh prefill. Refused without change for a length past the cache and for a compacted per-head layer.
+TEST_P(BackendConformance, TruncateUndoesAppendsBitForBit) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), L = model.config.n_layers;
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult fresh = be->prefill(prompt, {});
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    be->extend(*r.cache, {5, 6, 7}, T, rkv::LogitsFor::Last);  // grows every layer (room beyond the 3 entries)
+    ASSERT_EQ(r.cache->length(0), T + 3) << be->kind();
+    EXPECT_THROW(be->truncate(*r.cache, T + 4), rkv::InputError) << be->kind();
+    EXPECT_THROW(be->truncate(*r.cache, -1), rkv::InputError) << be->kind();
+    EXPECT_EQ(r.cache->length(0), T + 3) << be->kind();  // nothing changed by the refusals
+    be->truncate(*r.cache, T);
+    EXPECT_EQ(r.cache->bytes(), fresh.cache->bytes()) << be->kind();
+    EXPECT_EQ(r.cache->bytes(), r.cache->bytes_in_use()) << be->kind();
+    for (int64_t l = 0; l < L; ++l) {
+      const rkv::LayerKV a = be->download_layer(*r.cache, l), b = be->download_layer(*fresh.cache, l);
+      ASSERT_EQ(a.length, T) << be->kind() << " layer " << l;
+      EXPECT_EQ(a.k, b.k) << be->kind() << " layer " << l;
+      EXPECT_EQ(a.v, b.v) << be->kind() << " layer " << l;
+      EXPECT_EQ(a.pos, b.pos) << be->kind() << " layer " << l;
+    }
+    const std::vector<float> after = be->extend(*r.cache, {9}, T, rkv::LogitsFor::Last);
+    const std::vector<float> want = be->extend(*fresh.cache, {9}, T, rkv::LogitsFor::Last);
+    EXPECT_EQ(after, want) << be->kind();
+    ASSERT_GT(model.config.n_kv_heads, 1);  // so the selection below is ragged (per-head lengths)
+    be->compact_layer(*fresh.cache, 0, ragged_selection(model.config.n_kv_heads, T + 1, 1));
+    EXPECT_THROW(be->truncate(*fresh.cache, 2), rkv::InputError) << be->kind();
+    EXPECT_EQ(fresh.cache->length(L - 1), T + 1) << be->kind();  // checked before any layer is cut
+  }
+}
+
 // Decode policy "rolling" (runner/decode/policy.hpp) on both backends: after compressing every layer to b = 10 entries,
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the

@@ -317,6 +317,19 @@ void CpuBackend::reserve(BackendCache& cache, int64_t extra) {
   }
 }
 
+void CpuBackend::truncate(BackendCache& cache, int64_t length) {
+  CpuCache& cc = cpu_cache(cache);
+  for (int64_t l = 0; l < cc.n_layers(); ++l) {  // every check before the first change
+    refuse_packed(cc, l, "truncation");
+    const LayerKV& layer = cc.kv.layers[static_cast<size_t>(l)];
+    if (layer.per_head()) throw InputError("truncate: layer " + str(l) + " holds per-head lengths; cannot cut it back");
+    if (length < 0 || length > layer.length)
+      throw InputError("truncate: length " + str(length) + " is outside [0, " + str(layer.length) + "] of layer " +
+                       str(l));
+  }
+  for (LayerKV& layer : cc.kv.layers) rkv::truncate_layer(layer, length);
+}
+
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {
   CpuCache& cc = cpu_cache(cache);
   KVCache& kv = cc.kv;

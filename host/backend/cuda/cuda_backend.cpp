@@ -428,6 +428,22 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void truncate(BackendCache& cache, int64_t length) override {
+    CudaCache& c = device_cache(cache);
+    for (int64_t l = 0; l < c.n_layers(); ++l) {  // every check before the first change
+      c.refuse_packed(l, "truncation");
+      const DeviceLayerKV& layer = c.kv.layers[static_cast<size_t>(l)];
+      if (layer.per_head()) throw InputError("truncate: layer " + str(l) + " holds per-head lengths; cannot cut it back");
+      if (length < 0 || length > layer.length)
+        throw InputError("truncate: length " + str(length) + " is outside [0, " + str(layer.length) + "] of layer " +
+                         str(l));
+    }
+    for (DeviceLayerKV& layer : c.kv.layers) {
+      layer.length = length;
+      if (layer.capacity != length) layer = copy_layer(*ctx_, layer, 0);  // the old buffers are freed here
+    }
+  }
+
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {
     CudaCache& c = device_cache(cache);
     c.check(layer);

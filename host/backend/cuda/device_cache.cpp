@@ -82,12 +82,12 @@ void reserve_extra(Context& ctx, DeviceLayerKV& layer, int64_t extra) {
   if (extra <= 0) return;
   if (!layer.per_head()) {
     const int64_t need = layer.length + extra;
-    if (need > layer.capacity) reserve_layer(ctx, layer, std::max(need, layer.capacity + layer.capacity / 2));
+    if (need > layer.capacity) reserve_layer(ctx, layer, layer.length + growth_rows(layer.length, extra));
     return;
   }
   bool fits = true;
   for (int64_t h = 0; h < layer.n_kv_heads; ++h) fits = fits && layer.head_length(h) + extra <= layer.head_capacity(h);
-  if (!fits) layer = copy_layer(ctx, layer, std::max(extra, layer.length / 2));
+  if (!fits) layer = copy_layer(ctx, layer, growth_rows(layer.length, extra));
 }
 
 LayerKV download_layer(Context& ctx, const DeviceLayerKV& layer) {

@@ -84,7 +84,7 @@ DeviceLayerKV copy_layer(Context& ctx, const DeviceLayerKV& layer, int64_t spare
 /// per-head layer gets room for (capacity - length) more entries in every head.
 void reserve_layer(Context& ctx, DeviceLayerKV& layer, int64_t capacity);
 
-/// Makes sure every KV head can take `extra` more entries, growing by at least half the length (rkv::reserve_extra).
+/// Makes sure every KV head can take `extra` more entries, growing by rkv::growth_rows() (as rkv::reserve_extra).
 void reserve_extra(Context& ctx, DeviceLayerKV& layer, int64_t extra);
 
 /// A host float32 copy of a device layer's entries (bfloat16 widened exactly) in the same layout: uniform with
