@@ -44,9 +44,11 @@ double log_prob(const float* logits, int64_t V, int32_t target) {
 
 LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPrompt& prompt,
                                           const std::vector<int32_t>& continuation) {
-  const std::unique_ptr<BackendCache> cache = backend.clone(*prompt.cache);
   LmFidelityReference ref;
-  ref.logits = continuation_logits(backend, continuation, static_cast<int64_t>(prompt.tokens.size()), *cache);
+  const int64_t T = static_cast<int64_t>(prompt.tokens.size()), n = static_cast<int64_t>(continuation.size());
+  ref.logits = with_prompt_cache(backend, prompt, n, [&](BackendCache& cache) {
+    return continuation_logits(backend, continuation, T, cache);
+  });
   ref.ppl_full = perplexity(ref.logits, continuation, backend.model().config.vocab_size);
   return ref;
 }

@@ -24,7 +24,9 @@ struct LmFidelityReference {
   double ppl_full = 0;
 };
 
-/// Runs the continuation on a copy of the prompt's full cache.
+/// Runs the continuation on the prompt's full cache itself and cuts the cache back to T after (with_prompt_cache):
+/// no copy of the cache, except on a model with sliding-window layers, which scores a copy. The prompt's cache holds
+/// the same entries on return.
 LmFidelityReference lm_fidelity_reference(Backend& backend, const PrefilledPrompt& prompt,
                                           const std::vector<int32_t>& continuation);
 
