@@ -223,6 +223,16 @@ class Backend {
   /// plugin is handed. rkv::InputError for a bad layer.
   virtual LayerKV download_layer(const BackendCache& cache, int64_t layer) = 0;
 
+  /// ||W_o v||_1 of every entry of layer `layer` for every query head (CriticalKV, arXiv 2502.03805; kvpress
+  /// CriticalKVPress.vwl1norm before its mean over the GQA group; backend/cpu/value_output_norms.hpp):
+  ///   n[h, j] = sum_c | sum_i W_o[c, h d + i] v[g(h), j, i] |,  g(h) = h / G,
+  /// the L1 norm of entry j's value as head h's o_proj writes it into the residual stream (before Gemma's
+  /// post-attention norm). float32 [H, length(layer)] on the host, from the weights and entries as the backend holds
+  /// them (products accumulated in float32, each L1 sum in double). Scratch: one row block of outputs per head (cpu:
+  /// 256 x D floats, plus W_o in float32 when the weights are quantized). rkv::InputError for a bad layer, or a
+  /// packed, shared or per-head layer (scorers read the uncompressed prefill).
+  virtual std::vector<float> value_output_norms(const BackendCache& cache, int64_t layer) = 0;
+
   /// The stored position of every entry of layer `layer`, KV head after KV head (head_length(layer, h) each,
   /// ascending within a head, except after encode_layer_classes(): ascending within each precision class): int32 [sum_h head_length]; empty when the cache tracks no positions. A host copy (a
   /// small device-to-host copy on cuda). What sliding-window bookkeeping reads (runner/compress/sliding_window.hpp).

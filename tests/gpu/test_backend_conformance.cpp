@@ -313,6 +313,38 @@ TEST_P(BackendConformance, TruncateUndoesAppendsBitForBit) {
   }
 }
 
+// Backend::value_output_norms on both backends equals n[h, j] = sum_c |sum_i W_o[c, h d + i] v[g(h), j, i]| computed
+// directly in double from the model's float32 W_o and the layer's values as each backend holds them (within 1e-5).
+TEST_P(BackendConformance, ValueOutputNormsEqualTheDirectSum) {
+  const int64_t T = static_cast<int64_t>(prompt.size()), H = model.config.n_heads, D = model.config.d_model;
+  const int64_t d = model.config.head_dim, G = model.config.group_size();
+  for (rkv::Backend* be : {cpu.get(), dev.get()}) {
+    const rkv::PrefillResult r = be->prefill(prompt, {});
+    for (int64_t l : {int64_t{0}, model.config.n_layers - 1}) {
+      const std::vector<float> got = be->value_output_norms(*r.cache, l);
+      const rkv::LayerKV kv = be->download_layer(*r.cache, l);
+      const std::vector<float>& W = model.layers[static_cast<size_t>(l)].wo;
+      ASSERT_EQ(W.size(), static_cast<size_t>(D * H * d));
+      ASSERT_EQ(got.size(), static_cast<size_t>(H * kv.length)) << be->kind();
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < kv.length; j += 3) {
+          double want = 0;
+          for (int64_t c = 0; c < D; ++c) {
+            double y = 0;
+            for (int64_t i = 0; i < d; ++i) y += double(W[static_cast<size_t>(c * H * d + h * d + i)]) * kv.v_at(h / G, j)[i];
+            want += std::fabs(y);
+          }
+          EXPECT_NEAR(got[static_cast<size_t>(h * kv.length + j)], want, 1e-5 * want)
+              << be->kind() << " layer " << l << " head " << h << " entry " << j;
+        }
+    }
+    EXPECT_THROW(be->value_output_norms(*r.cache, model.config.n_layers), rkv::InputError) << be->kind();
+    ASSERT_GT(model.config.n_kv_heads, 1);
+    be->compact_layer(*r.cache, 0, ragged_selection(model.config.n_kv_heads, T, 1));
+    EXPECT_THROW(be->value_output_norms(*r.cache, 0), rkv::InputError) << be->kind();
+  }
+}
+
 // Decode policy "rolling" (runner/decode/policy.hpp) on both backends: after compressing every layer to b = 10 entries,
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the

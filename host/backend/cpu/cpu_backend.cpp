@@ -8,6 +8,7 @@
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/profiler_session.hpp"
 #include "backend/cpu/threads.hpp"
+#include "backend/cpu/value_output_norms.hpp"
 #include "cache/compaction.hpp"
 #include "cache/rerotation.hpp"
 #include "cache/token_bits.hpp"
@@ -328,6 +329,17 @@ void CpuBackend::truncate(BackendCache& cache, int64_t length) {
                        str(l));
   }
   for (LayerKV& layer : cc.kv.layers) rkv::truncate_layer(layer, length);
+}
+
+std::vector<float> CpuBackend::value_output_norms(const BackendCache& cache, int64_t layer) {
+  const CpuCache& cc = cpu_cache(cache);
+  check_layer(cc.kv, layer);
+  refuse_packed(cc, layer, "value-output norms");
+  const LayerKV& kv = cc.kv.layers[static_cast<size_t>(layer)];
+  if (kv.per_head()) throw InputError("value-output norms: layer " + str(layer) + " holds per-head lengths");
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[static_cast<size_t>(layer)];
+  return rkv::cpu::value_output_norms(kv, weight_ref(w.wo, w.quant.wo, c.d_model, c.n_heads * c.head_dim), c.n_heads);
 }
 
 void CpuBackend::rerotate_layer(BackendCache& cache, int64_t layer) {

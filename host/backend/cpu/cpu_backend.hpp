@@ -60,6 +60,7 @@ class CpuBackend final : public Backend {
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override;
   void reserve(BackendCache& cache, int64_t extra) override;
   void truncate(BackendCache& cache, int64_t length) override;
+  std::vector<float> value_output_norms(const BackendCache& cache, int64_t layer) override;
   void rerotate_layer(BackendCache& cache, int64_t layer) override;
   void encode_layer(BackendCache& cache, int64_t layer, const CodecSpec& codec) override;
   void encode_layer_classes(BackendCache& cache, int64_t layer, const CodecSpec& codec,

@@ -12,6 +12,7 @@
 #include "backend/cuda/device_model.hpp"
 #include "backend/cuda/dlpack_view.hpp"
 #include "backend/cuda/forward.hpp"
+#include "backend/cuda/gemm.hpp"
 #include "backend/cuda/packed_cache.hpp"
 #include "cache/token_bits.hpp"
 #include "backend/cuda/profiler.hpp"
@@ -442,6 +443,33 @@ class CudaBackend final : public Backend {
       layer.length = length;
       if (layer.capacity != length) layer = copy_layer(*ctx_, layer, 0);  // the old buffers are freed here
     }
+  }
+
+  std::vector<float> value_output_norms(const BackendCache& cache, int64_t layer) override {
+    const CudaCache& c = device_cache(cache);
+    c.check(layer);
+    c.refuse_packed(layer, "value-output norms");
+    const DeviceLayerKV& kv = c.kv.layers[static_cast<size_t>(layer)];
+    if (kv.per_head()) throw InputError("value-output norms: layer " + str(layer) + " holds per-head lengths");
+    const ModelConfig& mc = dmodel_.config();
+    const int64_t T = kv.length, H = mc.n_heads, d = kv.head_dim, D = mc.d_model, G = H / kv.n_kv_heads;
+    const int64_t rows = std::min<int64_t>(T, 256);  // a row block of one head's outputs: rows x D float32
+    const DeviceLayerWeights& w = dmodel_.layer(layer);
+    const DType wt = dmodel_.precision() == Precision::FP32 ? DType::F32 : DType::BF16;
+    const size_t es = kernels::dtype_size(wt);
+    DeviceBuffer y(*ctx_, static_cast<size_t>(std::max<int64_t>(rows, 1) * D) * sizeof(float));
+    DeviceBuffer norms(*ctx_, static_cast<size_t>(std::max<int64_t>(H * T, 1)) * sizeof(float));
+    for (int64_t h = 0; h < H; ++h) {
+      const char* v = kv.v.as<char>() + static_cast<size_t>((h / G) * kv.capacity * d) * kv.elem_bytes();
+      const char* wo_h = w.wo.as<char>() + static_cast<size_t>(h * d) * es;  // head h's columns of W_o [D, H d]
+      for (int64_t j0 = 0; j0 < T; j0 += rows) {
+        const int64_t m = std::min(rows, T - j0);
+        linear(*ctx_, m, d, D, wo_h, wt, v + static_cast<size_t>(j0 * d) * kv.elem_bytes(), kv.dtype, y.data(),
+               DType::F32, 0.0f, H * d);
+        RKV_CUDA_CHECK(kernels::row_l1(y.as<float>(), m, D, norms.as<float>() + h * T + j0, ctx_->stream()));
+      }
+    }
+    return download<float>(*ctx_, norms.as<float>(), static_cast<size_t>(H * T));
   }
 
   void compact_layer(BackendCache& cache, int64_t layer, const Selection& sel) override {

@@ -94,6 +94,15 @@ __global__ void __launch_bounds__(kRowThreads) add_kernel(float* x, const float*
     x[idx] = __fadd_rn(x[idx], y[idx]);
 }
 
+__global__ void __launch_bounds__(kRowThreads) row_l1_kernel(const float* x, int64_t n, float* out) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  double s = 0.0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s = __dadd_rn(s, fabs(static_cast<double>(x[r * n + c])));
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) out[r] = static_cast<float>(s);
+}
+
 template <class T>
 __global__ void __launch_bounds__(kRowThreads) fill_uniform_kernel(T* out, int64_t count, float scale, float offset,
                                                                    uint32_t k0, uint32_t k1) {
@@ -202,6 +211,13 @@ cudaError_t store_positions(int32_t* pos, int64_t capacity, int n_kv_heads, int6
   if (count <= 0) return cudaSuccess;
   auto k = store_positions_kernel;
   RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, pos, capacity, first, positions, n, count);
+  return cudaGetLastError();
+}
+
+cudaError_t row_l1(const float* x, int64_t rows, int64_t n, float* out, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  auto k = row_l1_kernel;
+  RKV_LAUNCH(k, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, n, out);
   return cudaGetLastError();
 }
 

@@ -69,6 +69,10 @@ cudaError_t scale_inplace(float* x, float s, int64_t count, cudaStream_t stream)
 /// x[i] = cap * tanh(x[i] / cap) for `count` float32 values, cap > 0 (final logit soft-capping).
 cudaError_t softcap(float* x, float cap, int64_t count, cudaStream_t stream);
 
+/// out[r] = float(sum_c |double(x[r, c])|), the L1 norm of each row of x (float32 [rows, n]), summed in double;
+/// out: float32 [rows]. Backend::value_output_norms' reduction.
+cudaError_t row_l1(const float* x, int64_t rows, int64_t n, float* out, cudaStream_t stream);
+
 /// x[i] += y[i] for `count` float32 values.
 cudaError_t add_inplace(float* x, const float* y, int64_t count, cudaStream_t stream);
 
