@@ -23,7 +23,7 @@
 namespace rkv {
 
 /// Bumped whenever BackendModule or anything it passes (Backend, Model, BackendOptions) changes layout or meaning.
-inline constexpr uint32_t kBackendModuleInterface = 2;  // 2: Backend::clone_selected and Backend::truncate
+inline constexpr uint32_t kBackendModuleInterface = 2;  // 2: Backend::clone_selected, truncate, value_output_norms
 
 /// What a backend module gives the host. Static storage in the module; valid while the module is loaded (for the rest
 /// of the process: modules are never unloaded).
