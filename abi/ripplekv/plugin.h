@@ -36,7 +36,7 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 4
+#define RKV_ABI_VERSION_MINOR 5
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
@@ -327,6 +327,16 @@ typedef struct rkv_allocator_v2 {
  */
 #define RKV_STAT_QUERY_MOMENTS ((uint64_t)64)
 
+/**
+ * ABI minor 5 (prefill only): ||W_o v||_1 of every prompt entry for every query head, float32 [H, T]:
+ *   n[h, j] = sum_c | sum_i W_o[c, h d + i] v[g(h), j, i] |,   g(h) = h / G,  c < d_model,  i < d,
+ * the L1 norm of entry j's value as head h's o_proj writes it into the residual stream (before Gemma's post-attention
+ * norm), from the weights and values as the host's backend holds them. The weight CriticalKV (Feng et al. 2025, arXiv
+ * 2502.03805) puts on an entry's attention score; kvpress CriticalKVPress.vwl1norm is its mean over the G heads of a
+ * group. Computed by the host when asked (one o_proj's worth of products per entry), not during the prefill.
+ */
+#define RKV_STAT_VALUE_OUTPUT_NORMS ((uint64_t)128)
+
 /** The model's attention shape, given to a scorer so it can state its requirements. */
 typedef struct rkv_attention_shape {
   uint32_t struct_size;
@@ -366,7 +376,7 @@ typedef struct rkv_scorer_requirements {
   int64_t recent;  /**< trailing positions protected */
   uint32_t decode_scoring; /**< ABI minor 2: nonzero when score() supports decode-time scoring (see above) */
   uint64_t decode_stats;   /**< ABI minor 2: RKV_STAT_* mask needed for decode-time scoring (never
-                                RKV_STAT_QUERY_MOMENTS: a prompt statistic) */
+                                RKV_STAT_QUERY_MOMENTS or RKV_STAT_VALUE_OUTPUT_NORMS: prompt statistics) */
   int64_t query_skip;      /**< ABI minor 4: leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (>= 0;
                                 kvpress ExpectedAttentionPress's n_sink) */
 } rkv_scorer_requirements;
@@ -384,6 +394,8 @@ typedef struct rkv_scorer_requirements {
  *   (the Hugging Face "rotate_half" layout) at position p: pair i couples x[i] and x[i + d/2] by the angle
  *   a = p inv_freq[i]:  x'[i] = x[i] cos a - x[i + d/2] sin a,  x'[i + d/2] = x[i + d/2] cos a + x[i] sin a.
  *   Every post-RoPE tensor above (keys, window queries) was rotated so; in the prefill, position = cache index.
+ *
+ * ABI minor 5 appends: value_output_norms, float32 [H, T] on the CPU (RKV_STAT_VALUE_OUTPUT_NORMS).
  */
 typedef struct rkv_scorer_inputs {
   uint32_t struct_size;
@@ -400,6 +412,7 @@ typedef struct rkv_scorer_inputs {
   const DLTensor* query_mean;           /**< ABI minor 4: float32 [H, d] */
   const DLTensor* query_covariance;     /**< ABI minor 4: float32 [H, d, d] */
   const DLTensor* rope_inv_freq;        /**< ABI minor 4: float64 [d/2], CPU (see above) */
+  const DLTensor* value_output_norms;   /**< ABI minor 5: float32 [H, T] (RKV_STAT_VALUE_OUTPUT_NORMS) */
 } rkv_scorer_inputs;
 
 /**

@@ -23,6 +23,7 @@ LayerCompression compress_layer(const PluginInstance& scorer, const ScorerRequir
     in.window_queries = r.window_queries;
     in.window = r.window;
     in.rope_inv_freq = r.rope_inv_freq;
+    in.value_output_norms = r.value_output_norms;
     ScoreResult scored = run_scorer(scorer, req, in);
     out.warnings = std::move(scored.warnings);
     out.selection = select_positions(scored.scores.data(), kv.n_kv_heads, T, r.budget, req.protected_spec(), r.layer);

@@ -27,6 +27,7 @@ struct LayerCompressionRequest {
   const std::vector<float>* window_queries = nullptr; ///< [H, w, d] when the scorer asked for them
   int64_t window = -1;  ///< the statistics' window when not min(window, T) (decode time; ScorerCallInputs::window)
   const std::vector<double>* rope_inv_freq = nullptr;  ///< the layer's RoPE frequencies (ScorerCallInputs)
+  const std::vector<float>* value_output_norms = nullptr;  ///< [H, kv.length] when asked (ScorerCallInputs)
 };
 
 /// What compress_layer() did.

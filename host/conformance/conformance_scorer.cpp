@@ -55,6 +55,7 @@ struct Input {
   bool has_window_queries = false;
   int64_t window = -1;  ///< decode-time inputs: the number of decoded queries behind the window statistics
   std::vector<double> inv_freq;  ///< RoPE frequencies [d/2] (theta 10000): the keys and queries read as rotated
+  std::vector<float> value_output_norms;  ///< [H, T] when asked: ||W_o v||_1 for a random W_o [16, H d]
 
   ScorerCallInputs call() const {
     ScorerCallInputs in;
@@ -66,6 +67,7 @@ struct Input {
     in.window_queries = has_window_queries ? &window_queries : nullptr;
     in.window = window;
     in.rope_inv_freq = &inv_freq;
+    in.value_output_norms = value_output_norms.empty() ? nullptr : &value_output_norms;
     return in;
   }
 };
@@ -101,6 +103,22 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
       }
   }
 
+  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {  // n[h, j] = sum_c |sum_i W_o[c, h d + i] v[g(h), j, i]|, D = 16
+    const int64_t D = 16, G = s.H / s.Hkv;
+    const std::vector<float> wo = synthetic_uniform(rng, static_cast<size_t>(D * s.H * s.d), 1.0f);
+    in.value_output_norms.assign(static_cast<size_t>(s.H * T), 0.0f);
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t j = 0; j < T; ++j) {
+        double l1 = 0.0;
+        for (int64_t c = 0; c < D; ++c) {
+          double y = 0.0;
+          for (int64_t e = 0; e < s.d; ++e)
+            y += double(wo[static_cast<size_t>(c * s.H * s.d + h * s.d + e)]) * kv.v_at(h / G, j)[e];
+          l1 += std::fabs(y);
+        }
+        in.value_output_norms[static_cast<size_t>(h * T + j)] = static_cast<float>(l1);
+      }
+  }
   // As ScoreMemo::scores (runner/compress/compress_prompt.cpp): the statistics come from the last `needed` queries.
   // Decode-time inputs (decode_window >= 1): the last decode_window entries are the decoded tokens, each query
   // seeing the entries up to its own (the causal prefix rule), which is how the host builds them between
@@ -225,6 +243,7 @@ void check_input(const PluginInstance& inst, const ScorerRequirements& req, cons
     r.window_queries = in.has_window_queries ? &in.window_queries : nullptr;
     r.window = in.window;
     r.rope_inv_freq = &in.inv_freq;
+    r.value_output_norms = in.value_output_norms.empty() ? nullptr : &in.value_output_norms;
     LayerCompression res;
     try {
       res = compress_layer(inst, req, kv, r);
@@ -295,7 +314,8 @@ std::string describe_requirements(const ScorerRequirements& r) {
                                                     {RKV_STAT_CUMULATIVE_ATTENTION, "cumulative_attention"},
                                                     {RKV_STAT_WINDOW_QUERIES, "window_queries"},
                                                     {RKV_STAT_PRE_ROPE_KEYS, "pre_rope_keys"},
-                                                    {RKV_STAT_QUERY_MOMENTS, "query_moments"}};
+                                                    {RKV_STAT_QUERY_MOMENTS, "query_moments"},
+                                                    {RKV_STAT_VALUE_OUTPUT_NORMS, "value_output_norms"}};
   bool first = true;
   for (const auto& [bit, name] : names)
     if (r.wants(bit)) os << (first ? "" : ", ") << name, first = false;

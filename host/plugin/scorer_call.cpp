@@ -18,7 +18,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr uint64_t kKnownStats = RKV_STAT_KEYS | RKV_STAT_VALUES | RKV_STAT_WINDOW_ATTENTION |
                                  RKV_STAT_CUMULATIVE_ATTENTION | RKV_STAT_WINDOW_QUERIES | RKV_STAT_PRE_ROPE_KEYS |
-                                 RKV_STAT_QUERY_MOMENTS;
+                                 RKV_STAT_QUERY_MOMENTS | RKV_STAT_VALUE_OUTPUT_NORMS;
 
 /// A CPU float32 row-major view; `shape` must outlive the tensor.
 DLTensor cpu_f32(const float* data, int32_t ndim, int64_t* shape) {
@@ -114,6 +114,8 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
                      str(req.sinks) + ", recent " + str(req.recent) + ", query_skip " + str(req.query_skip) + ")");
   if ((req.decode_stats & RKV_STAT_QUERY_MOMENTS) != 0)
     throw InputError(who + " asks for the prompt's query moments at decode time (a prefill-only statistic)");
+  if ((req.decode_stats & RKV_STAT_VALUE_OUTPUT_NORMS) != 0)
+    throw InputError(who + " asks for the value-output norms at decode time (a prefill-only statistic)");
   const uint64_t windowed = RKV_STAT_WINDOW_ATTENTION | RKV_STAT_WINDOW_QUERIES;
   if (((req.stats | req.decode_stats) & windowed) != 0 && req.window < 1)
     throw InputError(who + " asks for window statistics with window " + str(req.window) + " (must be >= 1)");
@@ -133,8 +135,8 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
 
   int64_t kv_shape[3] = {Hkv, T, d}, ht_shape[2] = {H, T}, wq_shape[3] = {H, w, d}, out_shape[2] = {Hkv, T};
   int64_t mean_shape[2] = {H, d}, cov_shape[3] = {H, d, d}, freq_shape[1] = {d / 2};
-  std::vector<float> k_scratch, v_scratch, k0;
-  DLTensor keys{}, values{}, win{}, cum{}, wq{}, k0t{}, qmean{}, qcov{}, freq{};
+  std::vector<float> k_scratch, v_scratch, k0, norm_rows;
+  DLTensor keys{}, values{}, win{}, cum{}, wq{}, k0t{}, qmean{}, qcov{}, freq{}, vnorms{};
   rkv_scorer_inputs si{};
   si.struct_size = sizeof si;
   si.layer = in.layer;
@@ -201,6 +203,20 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
     qcov = cpu_f32(in.stats->query_covariance.data(), 3, cov_shape);
     si.query_mean = &qmean;
     si.query_covariance = &qcov;
+  }
+  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {
+    const std::vector<float>* n = in.value_output_norms;
+    if (!n || n->size() != static_cast<size_t>(H * kv.length))
+      throw InputError(who + ": value-output norms [H = " + str(H) + ", " + str(kv.length) +
+                       " entries] requested but not given");
+    const float* rows = n->data();
+    if (T < kv.length) {  // the first T entries of each head's row
+      norm_rows.resize(static_cast<size_t>(H * T));
+      for (int64_t h = 0; h < H; ++h) std::copy_n(n->data() + h * kv.length, T, norm_rows.data() + h * T);
+      rows = norm_rows.data();
+    }
+    vnorms = cpu_f32(rows, 2, ht_shape);
+    si.value_output_norms = &vnorms;
   }
   si.stream = nullptr;
 

@@ -65,6 +65,9 @@ struct ScorerCallInputs {
   /// .rope_inv_freq and used to turn the cached keys back for RKV_STAT_PRE_ROPE_KEYS (each by its stored position,
   /// kv->pos, or its cache index when the layer tracks none). Null: no RoPE information (pre-RoPE keys refused).
   const std::vector<double>* rope_inv_freq = nullptr;
+  /// ||W_o v||_1 per query head and entry, float32 [H, kv->length] (Backend::value_output_norms), when
+  /// RKV_STAT_VALUE_OUTPUT_NORMS was asked; the scorer gets each head's first T entries.
+  const std::vector<float>* value_output_norms = nullptr;
 };
 
 /// The scorer's output for one layer.

@@ -3,7 +3,9 @@
 //  - a 2-head example worked by hand;
 //  - float32 and Q8_0 weights, 300 entries (two row blocks of 256 and 44), against the sum computed directly in
 //    double from the weights as held (the Q8_0 ones dequantized by model/dequant);
-//  - the backend refuses a per-head layer and a bad layer index.
+//  - the backend refuses a per-head layer and a bad layer index;
+//  - a scorer plugin that asks for RKV_STAT_VALUE_OUTPUT_NORMS (tests/plugins/wov_scorer.cpp, the group mean of what
+//    it is given) gets, through ScoreMemo, exactly the backend's norms; decode-time requests are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,13 @@
 #include "model/dequant.hpp"
 #include "model/quant_matrix.hpp"
 #include "model/synthetic_model.hpp"
+#include "plugin/instance.hpp"
+#include "plugin/params.hpp"
+#include "plugin/registry.hpp"
+#include "plugin/scorer_call.hpp"
+#include "runner/compress/prefill.hpp"
+#include "runner/compress/score_memo.hpp"
+#include "runner/compress/scorers.hpp"
 
 namespace {
 
@@ -113,6 +122,59 @@ TEST(ValueOutputNorms, TheCpuBackendRefusesPerHeadLayersAndBadIndices) {
   sel.budget = 8;
   be->compact_layer(*r.cache, 0, sel);
   EXPECT_THROW(be->value_output_norms(*r.cache, 0), rkv::InputError);
+}
+
+TEST(ValueOutputNorms, AScorerThatAsksGetsTheBackendsNorms) {
+  const rkv::ModelConfig c = rkv::synthetic_config("llama", 6, 2, 16, 2);
+  const rkv::Model m = rkv::synthetic_model(c, 9);
+  const std::unique_ptr<rkv::Backend> be = rkv::make_backend("cpu", m, {});
+  const rkv::PluginRegistry reg = rkv::PluginRegistry::discover({RKV_TEST_BINARY_DIR "/tests/plugins/test_wov"});
+  const rkv::PluginInfo& info = reg.resolve("org.test.wov", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  const rkv::PluginInstance inst = rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {}), host);
+  rkv::ScorerUse scorer;
+  scorer.instance = &inst;
+  scorer.requirements = rkv::query_scorer_requirements(
+      inst, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+  scorer.key = "wov";
+  std::vector<int32_t> tokens(24);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 11 + 3) % c.vocab_size);
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens, rkv::prefill_needs({&scorer}));
+  rkv::ScoreMemo memo;
+  const int64_t T = 24, G = c.n_heads / c.n_kv_heads;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::vector<float> n = be->value_output_norms(*prompt.cache, l);
+    const std::vector<float>& got = memo.scores(*be, prompt, scorer, l).scores;
+    ASSERT_EQ(got.size(), static_cast<size_t>(c.n_kv_heads * T));
+    for (int64_t g = 0; g < c.n_kv_heads; ++g)
+      for (int64_t j = 0; j < T; ++j) {
+        double want = 0;
+        for (int64_t i = 0; i < G; ++i) want += n[static_cast<size_t>((g * G + i) * T + j)];
+        EXPECT_NEAR(got[static_cast<size_t>(g * T + j)], want / G, 1e-6 * want) << "layer " << l;
+      }
+  }
+  // Without the norms the call is refused, naming what is missing.
+  const rkv::LayerKV kv = be->download_layer(*prompt.cache, 0);
+  rkv::ScorerCallInputs in;
+  in.layer = 0;
+  in.n_heads = c.n_heads;
+  in.kv = &kv;
+  try {
+    rkv::run_scorer(inst, scorer.requirements, in);
+    ADD_FAILURE() << "no norms given, yet the call went through";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("value-output norms"), std::string::npos) << e.what();
+  }
+  // A prompt statistic: asked for at decode time, the scorer is refused when its requirements are read.
+  const rkv::PluginInstance decoding = rkv::PluginInstance::create(
+      info, rkv::ParamSet::validate(*info.descriptor, {rkv::UserParam{"decode", true, false, "test"}}), host);
+  try {
+    rkv::query_scorer_requirements(
+        decoding, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+    ADD_FAILURE() << "decode-time value-output norms were accepted";
+  } catch (const rkv::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("at decode time"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ const std::string kFixtures = RKV_TEST_BINARY_DIR "/tests/plugins/";
 const rkv::PluginRegistry& registry() {
   static const rkv::PluginRegistry r = rkv::PluginRegistry::discover(
       {kFixtures + "conform_scorer", kFixtures + "conform_allocator", kFixtures + "conform_signal",
-       kFixtures + "test_bad_allocator"});
+       kFixtures + "test_bad_allocator", kFixtures + "test_wov"});
   return r;
 }
 
@@ -178,6 +178,15 @@ TEST(Conformance, FixtureScorerInOkModePasses) {
   // recent 4: prompts of T >= 5 with b_l = 1..3 exercise the priority rule; the short prompt is T = 3.
   EXPECT_NE(by_name(cases)["short_prompt"].detail.find("T = 3"), std::string::npos);
   EXPECT_EQ(by_name(cases)["protected_priority"].detail.find("not applicable"), std::string::npos);
+}
+
+// tests/plugins/wov_scorer.cpp asks for RKV_STAT_VALUE_OUTPUT_NORMS and requires them [H, T]: the kit gives them on
+// every path (the direct calls and the one-layer compression), so every rule passes.
+TEST(Conformance, ScorerAskingForValueOutputNormsGetsThem) {
+  const auto cases = check("org.test.wov");
+  EXPECT_EQ(names(cases), kPrefillOnlyScorerCases);
+  EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);
+  EXPECT_NE(by_name(cases)["requirements"].detail.find("value_output_norms"), std::string::npos) << table(cases);
 }
 
 TEST(Conformance, ScorerWithNaNOnLongPromptsFailsScoresFinite) {

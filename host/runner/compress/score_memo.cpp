@@ -31,6 +31,8 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
     const QueriesView qv{prompt.queries[static_cast<size_t>(layer)].data(), c.n_heads, prompt.n_queries, c.head_dim};
     wq = window_queries(qv, w);
   }
+  std::vector<float> norms;  // ||W_o v||_1 [H, T], computed by the backend on the prefill's own cache
+  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) norms = backend.value_output_norms(*prompt.cache, layer);
   ScorerCallInputs in;
   in.layer = layer;
   in.n_heads = c.n_heads;
@@ -38,6 +40,7 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   in.stats = stats;
   in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
   in.rope_inv_freq = &backend.model().layer_inv_freq(layer);
+  in.value_output_norms = req.wants(RKV_STAT_VALUE_OUTPUT_NORMS) ? &norms : nullptr;
   return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
 }
 
