@@ -78,7 +78,9 @@ const char* kRunUsage =
     "[n, V]); both: --dump kept,logits. For the cells this invocation computes (docs/REFERENCE.md \"Outputs\").\n"
     "--set KEY=VALUE (repeatable) overrides one config key, e.g. --set budget.fraction=0.25 --set scorer.plugin=h2o\n"
     "or --set 'sweep.\"budget.fraction\"=[0.1, 0.2]' (a TOML value; a bare word is a string); DIR/config.toml records\n"
-    "the effective config, and --resume names the keys that changed when it refuses.\n";
+    "the effective config, and --resume names the keys that changed when it refuses.\n"
+    "Plugins are loaded from the config's top-level plugin_paths (relative to the config), then $RIPPLEKV_PLUGIN_PATH (':'-separated\n"
+    "folders or libraries), then the plugin folder beside libripplekv; `ripplekv plugins list` shows what is found.\n";
 
 int run_run(const std::vector<std::string>& args) {
   po::options_description opts("options");

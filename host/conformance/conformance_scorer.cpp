@@ -3,6 +3,7 @@
 // ScoreMemo::scores computes them, call_scorer, and compress_layer = run_scorer -> select_positions -> compact_layer).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -348,7 +349,11 @@ struct Usable {
 /// Appends decode_scores_finite, decode_budget_respected and decode_protected_kept, or one "not applicable" case
 /// "decode_time" for a prefill-only scorer.
 void check_decode_time(const std::vector<Usable>& usable, std::vector<ConformanceCase>& cases) {
-  if (usable.empty() || !usable.front().req.decode_scoring) {
+  if (usable.empty()) {  // requirements() failed or were refused on every shape: nothing to score at decode time
+    cases.push_back({"decode_time", false, "no shape had valid requirements"});
+    return;
+  }
+  if (!usable.front().req.decode_scoring) {
     cases.push_back({"decode_time", true,
                      "not applicable: the scorer declares no decode-time scoring (decode_scoring = 0: prefill only)"});
     return;
@@ -483,10 +488,19 @@ std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet
   } else {
     const Shape& s = usable.front().shape;
     const ScorerRequirements& req = usable.front().req;
-    const int64_t span = std::max(req.window, req.sinks + req.recent);
+    // sinks and recent are each at most INT64_MAX: their sum saturates instead of overflowing
+    const int64_t protected_span =
+        req.sinks > std::numeric_limits<int64_t>::max() - req.recent ? std::numeric_limits<int64_t>::max()
+                                                                     : req.sinks + req.recent;
+    const int64_t span = std::max(req.window, protected_span);
+    constexpr int64_t kLongestShortPrompt = 4096;  // T = span - 1 beyond this is no short prompt to synthesize
     if (span <= 1) {
       cases.push_back({"short_prompt", true, "not applicable: window " + str(req.window) + ", protected span " +
-                                                 str(req.sinks + req.recent)});
+                                                 str(protected_span)});
+    } else if (span - 1 > kLongestShortPrompt) {
+      cases.push_back({"short_prompt", true, "not applicable: window " + str(req.window) + ", protected span " +
+                                                 str(protected_span) + " (every prompt up to T = " +
+                                                 str(kLongestShortPrompt) + " is shorter)"});
     } else {
       Tallies st;
       const int64_t T = span - 1;

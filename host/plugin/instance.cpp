@@ -69,8 +69,9 @@ PluginInstance PluginInstance::create(const PluginInfo& info, const ParamSet& pa
     const PluginCallScope in_flight(info.id(), "create");
     return info.library->abi->create(info.descriptor->id, host.abi(), params.abi(), log.abi(), &inst);
   }();
-  if (s != RKV_OK || !inst)
+  if (s != RKV_OK)
     throw InputError("plugin '" + info.id() + "': create failed (" + status_name(s) + "): " + log.error_text());
+  if (!inst) throw InputError("plugin '" + info.id() + "': create returned RKV_OK but no instance");
   if (!RKV_HAS_FIELD(inst, rkv_plugin_instance, destroy) || !inst->get_interface || !inst->destroy)
     throw InputError("plugin '" + info.id() + "': instance struct lacks get_interface/destroy");
   return PluginInstance(info, inst);

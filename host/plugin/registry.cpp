@@ -171,6 +171,8 @@ void PluginRegistry::load_library(const std::string& path) {
     const rkv_plugin_descriptor* d = abi->descriptor_at(i);
     if (!d || !RKV_HAS_FIELD(d, rkv_plugin_descriptor, description) || !d->id || !d->version)
       throw InputError("plugin library '" + path + "': descriptor " + std::to_string(i) + " is missing or incomplete");
+    if (d->id[0] == '\0')
+      throw InputError("plugin library '" + path + "': descriptor " + std::to_string(i) + " has an empty id");
     if (d->kind != RKV_KIND_SIGNAL && d->kind != RKV_KIND_SCORER && d->kind != RKV_KIND_ALLOCATOR)
       throw InputError("plugin library '" + path + "': plugin '" + d->id + "' has unknown kind " + std::to_string(d->kind));
     for (const auto& p : plugins_)

@@ -225,6 +225,7 @@ TEST(PluginRegistry, BrokenParamSpecsAreRefusedAtLoadNamingPluginAndField) {
        "plugin 'org.test.bad_spec', parameter 'mode': default_string \"c\" is not one of its choices: a, b"},
       {"duplicate_name", "plugin 'org.test.bad_spec', parameter 'ratio': name is declared twice"},
       {"nan_min", "plugin 'org.test.bad_spec', parameter 'ratio': min is NaN"},
+      {"empty_id", "descriptor 0 has an empty id"},
   };
   for (const auto& [fault, tail] : cases) {
     const std::string lib = "bad_spec_" + fault + "/test_bad_spec_" + fault + ".so";

@@ -7,7 +7,8 @@
  *   4 bad_name         parameter named "2 bad-name" (not an identifier)
  *   5 choice_default   choice parameter "mode" whose default "c" is not among its choices a, b
  *   6 duplicate_name   two parameters named "ratio"
- *   7 nan_min          float parameter "ratio" with min NaN */
+ *   7 nan_min          float parameter "ratio" with min NaN
+ *   8 empty_id         a valid parameter, but the descriptor's id is "" */
 #include <ripplekv/plugin.h>
 
 #include <math.h>
@@ -30,15 +31,22 @@ static const rkv_param_spec spec = SPEC("mode", RKV_PARAM_CHOICE, 0, 0.0, "c", 0
 static const rkv_param_spec spec = SPEC("ratio", RKV_PARAM_FLOAT, 0, 0.5, NULL, 1, 1, 0.0, 1.0, NULL);
 #elif RKV_BAD_SPEC == 7
 static const rkv_param_spec spec = SPEC("ratio", RKV_PARAM_FLOAT, 0, 0.5, NULL, 1, 1, NAN, 1.0, NULL);
+#elif RKV_BAD_SPEC == 8
+static const rkv_param_spec spec = SPEC("ratio", RKV_PARAM_FLOAT, 0, 0.5, NULL, 1, 1, 0.0, 1.0, NULL);
 #else
-#error "RKV_BAD_SPEC must name a fault (1..7)"
+#error "RKV_BAD_SPEC must name a fault (1..8)"
 #endif
 #if RKV_BAD_SPEC == 6
 static const rkv_param_spec* const params[] = {&spec, &spec, NULL};
 #else
 static const rkv_param_spec* const params[] = {&spec, NULL};
 #endif
-static const rkv_plugin_descriptor desc = {sizeof(rkv_plugin_descriptor), "org.test.bad_spec", RKV_KIND_ALLOCATOR,
+#if RKV_BAD_SPEC == 8
+#define RKV_BAD_SPEC_ID ""
+#else
+#define RKV_BAD_SPEC_ID "org.test.bad_spec"
+#endif
+static const rkv_plugin_descriptor desc = {sizeof(rkv_plugin_descriptor), RKV_BAD_SPEC_ID, RKV_KIND_ALLOCATOR,
                                            "0.0.1", "test fixture: a broken param spec", params, 0};
 
 #include "raw_allocator.h"

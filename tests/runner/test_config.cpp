@@ -467,7 +467,10 @@ TEST_F(Config, PluginParamsAreValidatedAgainstTheirPlugin) {
 TEST_F(Config, WrongTypesAndRanges) {
   EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = \"64\"\n")).find("must be an integer"),
             std::string::npos);
-  EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = 0\n")).find("must be >= 1 (got 0)"),
+  EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = 0\n")).find("must be >= 2 (got 0)"),
+            std::string::npos);
+  // one token leaves the perplexity nothing to predict (it predicts tokens 2 .. n)
+  EXPECT_NE(error(base("[tasks.lm_fidelity]\ncontinuation_tokens = 1\n")).find("must be >= 2 (got 1)"),
             std::string::npos);
   std::string t = base();
   t.replace(t.find("fraction = 0.2"), 14, "fraction = 1.5");

@@ -26,11 +26,12 @@ std::vector<int64_t> context_lengths(const TomlContext& c, const toml::table& t,
   return lengths;
 }
 
-/// [tasks.lm_fidelity]: continuation_tokens in [1, 2^24].
+/// [tasks.lm_fidelity]: continuation_tokens in [2, 2^24] (the perplexity predicts continuation tokens 2 .. n from the
+/// rows before them, so one token gives it nothing to predict).
 void read_lm_fidelity(const TomlContext& c, const toml::table& t, RunPlan& plan) {
   check_keys(c, t, "tasks.lm_fidelity", {"continuation_tokens"});
   plan.continuation_tokens =
-      get_int(c, t, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 1, kMaxTokens);
+      get_int(c, t, "continuation_tokens", "tasks.lm_fidelity.continuation_tokens", 64, 2, kMaxTokens);
 }
 
 /// [tasks.needle]: context lengths in [64, 2^24], depths in [0, 1], trials, seed, and at most kMaxCount prompts.
