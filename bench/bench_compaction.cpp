@@ -15,6 +15,9 @@
 //                               counts) fused into the same pass, as a run computes them. Ratio h2o / plain - 1 = what
 //                               h2o's statistics cost in the shared prefill (goal < 5%); the argument is the thread
 //                               count.
+//   BM_ValueOutputNorms         Backend::value_output_norms of one layer of that prefill (||W_o v||_1 [H, T], what
+//                               RKV_STAT_VALUE_OUTPUT_NORMS costs per layer; the argument is the thread count).
+//                               Ratio 2 x this / BM_BackendPrefill/plain = its cost against a layer's prefill.
 //
 // Run: OPENBLAS_NUM_THREADS=1 build/bin/bench_compaction (the plugins must be built: they are loaded from
 // build/lib/ripplekv/plugins). Ratio = BM_Compress / (Matmuls + Attention).
@@ -174,7 +177,8 @@ void BM_H2OFusedAccumulate(benchmark::State& state) {
 }
 BENCHMARK(BM_H2OFusedAccumulate)->Unit(benchmark::kMillisecond);
 
-void BM_BackendPrefill(benchmark::State& state, bool h2o) {
+/// A 2-layer synthetic model with SmolLM2's shapes (float32 weights).
+const rkv::Model& two_layer_model() {
   static const rkv::Model model = [] {
     rkv::ModelConfig c = rkv::synthetic_config("llama", kH, kHkv, kD, 2);
     c.d_model = kDModel;
@@ -183,11 +187,21 @@ void BM_BackendPrefill(benchmark::State& state, bool h2o) {
     c.context_length = 8192;
     return rkv::synthetic_model(c, 3);
   }();
+  return model;
+}
+
+std::vector<int32_t> bench_tokens() {
+  std::vector<int32_t> tokens(static_cast<size_t>(kT));
+  for (int64_t i = 0; i < kT; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 4096);
+  return tokens;
+}
+
+void BM_BackendPrefill(benchmark::State& state, bool h2o) {
+  const rkv::Model& model = two_layer_model();
   rkv::BackendOptions o;
   o.threads = static_cast<int>(state.range(0));
   const auto backend = rkv::make_backend("cpu", model, o);
-  std::vector<int32_t> tokens(static_cast<size_t>(kT));
-  for (int64_t i = 0; i < kT; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 4096);
+  const std::vector<int32_t> tokens = bench_tokens();
   rkv::PrefillRequest req;
   req.logits = rkv::LogitsFor::None;
   if (h2o) {
@@ -205,6 +219,15 @@ void BM_BackendPrefill(benchmark::State& state, bool h2o) {
 // machine: the two variants differ by a few percent, less than a noisy VM's drift between runs.
 BENCHMARK_CAPTURE(BM_BackendPrefill, plain, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_BackendPrefill, h2o_fused, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+void BM_ValueOutputNorms(benchmark::State& state) {
+  rkv::BackendOptions o;
+  o.threads = static_cast<int>(state.range(0));
+  const auto backend = rkv::make_backend("cpu", two_layer_model(), o);
+  const rkv::PrefillResult r = backend->prefill(bench_tokens(), {});
+  for (auto _ : state) benchmark::DoNotOptimize(backend->value_output_norms(*r.cache, 0).data());
+}
+BENCHMARK(BM_ValueOutputNorms)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 
