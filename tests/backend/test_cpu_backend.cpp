@@ -162,6 +162,20 @@ TEST(CpuBackend, FusedStatisticsAreReproducibleAndLeaveTheForwardUnchanged) {
   EXPECT_EQ(a.logits, plain.logits);  // statistics only observe: the logits are bit-identical
 }
 
+// The same on a model with sliding-window layers (gemma3 synthetic: window 16 on layers l % 3 < 2) and a prompt far
+// past the window, where the statistics cover keys the sliding layers' attention masks out.
+TEST(CpuBackend, FusedStatisticsLeaveASlidingWindowForwardUnchanged) {
+  ThreadCount tc(2);
+  const rkv::Model m = rkv::synthetic_model(rkv::synthetic_config("gemma3", 4, 2, 16, 3), 8);
+  ASSERT_TRUE(m.config.is_sliding(0));
+  const auto be = rkv::make_backend("cpu", m);
+  std::vector<int32_t> t(130);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 37 + 11) % m.config.vocab_size);
+  rkv::PrefillRequest with = stats_request(16), plain;
+  with.logits = plain.logits = rkv::LogitsFor::All;
+  EXPECT_EQ(be->prefill(t, with).logits, be->prefill(t, plain).logits);
+}
+
 TEST(CpuBackend, PrefillExtendCloneAndCompactAgreeWithTheForwardFunctions) {
   const auto be = rkv::make_backend("cpu", model());
   const std::vector<int32_t> p = tokens(70), cont = {3, 1, 4, 1, 5};

@@ -79,11 +79,15 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Att
   const int64_t* lo = first.empty() ? nullptr : first.data() + g * n;
   const bool probs_needed = hooks && hooks->on_attention_probs;
   const bool full_rows = probs_needed || (hooks && hooks->attention_mass) || !stats.empty();
-  const int64_t k0 = lo && !full_rows ? *std::min_element(lo + i0, lo + i1) : 0;  // first key column of the block
+  const int64_t kw = lo ? *std::min_element(lo + i0, lo + i1) : 0;  // the block's first visible key
+  const int64_t k0 = full_rows ? 0 : kw;   // first key column of S's rows
   const int64_t M = (i1 - i0) * G;         // rows: (query i, head j) -> (i - i0) * G + j
   const int64_t N = len_before + i1 - k0;  // key columns k0 .. len_before + i1 - 1
   const float* Q = qg + (g * n + i0) * G * d;
-  kv.scores(g, k0, N, Q, M, c.attention_scale(), S, N);
+  // Scores and P V run over the visible columns kw .. only, in full rows as without them: the same products in the same
+  // order, so observing the probabilities leaves a sliding-window layer's output bit for bit unchanged (the columns
+  // before kw are zeroed by softmax_rows).
+  kv.scores(g, kw, N - (kw - k0), Q, M, c.attention_scale(), S + (kw - k0), N);
   // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
   std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
   auto softmax_rows = [&](int64_t r0, int64_t r1) {
@@ -125,7 +129,7 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Att
   for (AttentionStatsAccumulator* acc : stats)
     for (int64_t r = 0; r < M; ++r)
       acc->add_row(g * G + r % G, len_before + i0 + r / G, S + r * N, inv_sum[static_cast<size_t>(r)]);
-  kv.mix_values(g, k0, N, S, M, N, O);
+  kv.mix_values(g, kw, N - (kw - k0), S + (kw - k0), M, N, O);
   for (int64_t r = 0; r < M; ++r) {
     const int64_t i = i0 + r / G, h = g * G + r % G;
     const float s = inv_sum[static_cast<size_t>(r)];
