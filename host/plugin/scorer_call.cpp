@@ -81,6 +81,12 @@ AttentionStatsOptions ScorerRequirements::stats_options() const {
 }
 
 ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const rkv_attention_shape& shape) {
+  std::optional<ScorerRequirements> req = query_scorer_requirements(inst, shape, false);
+  return *req;  // set: a refusal threw
+}
+
+std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance& inst,
+                                                            const rkv_attention_shape& shape, bool shape_may_fail) {
   const std::string who = "scorer '" + inst.id() + "'";
   const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
   if (!RKV_HAS_FIELD(vt, rkv_scorer_v1, score) || !vt->requirements || !vt->score)
@@ -96,6 +102,7 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
     return vt->requirements(inst.raw(), &sh, &r, log.abi());
   }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
+  if (s != RKV_OK && shape_may_fail) return std::nullopt;
   if (s != RKV_OK) throw InputError(who + ": requirements failed (" + status_name(s) + "): " + log.error_text());
   ScorerRequirements req;
   req.stats = r.stats;

@@ -7,6 +7,7 @@
 #include <ripplekv/plugin.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,15 @@ struct ScorerRequirements {
 
 /// Calls requirements() of scorer `inst` for `shape`. Throws rkv::InputError naming the plugin when it fails or
 /// declares unknown statistics bits, negative counts (query_skip included), a window < 1 while asking for window
-/// statistics, or RKV_STAT_QUERY_MOMENTS among its decode-time statistics (a prompt statistic);
-/// rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
+/// statistics, or a prefill-only statistic (RKV_STAT_QUERY_MOMENTS, RKV_STAT_VALUE_OUTPUT_NORMS) among its
+/// decode-time statistics; rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
 ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const rkv_attention_shape& shape);
+
+/// The same, for a check on a nominal shape before the model is loaded (`ripplekv validate`): when `shape_may_fail`
+/// and the plugin's requirements() call itself fails (it may refuse that shape), returns std::nullopt instead of
+/// throwing; what the plugin declared is checked and refused as above either way.
+std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance& inst,
+                                                            const rkv_attention_shape& shape, bool shape_may_fail);
 
 /// What one score() call sees: one layer of one example after prefill.
 struct ScorerCallInputs {

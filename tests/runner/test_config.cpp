@@ -771,6 +771,19 @@ TEST_F(Config, PeriodicWithAScorerThatCannotScoreWhileDecodingFailsAtValidate) {
   EXPECT_NO_THROW(load(text));  // unnormalized h2o re-scores while decoding
 }
 
+// What a scorer declares is checked at validate time as the run checks it, not only when a decode policy or chunked
+// compression needs it: tests/plugins/wov_scorer.cpp with decode = true asks for the value-output norms (a prefill-only
+// statistic) at decode time, and is refused before any model is loaded; without it the config is valid.
+TEST_F(Config, AScorerDeclaringAPrefillOnlyStatisticAtDecodeTimeFailsAtValidate) {
+  std::string text = "plugin_paths = [\"" RKV_TEST_BINARY_DIR "/tests/plugins/test_wov\"]\n" + base();
+  text.replace(text.find("plugin = \"snapkv\"\n[scorer.snapkv]\nwindow = 16"), 45,
+               "plugin = \"org.test.wov\"\n[scorer.wov]\ndecode = true");
+  const std::string e = error(text);
+  EXPECT_NE(e.find("scorer 'org.test.wov' asks for the value-output norms at decode time"), std::string::npos) << e;
+  text.replace(text.find("decode = true"), 13, "decode = false");
+  EXPECT_NO_THROW(load(text));
+}
+
 TEST_F(Config, DecodePolicyIsASweepableCellSetting) {
   const rkv::RunPlan p =
       load(base("", "[sweep]\n\"compression.decode.policy\" = [\"none\", \"rolling\", \"h2o\", \"periodic\"]\n"));

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -180,20 +181,29 @@ void set_plan_identity(toml::table& root, RunPlan& plan) {
   plan.base_sha256 = sha256_hex(base_text.data(), base_text.size());
 }
 
+/// The requirements `scorer` declares on the nominal shape of validate time (30 layers, H 8 over H_kv 2, d 64; no
+/// model is loaded here), or std::nullopt when the plugin cannot be created or refuses that shape (the run checks
+/// both again on the real model). What it declares is checked as the run checks it (query_scorer_requirements), so
+/// a refusal that does not depend on the shape (an unknown statistic, a prefill-only statistic at decode time) is
+/// reported here.
+std::optional<ScorerRequirements> nominal_requirements(const PluginChoice& scorer, const HostServices& host) {
+  std::optional<PluginInstance> inst;
+  try {
+    inst.emplace(PluginInstance::create(*scorer.info, scorer.params, host));
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  return query_scorer_requirements(*inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64}, true);
+}
+
 /// A decode policy that re-scores (periodic) does so with the cell's scorer while decoding, so the scorer must declare
 /// decode-time scoring (rkv_scorer_requirements.decode_scoring). Checked at validate time on a nominal model shape
 /// (30 layers, H 8 over H_kv 2, d 64; no model is loaded here): a scorer that refuses that shape is left to the run's
 /// own check on the real one.
 void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServices& host) {
   const PluginChoice& scorer = *cell.config.scorer;
-  ScorerRequirements req;
-  try {
-    const PluginInstance inst = PluginInstance::create(*scorer.info, scorer.params, host);
-    req = query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64});
-  } catch (const InputError&) {
-    return;
-  }
-  if (req.decode_scoring) return;
+  const std::optional<ScorerRequirements> req = nominal_requirements(scorer, host);
+  if (!req || req->decode_scoring) return;
   const std::string params = scorer.params.to_string();
   throw InputError(c.origin + ": compression.decode.policy = \"" + cell.config.decode.policy +
                    "\" re-scores with the cell's scorer while decoding, and scorer '" + scorer.id + "'" +
@@ -203,7 +213,7 @@ void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServ
 
 /// With [prefill] compress_between_chunks every compressed cell evicts after each chunk with what its scorers can
 /// compute from a chunk (the held-entry statistics of abi/ripplekv/plugin.h "Decode-time scoring"): each scorer of
-/// the cell (and of its route) must declare decode_scoring (checked on the nominal shape of check_decode_scoring),
+/// the cell (and of its route) must declare decode_scoring (checked on the nominal shape of nominal_requirements),
 /// and the cell must be plain eviction by layer budgets: no per-head allocator (it ranks the whole prompt's scores),
 /// no joint plan, sharing or codec, no decode policy that needs the prompt's statistics (h2o, periodic), and no key
 /// re-rotation. Refused naming the key and the cell.
@@ -222,14 +232,9 @@ void check_chunk_compression(const std::string& key_where, const Cell& cell, con
   std::vector<const PluginChoice*> scorers = {&*cc.scorer};
   for (const RouteEntry& e : cc.route) scorers.push_back(&e.scorer);
   for (const PluginChoice* scorer : scorers) {
-    ScorerRequirements req;
-    try {
-      const PluginInstance inst = PluginInstance::create(*scorer->info, scorer->params, host);
-      req = query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64});
-    } catch (const InputError&) {
-      continue;  // the run's own check on the real shape reports it
-    }
-    if (!req.decode_scoring)
+    const std::optional<ScorerRequirements> req = nominal_requirements(*scorer, host);
+    if (!req) continue;  // refused by the plugin on the nominal shape: the run's own check on the real one reports it
+    if (!req->decode_scoring)
       refuse("scorer '" + scorer->id + "' cannot score a chunk (it does not declare decode_scoring: it needs statistics "
              "of the whole prompt); snapkv, streamingllm, knorm and h2o with normalize = false can (`ripplekv plugins check ID` "
              "says whether a scorer declares it)");
@@ -256,7 +261,9 @@ void check_cells_create_their_plugins(const TomlContext& c, const toml::table& r
       const std::string key = (*choice)->key();
       if (!created.insert(key).second) continue;
       try {
-        PluginInstance::create(*(*choice)->info, (*choice)->params, host);
+        const PluginInstance inst = PluginInstance::create(*(*choice)->info, (*choice)->params, host);
+        if ((*choice)->info->descriptor->kind == RKV_KIND_SCORER)  // what it declares, on the nominal shape (nominal_requirements)
+          query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64}, true);
       } catch (const InputError& e) {
         throw InputError(c.origin + ": " + e.what() + (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
       }
