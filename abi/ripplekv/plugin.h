@@ -36,7 +36,7 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 5
+#define RKV_ABI_VERSION_MINOR 6
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
@@ -379,6 +379,7 @@ typedef struct rkv_scorer_requirements {
                                 RKV_STAT_QUERY_MOMENTS or RKV_STAT_VALUE_OUTPUT_NORMS: prompt statistics) */
   int64_t query_skip;      /**< ABI minor 4: leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (>= 0;
                                 kvpress ExpectedAttentionPress's n_sink) */
+  uint32_t budget_dependent; /**< ABI minor 6: nonzero when score() reads rkv_scorer_inputs.head_budgets (see there) */
 } rkv_scorer_requirements;
 
 /**
@@ -396,6 +397,17 @@ typedef struct rkv_scorer_requirements {
  *   Every post-RoPE tensor above (keys, window queries) was rotated so; in the prefill, position = cache index.
  *
  * ABI minor 5 appends: value_output_norms, float32 [H, T] on the CPU (RKV_STAT_VALUE_OUTPUT_NORMS).
+ *
+ * ABI minor 6 appends: head_budgets, int64 [H_kv] on the CPU: how many of the layer's T positions each KV head keeps
+ *   (protected positions included; each in [0, T]; all equal under a per-layer budget, per head under an
+ *   rkv.allocator/2 split), for a scorer whose requirements set `budget_dependent` (CriticalKV's two stages:
+ *   Feng et al. 2025, arXiv 2502.03805, select half of the budget by the inner score first). It is given only when
+ *   the host scores a layer for its final prefill selection, with the budgets that selection keeps; it is NULL for a
+ *   scorer that did not set `budget_dependent`, and NULL when the host scores before budgets exist or outside the
+ *   prefill's selection (allocators that read scores, e.g. AdaKV's head split; codec token classes; the joint byte
+ *   planner; decode-time and between-chunk scoring). A budget-dependent scorer must then return its budget-free
+ *   ranking (CriticalKV: the inner scorer's scores), which is what kvpress's CriticalAdaKVPress splits heads by.
+ *   The host calls such a scorer once per (layer, budgets) and never reuses its scores across budgets.
  */
 typedef struct rkv_scorer_inputs {
   uint32_t struct_size;
@@ -413,6 +425,7 @@ typedef struct rkv_scorer_inputs {
   const DLTensor* query_covariance;     /**< ABI minor 4: float32 [H, d, d] */
   const DLTensor* rope_inv_freq;        /**< ABI minor 4: float64 [d/2], CPU (see above) */
   const DLTensor* value_output_norms;   /**< ABI minor 5: float32 [H, T] (RKV_STAT_VALUE_OUTPUT_NORMS) */
+  const DLTensor* head_budgets;         /**< ABI minor 6: int64 [H_kv], CPU, or NULL (see above) */
 } rkv_scorer_inputs;
 
 /**

@@ -24,6 +24,8 @@ LayerCompression compress_layer(const PluginInstance& scorer, const ScorerRequir
     in.window = r.window;
     in.rope_inv_freq = r.rope_inv_freq;
     in.value_output_norms = r.value_output_norms;
+    const std::vector<int64_t> kept(static_cast<size_t>(kv.n_kv_heads), r.budget);  // b_l < T on every KV head
+    in.head_budgets = &kept;  // read only by a budget-dependent scorer
     ScoreResult scored = run_scorer(scorer, req, in);
     out.warnings = std::move(scored.warnings);
     out.selection = select_positions(scored.scores.data(), kv.n_kv_heads, T, r.budget, req.protected_spec(), r.layer);

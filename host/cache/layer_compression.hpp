@@ -38,7 +38,8 @@ struct LayerCompression {
 };
 
 /// Compresses one layer's cache `kv` to b_l of its T eligible positions: when b_l >= T the layer is left untouched
-/// and the scorer is not called; otherwise run_scorer() (with the statistics `req` asks for), select_positions()
+/// and the scorer is not called; otherwise run_scorer() (with the statistics `req` asks for, and b_l as every KV
+/// head's budget for a budget-dependent scorer), select_positions()
 /// with req's protected positions, and compact_layer(). Throws rkv::InputError as those functions do; `kv` is
 /// unchanged when anything throws.
 LayerCompression compress_layer(const PluginInstance& scorer, const ScorerRequirements& req, LayerKV& kv,

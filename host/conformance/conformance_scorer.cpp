@@ -321,12 +321,13 @@ std::string describe_requirements(const ScorerRequirements& r) {
   for (const auto& [bit, name] : names)
     if (r.wants(bit)) os << (first ? "" : ", ") << name, first = false;
   os << "}";
+  if (r.budget_dependent) os << ", budget-dependent (scored again for each layer's head budgets)";
   return os.str();
 }
 
 bool same_requirements(const ScorerRequirements& a, const ScorerRequirements& b) {
   return a.stats == b.stats && a.window == b.window && a.sinks == b.sinks && a.recent == b.recent &&
-         a.query_skip == b.query_skip;
+         a.query_skip == b.query_skip && a.budget_dependent == b.budget_dependent;
 }
 
 rkv_attention_shape attention_shape(const Shape& s) {

@@ -112,6 +112,7 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
   req.decode_scoring = r.decode_scoring != 0;  // zero-filled above: 0 for a plugin built before ABI minor 2
   req.decode_stats = req.decode_scoring ? r.decode_stats : 0;
   req.query_skip = r.query_skip;  // zero-filled: 0 for a plugin built before ABI minor 4
+  req.budget_dependent = r.budget_dependent != 0;  // zero-filled: false for a plugin built before ABI minor 6
   if ((req.decode_stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown decode-time statistics (mask " + std::to_string(req.decode_stats) + ")");
   if ((req.stats & ~kKnownStats) != 0)
@@ -224,6 +225,24 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
     }
     vnorms = cpu_f32(rows, 2, ht_shape);
     si.value_output_norms = &vnorms;
+  }
+  int64_t budgets_shape[1] = {Hkv};
+  DLTensor budgets{};
+  if (req.budget_dependent && in.head_budgets) {
+    const std::vector<int64_t>& b = *in.head_budgets;
+    if (static_cast<int64_t>(b.size()) != Hkv)
+      throw InputError(who + ": " + str(static_cast<int64_t>(b.size())) + " head budgets for " + str(Hkv) +
+                       " KV heads");
+    for (int64_t h = 0; h < Hkv; ++h)
+      if (b[static_cast<size_t>(h)] < 0 || b[static_cast<size_t>(h)] > T)
+        throw InputError(who + ": KV head " + str(h) + " budget " + str(b[static_cast<size_t>(h)]) +
+                         " outside [0, T = " + str(T) + "]");
+    budgets.data = const_cast<int64_t*>(b.data());
+    budgets.device = DLDevice{kDLCPU, 0};
+    budgets.ndim = 1;
+    budgets.dtype = DLDataType{kDLInt, 64, 1};
+    budgets.shape = budgets_shape;
+    si.head_budgets = &budgets;
   }
   si.stream = nullptr;
 

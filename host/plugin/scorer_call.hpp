@@ -27,6 +27,9 @@ struct ScorerRequirements {
   bool decode_scoring = false;  ///< score() also works on a cache while decoding (ABI minor 2; false for older plugins)
   uint64_t decode_stats = 0;    ///< RKV_STAT_* mask needed then
   int64_t query_skip = 0;       ///< leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (ABI minor 4; 0 before)
+  /// score() reads head_budgets (ABI minor 6; false before): its scores depend on how many positions each KV head
+  /// keeps, so they are computed once per (layer, budgets) and never shared across budgets.
+  bool budget_dependent = false;
 
   /// The requirements of a decode-time call: these with `stats` replaced by decode_stats.
   ScorerRequirements for_decode() const {
@@ -75,6 +78,10 @@ struct ScorerCallInputs {
   /// ||W_o v||_1 per query head and entry, float32 [H, kv->length] (Backend::value_output_norms), when
   /// RKV_STAT_VALUE_OUTPUT_NORMS was asked; the scorer gets each head's first T entries.
   const std::vector<float>* value_output_norms = nullptr;
+  /// How many positions each KV head of this layer keeps, [H_kv], each in [0, T] (rkv_scorer_inputs.head_budgets,
+  /// ABI minor 6): passed only to a scorer whose requirements say budget_dependent, and only for the prefill's final
+  /// selection. Null: the scorer's budget-free ranking.
+  const std::vector<int64_t>* head_budgets = nullptr;
 };
 
 /// The scorer's output for one layer.

@@ -3,7 +3,10 @@
 // an error), negative_window (declares recent = -1), unknown_stat (asks for an undefined statistics bit),
 // ok (scores = position, asks for keys and values and checks they arrive contiguous with the right rows),
 // negative_skip (declares query_skip = -1), decode_moments (asks for the query moments at decode time), pre_rope
-// (asks for the keys before RoPE only; scores = k0[h, j, 0] + 10 k0[h, j, 1] + 100 rope_inv_freq[0]).
+// (asks for the keys before RoPE only; scores = k0[h, j, 0] + 10 k0[h, j, 1] + 100 rope_inv_freq[0]),
+// budget (declares budget_dependent; score of KV head g at position p = +-head_budgets[g], + at even p, - at odd p,
+// with -1 for head_budgets[g] when the host passes none),
+// budget_undeclared (the same scores without declaring budget_dependent: the host must pass none).
 #include <ripplekv/sdk.hpp>
 
 #include <cmath>
@@ -18,7 +21,7 @@ class BadScorer final : public rkv::sdk::Scorer {
     return rkv::sdk::Descriptor("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER, "0.0.1", "test-only faulty scorer")
         .param(rkv::sdk::Param::Choice("mode", "ok",
                                        {"ok", "nan", "inf", "unwritten", "fail", "negative_window", "unknown_stat",
-                                        "negative_skip", "decode_moments", "pre_rope"},
+                                        "negative_skip", "decode_moments", "pre_rope", "budget", "budget_undeclared"},
                                        "which fault to produce"));
   }
   BadScorer(const rkv::sdk::Params& p, const rkv::sdk::Host&) : mode_(p.get_string("mode")) {}
@@ -32,6 +35,7 @@ class BadScorer final : public rkv::sdk::Scorer {
     if (mode_ == "negative_skip") r.query_skip = -1;
     if (mode_ == "decode_moments") r.decode_scoring = 1, r.decode_stats = RKV_STAT_QUERY_MOMENTS;
     if (mode_ == "pre_rope") r.stats = RKV_STAT_PRE_ROPE_KEYS;
+    if (mode_ == "budget") r.budget_dependent = 1;
     return r;
   }
 
@@ -39,6 +43,15 @@ class BadScorer final : public rkv::sdk::Scorer {
              rkv::sdk::Diagnostics& diag) override {
     if (mode_ == "fail") throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "deliberate failure");
     if (mode_ == "unwritten") return;
+    if (mode_ == "budget" || mode_ == "budget_undeclared") {
+      const DLTensor* b = RKV_HAS_FIELD(&in, rkv_scorer_inputs, head_budgets) ? in.head_budgets : nullptr;
+      if (b) rkv::sdk::require_tensor(b, "head_budgets", kDLInt, 64, {n_kv_heads});
+      for (int64_t h = 0; h < n_kv_heads; ++h)
+        for (int64_t p = 0; p < T; ++p)
+          scores[h * T + p] = (b ? static_cast<float>(rkv::sdk::tensor_data<const int64_t>(b)[h]) : -1.0f) *
+                              (p % 2 == 0 ? 1.0f : -1.0f);
+      return;
+    }
     if (mode_ == "pre_rope") {
       rkv::sdk::require_tensor(in.pre_rope_keys, "pre_rope_keys", kDLFloat, 32, {n_kv_heads, T, head_dim_});
       rkv::sdk::require_tensor(in.rope_inv_freq, "rope_inv_freq", kDLFloat, 64, {head_dim_ / 2});

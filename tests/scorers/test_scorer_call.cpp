@@ -238,6 +238,44 @@ TEST(RunScorer, PreRopeKeysAreTheCachedKeysTurnedBackByTheirStoredPositions) {
   for (float s : r.scores) EXPECT_NEAR(s, 51.0f, 1e-5);
 }
 
+TEST(RunScorer, HeadBudgetsReachOnlyABudgetDependentScorer) {
+  // ABI minor 6: the budget mode scores KV head g with head_budgets[g] at even positions, minus it at odd ones (-1
+  // for head_budgets[g] when none is passed).
+  const rkv::PluginInfo& info = registry().resolve("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER);
+  rkv::HostServices host;
+  auto make = [&](const char* mode) {
+    return rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {{"mode", std::string(mode), false, "t"}}),
+                                       host);
+  };
+  const rkv::PluginInstance dependent = make("budget"), undeclared = make("budget_undeclared");
+  const rkv::ScorerRequirements req = rkv::query_scorer_requirements(dependent, kSmolLM2);
+  const rkv::ScorerRequirements req_u = rkv::query_scorer_requirements(undeclared, kSmolLM2);
+  EXPECT_TRUE(req.budget_dependent);
+  EXPECT_FALSE(req_u.budget_dependent);
+  rkv::LayerKV kv = test_layer(3, 6, 64);
+  rkv::ScorerCallInputs in;
+  in.n_heads = 9;
+  in.kv = &kv;
+  auto head_scores = [](const rkv::ScoreResult& r) {
+    return std::vector<float>{r.scores[0], r.scores[6], r.scores[12]};
+  };
+  EXPECT_EQ(head_scores(rkv::run_scorer(dependent, req, in)), (std::vector<float>{-1, -1, -1}));  // budget-free
+  const std::vector<int64_t> budgets = {2, 6, 0};
+  in.head_budgets = &budgets;
+  EXPECT_EQ(head_scores(rkv::run_scorer(dependent, req, in)), (std::vector<float>{2, 6, 0}));
+  EXPECT_EQ(head_scores(rkv::run_scorer(undeclared, req_u, in)), (std::vector<float>{-1, -1, -1}));  // not passed
+  for (const std::vector<int64_t>& bad : {std::vector<int64_t>{2, 3}, std::vector<int64_t>{2, 7, 1},
+                                          std::vector<int64_t>{-1, 2, 2}}) {
+    in.head_budgets = &bad;
+    EXPECT_THROW(rkv::run_scorer(dependent, req, in), rkv::InputError);
+  }
+  // compress_layer passes b_l as every head's budget: scores 3 at even positions, -3 at odd ones, so the host keeps
+  // {0, 2, 4} (without budgets the scores would be -1 / +1 and it would keep {1, 3, 5}).
+  const rkv::LayerCompression r = rkv::compress_layer(dependent, req, kv, {0, 9, 3, -1, nullptr, nullptr});
+  EXPECT_EQ(std::vector<int64_t>(r.selection.head_positions(0), r.selection.head_positions(0) + 3),
+            (std::vector<int64_t>{0, 2, 4}));
+}
+
 TEST(RunScorer, RequestedStatisticsMustBePresent) {
   const rkv::PluginInfo& info = registry().resolve("snapkv", RKV_KIND_SCORER);
   rkv::HostServices host;

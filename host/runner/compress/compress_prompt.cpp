@@ -53,7 +53,13 @@ CompressedPrompt compress_prompt(Backend& backend, const PrefilledPrompt& prompt
     }
     if (whole) continue;  // kept whole (a sliding layer still drops what lies before its window, below)
     const ScorerUse& scorer = scorers.at(l);
-    const ScoreResult& scores = memo.scores(backend, prompt, scorer, l);
+    std::vector<int64_t> kept(static_cast<size_t>(Hkv), std::min(budgets[a], span));  // what each KV head keeps
+    if (heads && static_cast<int64_t>(heads->size()) != Hkv)
+      throw InputError("compress_prompt: layer " + std::to_string(l) + " has " + std::to_string(heads->size()) +
+                       " head budgets for " + std::to_string(Hkv) + " KV heads");
+    if (heads)
+      for (int64_t h = 0; h < Hkv; ++h) kept[static_cast<size_t>(h)] = std::min((*heads)[static_cast<size_t>(h)], span);
+    const ScoreResult& scores = memo.scores(backend, prompt, scorer, l, &kept);
     const ProtectedSpec spec = scorer.requirements.protected_spec();
     selections[static_cast<size_t>(l)] =
         heads ? select_in_window_per_head(scores.scores.data(), Hkv, T, span, *heads, spec, l)

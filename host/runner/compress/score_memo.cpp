@@ -1,12 +1,15 @@
 #include "runner/compress/score_memo.hpp"
 
+#include <utility>
+
 #include "core/errors.hpp"
 
 namespace rkv {
 
 const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer,
-                                     int64_t layer) {
-  const auto key = std::make_pair(scorer.key, layer);
+                                     int64_t layer, const std::vector<int64_t>* head_budgets) {
+  const bool by_budget = scorer.requirements.budget_dependent && head_budgets;
+  Key key{scorer.key, layer, by_budget ? *head_budgets : std::vector<int64_t>{}};
   auto it = scores_.find(key);
   if (it != scores_.end()) return it->second;
 
@@ -31,8 +34,16 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
     const QueriesView qv{prompt.queries[static_cast<size_t>(layer)].data(), c.n_heads, prompt.n_queries, c.head_dim};
     wq = window_queries(qv, w);
   }
-  std::vector<float> norms;  // ||W_o v||_1 [H, T], computed by the backend on the prefill's own cache
-  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) norms = backend.value_output_norms(*prompt.cache, layer);
+  std::vector<float> own_norms;  // ||W_o v||_1 [H, T], computed by the backend on the prefill's own cache
+  const std::vector<float>* norms = &own_norms;
+  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {
+    if (!req.budget_dependent) own_norms = backend.value_output_norms(*prompt.cache, layer);
+    else {  // scored again for every budget: the norms once per layer
+      auto n = norms_.find(layer);
+      if (n == norms_.end()) n = norms_.emplace(layer, backend.value_output_norms(*prompt.cache, layer)).first;
+      norms = &n->second;
+    }
+  }
   ScorerCallInputs in;
   in.layer = layer;
   in.n_heads = c.n_heads;
@@ -40,8 +51,9 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   in.stats = stats;
   in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
   in.rope_inv_freq = &backend.model().layer_inv_freq(layer);
-  in.value_output_norms = req.wants(RKV_STAT_VALUE_OUTPUT_NORMS) ? &norms : nullptr;
-  return scores_.emplace(key, run_scorer(*scorer.instance, req, in)).first->second;
+  in.value_output_norms = req.wants(RKV_STAT_VALUE_OUTPUT_NORMS) ? norms : nullptr;
+  in.head_budgets = by_budget ? head_budgets : nullptr;
+  return scores_.emplace(std::move(key), run_scorer(*scorer.instance, req, in)).first->second;
 }
 
 }  // namespace rkv

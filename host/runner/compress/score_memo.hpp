@@ -1,6 +1,8 @@
 // The scores of one prompt, memoized per scorer and layer: scores depend only on the scorer (and its params) and the
-// prompt, so every cell of a run that ranks a layer with the same scorer calls the plugin once. Scorer plugins run on
-// the CPU: they get a host copy of the layer (Backend::download_layer) and the host copies of the statistics.
+// prompt, so every cell of a run that ranks a layer with the same scorer calls the plugin once. A budget-dependent
+// scorer (rkv_scorer_requirements.budget_dependent, e.g. CriticalKV) is memoized per (layer, head budgets) instead,
+// and the value-output norms it reads are kept per layer so a second budget does not recompute them. Scorer plugins
+// run on the CPU: they get a host copy of the layer (Backend::download_layer) and the host copies of the statistics.
 //
 // Thread rules: a ScoreMemo belongs to one prompt and one thread at a time; plugin instances are never called
 // concurrently (the ABI's rule).
@@ -8,7 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "plugin/scorer_call.hpp"
@@ -22,10 +26,16 @@ class ScoreMemo {
  public:
   /// Scores [H_kv, T] of `layer` for `scorer` on `prompt`, calling the scorer once. The statistics come from the
   /// prefill; rkv::InputError when the prefill did not compute what the scorer asks for (naming the scorer).
-  const ScoreResult& scores(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, int64_t layer);
+  /// `head_budgets` ([H_kv], positions each KV head keeps) is what the final selection keeps: passed to a
+  /// budget-dependent scorer (and part of the memo key for it), ignored for any other; null asks for the scorer's
+  /// budget-free ranking (allocators, codec classes, the joint planner).
+  const ScoreResult& scores(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, int64_t layer,
+                            const std::vector<int64_t>* head_budgets = nullptr);
 
  private:
-  std::map<std::pair<std::string, int64_t>, ScoreResult> scores_;
+  using Key = std::tuple<std::string, int64_t, std::vector<int64_t>>;  ///< scorer key, layer, budgets (or empty)
+  std::map<Key, ScoreResult> scores_;
+  std::map<int64_t, std::vector<float>> norms_;  ///< ||W_o v||_1 [H, T] per layer, for budget-dependent scorers
 };
 
 }  // namespace rkv
