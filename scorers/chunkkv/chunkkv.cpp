@@ -3,12 +3,8 @@
 // Source: kvpress 0.5.5, kvpress/presses/chunkkv_press.py (wrapping a ScorerPress); Liu et al., "ChunkKV:
 // Semantic-Preserving KV Cache Compression for Efficient Long-Context LLM Inference" (2025, arXiv 2502.00299).
 //
-// Inner per-position scores e[g, j] (`inner`):
-//   snapkv: kvpress SnapKVPress.score without `attentions` (ChunkKV refuses them), i.e. with w = window, k = kernel:
-//           m[h, j] = (1 / w) sum_{t = T-w}^{T-1} A[h, t, j]   for j < T - w      (host window attention / w)
-//           e[g, j] = mean over the G heads h of group g of avgpool_k(m[h, .])[j]  (zero padding counted, as torch)
-//           e[g, j] = max_{g', j' < T - w} e[g', j'] + 1                   for the window j >= T - w
-//   knorm:  e[g, j] = -||K[g, j]||_2
+// Inner per-position scores e[g, j] (`inner`): kvpress SnapKVPress.score without `attentions` (ChunkKV refuses them;
+// the host's window attention, see inner_scores.hpp) or KnormPress.score.
 // Chunks of `chunk_length` c: complete chunks [ic, (i+1)c) for i < n = floor(T / c), and the remainder [nc, T) when
 // T mod c > 0. Chunk score = mean over the chunk's positions of sum_g e[g, j]; every position gets its chunk's score,
 // on every KV head:  s[g, j] = chunkscore(chunk of j).  With T < c (no complete chunk) kvpress falls back to the
@@ -25,6 +21,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "inner_scores.hpp"
 
 namespace {
 
@@ -70,8 +68,8 @@ class ChunkKV final : public rkv::sdk::Scorer {
              rkv::sdk::Diagnostics&) override {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "chunkkv: score() before requirements()");
     std::vector<float> e(static_cast<size_t>(n_kv_heads * T));
-    if (snap_) snapkv(in, e.data(), n_kv_heads, T);
-    else knorm(in, e.data(), n_kv_heads, T);
+    if (snap_) rkv_inner::kvpress_snapkv(in, e.data(), n_heads_, n_kv_heads, T, window_, kernel_, "chunkkv");
+    else rkv_inner::knorm(in, e.data(), n_kv_heads, T, head_dim_);
     const int64_t n = T / chunk_;
     if (n == 0) {
       std::copy(e.begin(), e.end(), scores);
@@ -95,43 +93,6 @@ class ChunkKV final : public rkv::sdk::Scorer {
   }
 
  private:
-  void snapkv(const rkv_scorer_inputs& in, float* e, int64_t n_kv_heads, int64_t T) const {
-    if (in.window < 1 || in.window > std::min(window_, T))
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "chunkkv: window attention over " + std::to_string(in.window) +
-                                                  " queries, expected min(window, T) = " +
-                                                  std::to_string(std::min(window_, T)));
-    rkv::sdk::require_tensor(in.window_attention, "window_attention", kDLFloat, 32, {n_heads_, T});
-    const float* a = rkv::sdk::tensor_data<const float>(in.window_attention);
-    const int64_t w = in.window, nk = T - w, G = n_heads_ / n_kv_heads, pad = kernel_ / 2;
-    float mx = 0.0f;
-    for (int64_t g = 0; g < n_kv_heads; ++g)
-      for (int64_t j = 0; j < nk; ++j) {
-        float over_group = 0.0f;
-        for (int64_t c = 0; c < G; ++c) {
-          const float* row = a + (g * G + c) * T;
-          float sum = 0.0f;
-          for (int64_t i = std::max<int64_t>(0, j - pad); i <= std::min(nk - 1, j + pad); ++i)
-            sum += row[i] / static_cast<float>(w);
-          over_group += sum / static_cast<float>(kernel_);
-        }
-        const float s = over_group / static_cast<float>(G);
-        e[g * T + j] = s;
-        mx = (g == 0 && j == 0) ? s : std::max(mx, s);
-      }
-    for (int64_t g = 0; g < n_kv_heads; ++g)
-      for (int64_t j = nk; j < T; ++j) e[g * T + j] = nk > 0 ? mx + 1.0f : 1.0f;
-  }
-
-  void knorm(const rkv_scorer_inputs& in, float* e, int64_t n_kv_heads, int64_t T) const {
-    rkv::sdk::require_tensor(in.keys, "keys", kDLFloat, 32, {n_kv_heads, T, head_dim_});
-    const float* K = rkv::sdk::tensor_data<const float>(in.keys);
-    for (int64_t i = 0; i < n_kv_heads * T; ++i) {
-      double ss = 0.0;
-      for (int64_t c = 0; c < head_dim_; ++c) ss += static_cast<double>(K[i * head_dim_ + c]) * K[i * head_dim_ + c];
-      e[i] = static_cast<float>(-std::sqrt(ss));
-    }
-  }
-
   int64_t chunk_;
   bool snap_;
   int64_t window_, kernel_;

@@ -23,10 +23,16 @@ torch.manual_seed(seed), the case's `torch_manual_seed`.
 Files written:
   layer.f32     float32 little-endian, in order: K [H_kv, T, d] (post-RoPE), V [H_kv, T, d], Q [H, T, d] (post-RoPE)
   layer_prerope.f32  float32 little-endian: K0 [H_kv, T, d], Q0 [H, T, d] (before RoPE)
+  layer_wo.i8   int8 [(H + H_kv) d, H d]: the module's o_proj weight W_o times 64 (W_o = i8 / 64 exactly), read by
+                CriticalKV's ||W_o v||_1 (drawn from PCG64 with seed SEED + 1, uniform in [-127, 127])
   presses.json  the shape, the versions, and per press case: the kvpress class and its arguments, `scores`
                 [H_kv][T] (press.score() on the layer, float32 printed with 9 significant digits), and per
                 compression_ratio in {0.9, 0.7, 0.5} (10/30/50% kept) the count kvpress keeps and its kept positions
                 per KV head (ascending), read back from what press.compress() returned.
+                Budget-dependent presses (CriticalKV: "budget_dependent": true) hold the inner press's scores in
+                `scores` and, per ratio, that ratio's own press.score() in `kept[i].scores`. CriticalAdaKV has no
+                score(): per ratio, each KV head's kept count (`head_kept`) and positions, read from the
+                masked_key_indices its compress() sets.
 """
 import argparse
 import hashlib
@@ -79,6 +85,9 @@ def main():
     with torch.no_grad():
         module.q_proj.weight.copy_(torch.eye(H * D, (H + H_KV) * D))
         module.k_proj.weight.copy_(torch.cat([torch.zeros(H_KV * D, H * D), torch.eye(H_KV * D)], dim=1))
+    wo_i8 = np.random.default_rng(SEED + 1).integers(-127, 128, size=((H + H_KV) * D, H * D), dtype=np.int8)
+    with torch.no_grad():
+        module.o_proj.weight.copy_(torch.from_numpy(wo_i8.astype(np.float32) / 64.0))
     rope = LlamaRotaryEmbedding(config)
     module.rotary_emb = rope  # what kvpress's pipeline attaches (ExpectedAttentionPress.apply_avg_rope reads it)
 
@@ -105,6 +114,8 @@ def main():
     with open(os.path.join(args.out, "layer_prerope.f32"), "wb") as f:
         for x in (k0, q0):
             f.write(np.ascontiguousarray(x.astype("<f4")).tobytes())
+    with open(os.path.join(args.out, "layer_wo.i8"), "wb") as f:
+        f.write(np.ascontiguousarray(wo_i8).tobytes())
 
     P = kvpress
     cases = [
@@ -200,6 +211,55 @@ def main():
                 keys_out, _ = p.compress(module, hidden_states, k_t, v_t, None, kwargs)
             case["kept"].append({"compression_ratio": r, "n_kept": int(keys_out.shape[2]),
                                  "positions": kept_positions(keys_out)})
+        out["presses"].append(case)
+
+    # CriticalKV wraps a scorer press; its scores depend on the compression ratio (the stage-1 count), so each ratio's
+    # own score() is recorded beside its kept positions. The window is 8 so stage 1 (>= 14 positions here) holds it.
+    def scores_list(x):
+        return [[float("%.9g" % s) for s in row] for row in x[0].float().numpy()]
+
+    for name, inner_cls, inner_args, cargs, with_attn in [
+            ("criticalkv_snapkv_w8", P.SnapKVPress, {"window_size": 8}, {}, True),
+            ("criticalkv_knorm_ratio025_eps0001", P.KnormPress, {}, {"first_stage_ratio": 0.25, "epsilon": 1e-3}, False)]:
+        attn = attentions if with_attn else None
+        with torch.no_grad():
+            inner_scores = inner_cls(**inner_args).score(module, hidden_states, k_t, v_t, attn, kwargs)
+        case = {"name": name, "press": "CriticalKVPress", "args": cargs,
+                "inner": {"press": inner_cls.__name__, "args": inner_args}, "attentions": with_attn,
+                "budget_dependent": True, "scores": scores_list(inner_scores), "kept": []}
+        for r in RATIOS:
+            p = P.CriticalKVPress(press=inner_cls(compression_ratio=r, **inner_args), **cargs)
+            with torch.no_grad():
+                scores_r = p.score(module, hidden_states, k_t, v_t, attn, kwargs)
+                keys_out, _ = p.compress(module, hidden_states, k_t, v_t, attn, kwargs)
+            case["kept"].append({"compression_ratio": r, "n_kept": int(keys_out.shape[2]),
+                                 "positions": kept_positions(keys_out), "scores": scores_list(scores_r)})
+        out["presses"].append(case)
+
+    # CriticalAdaKV: head budgets by AdaKV's rule on the inner scores, then both CriticalKV stages per head. It masks
+    # instead of cutting (module.masked_key_indices) and refuses an eager module, so the config says sdpa meanwhile.
+    for name, inner_args, alpha in [("critical_adakv_snapkv_w8", {"window_size": 8}, 0.2)]:
+        with torch.no_grad():
+            inner_scores = P.SnapKVPress(**inner_args).score(module, hidden_states, k_t, v_t, attentions, kwargs)
+        case = {"name": name, "press": "CriticalAdaKVPress", "args": {"alpha_safeguard": alpha},
+                "inner": {"press": "SnapKVPress", "args": inner_args}, "attentions": True, "budget_dependent": True,
+                "scores": scores_list(inner_scores), "kept": []}
+        for r in RATIOS:
+            p = P.CriticalAdaKVPress(press=P.SnapKVPress(compression_ratio=r, **inner_args), alpha_safeguard=alpha)
+            config._attn_implementation = "sdpa"
+            try:
+                with torch.no_grad():
+                    p.compress(module, hidden_states, k_t, v_t, attentions, kwargs)
+            finally:
+                config._attn_implementation = "eager"
+            _, heads, seqs = module.masked_key_indices
+            del module.masked_key_indices
+            masked = [set() for _ in range(H_KV)]
+            for h, j in zip(heads.tolist(), seqs.tolist()):
+                masked[h].add(j)
+            positions = [[j for j in range(T) if j not in masked[g]] for g in range(H_KV)]
+            case["kept"].append({"compression_ratio": r, "n_kept": int(T * (1 - r)),
+                                 "head_kept": [len(x) for x in positions], "positions": positions})
         out["presses"].append(case)
 
     with open(os.path.join(args.out, "presses.json"), "w") as f:

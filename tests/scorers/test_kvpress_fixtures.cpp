@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -28,10 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/value_output_norms.hpp"
 #include "cache/attention_stats.hpp"
 #include "cache/kv_cache.hpp"
 #include "cache/selection.hpp"
 #include "model/rope.hpp"
+#include "plugin/allocator_call.hpp"
 #include "plugin/params.hpp"
 #include "plugin/registry.hpp"
 #include "plugin/scorer_call.hpp"
@@ -46,6 +49,7 @@ struct Layer {
   int64_t H = 0, Hkv = 0, d = 0, T = 0;
   std::vector<float> k, v, q;  // [Hkv, T, d], [Hkv, T, d], [H, T, d]
   std::vector<float> k0, q0;   // before RoPE: [Hkv, T, d], [H, T, d] (layer_prerope.f32)
+  std::vector<float> wo;       // o_proj [(H + Hkv) d, H d] (layer_wo.i8 / 64)
   json presses;
 };
 
@@ -74,6 +78,11 @@ const Layer& layer() {
     const float* p = reinterpret_cast<const float*>(pre.data());
     l.k0.assign(p, p + nkv);
     l.q0.assign(p + nkv, p + nkv + nq);
+    std::ifstream wf(kDir + "layer_wo.i8", std::ios::binary);
+    std::vector<char> wo((std::istreambuf_iterator<char>(wf)), std::istreambuf_iterator<char>());
+    if (wo.size() != static_cast<size_t>((l.H + l.Hkv) * l.d * l.H * l.d))
+      throw std::runtime_error("layer_wo.i8 has the wrong size");
+    for (char b : wo) l.wo.push_back(static_cast<float>(static_cast<int8_t>(b)) / 64.0f);
     return l;
   }();
   return L;
@@ -189,6 +198,14 @@ std::vector<Case> cases() {
                {P("seed", I(3)), P("blending", F(0.7)), P("chunk_size", I(64)), P("sink_size_start", I(4)),
                 P("sink_size_end", I(8)), P("sketch_dimension", I(32))},
                1.0f, nullptr, true, all, CMP_TOL});
+  // criticalkv is budget-dependent: without budgets it returns the inner press's scores (compared with the case's
+  // `scores`), with every KV head keeping kvpress's n_kept it returns both stages (compared with that ratio's own
+  // press.score()); its value-output norms are the CPU backend's, from the fixture's o_proj. Inner SnapKV with a
+  // window of 8 (protected here, scored max + 1 by kvpress): stage 1 (14 / 45 / 75 positions) holds it at every ratio.
+  c.push_back({"criticalkv_snapkv_w8", "org.ripplekv.scorer.criticalkv", {P("window", I(8))}, 1.0f, nullptr, true, all});
+  c.push_back({"criticalkv_knorm_ratio025_eps0001", "org.ripplekv.scorer.criticalkv",
+               {P("inner", S("knorm")), P("first_stage_ratio", F(0.25)), P("epsilon", F(1e-3))}, 1.0f, nullptr, true,
+               all});
   return c;
 }
 
@@ -199,128 +216,193 @@ const rkv::PluginRegistry& registry() {
 
 class KvpressFixture : public ::testing::TestWithParam<Case> {};
 
-TEST_P(KvpressFixture, MatchesKvpress) {
-  const Case& c = GetParam();
-  const Layer& L = layer();
-  const json& ref = press_case(c.fixture);
-  const int64_t T = L.T, Hkv = L.Hkv, H = L.H, d = L.d;
-
-  const rkv::PluginInfo& info = registry().resolve(c.plugin, RKV_KIND_SCORER);
-  const rkv::ParamSet params = rkv::ParamSet::validate(*info.descriptor, c.params);
-  rkv::HostServices host;
-  const rkv::PluginInstance inst = rkv::PluginInstance::create(info, params, host);
-  const rkv_attention_shape shape{sizeof(rkv_attention_shape), 30, H, Hkv, d};
-  const rkv::ScorerRequirements req = rkv::query_scorer_requirements(inst, shape);
-
+/// A scorer plugin set up on the fixture's layer as a run sets it up, with the inputs of one score() call.
+struct Prepared {
+  rkv::PluginInstance inst;
+  rkv::ScorerRequirements req;
   rkv::LayerKV kv;
+  std::vector<double> inv_freq;
+  rkv::AttentionStats stats;
+  std::vector<float> wq, norms;
+
+  /// The call's inputs; `budgets` ([H_kv]) for a budget-dependent scorer, null for its budget-free ranking.
+  rkv::ScorerCallInputs call(const std::vector<int64_t>* budgets = nullptr) const {
+    rkv::ScorerCallInputs in;
+    in.layer = 0;
+    in.n_heads = layer().H;
+    in.kv = &kv;
+    in.stats = &stats;
+    in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
+    in.rope_inv_freq = &inv_freq;
+    in.value_output_norms = req.wants(RKV_STAT_VALUE_OUTPUT_NORMS) ? &norms : nullptr;
+    in.head_budgets = budgets;
+    return in;
+  }
+};
+
+Prepared prepare(const std::string& plugin, const std::vector<rkv::UserParam>& user, bool host_rotated_keys) {
+  const Layer& L = layer();
+  const int64_t T = L.T, Hkv = L.Hkv, H = L.H, d = L.d;
+  const rkv::PluginInfo& info = registry().resolve(plugin, RKV_KIND_SCORER);
+  const rkv::ParamSet params = rkv::ParamSet::validate(*info.descriptor, user);
+  static rkv::HostServices host;  // an instance keeps a pointer to its host for life
+  rkv::PluginInstance inst = rkv::PluginInstance::create(info, params, host);
+  const rkv_attention_shape shape{sizeof(rkv_attention_shape), 30, H, Hkv, d};
+  Prepared p{std::move(inst), {}, {}, {}, {}, {}, {}};
+  p.req = rkv::query_scorer_requirements(p.inst, shape);
+  rkv::LayerKV& kv = p.kv;
   kv.n_kv_heads = Hkv;
   kv.head_dim = d;
   kv.capacity = T;
   kv.length = T;
   kv.k = L.k;
   kv.v = L.v;
-  const std::vector<double> inv_freq = rkv::rope_inv_freq(d, 10000.0, rkv::RopeScaling{});
-  if (c.host_rotated_keys) {
+  p.inv_freq = rkv::rope_inv_freq(d, 10000.0, rkv::RopeScaling{});
+  if (host_rotated_keys) {
     kv.k = L.k0;
     for (int64_t g = 0; g < Hkv; ++g)
-      for (int64_t j = 0; j < T; ++j) rkv::rope_rotate_by(kv.k.data() + (g * T + j) * d, inv_freq, j);
+      for (int64_t j = 0; j < T; ++j) rkv::rope_rotate_by(kv.k.data() + (g * T + j) * d, p.inv_freq, j);
   }
   const rkv::QueriesView qv{L.q.data(), H, T, d};
-  rkv::AttentionStats stats =
-      rkv::compute_attention_stats(qv, rkv::KeysView{kv.k.data(), Hkv, T, d, T * d}, req.stats_options());
-  if (req.wants(RKV_STAT_QUERY_MOMENTS))
-    rkv::add_query_moments(rkv::QueriesView{L.q0.data(), H, T, d}, req.query_skip, stats);
-  std::vector<float> wq;
-  if (req.wants(RKV_STAT_WINDOW_QUERIES)) wq = rkv::window_queries(qv, req.effective_window(T));
-  rkv::ScorerCallInputs in;
-  in.layer = 0;
-  in.n_heads = H;
-  in.kv = &kv;
-  in.stats = &stats;
-  in.window_queries = req.wants(RKV_STAT_WINDOW_QUERIES) ? &wq : nullptr;
-  in.rope_inv_freq = &inv_freq;
-  const rkv::ScoreResult res = rkv::run_scorer(inst, req, in);
+  p.stats = rkv::compute_attention_stats(qv, rkv::KeysView{kv.k.data(), Hkv, T, d, T * d}, p.req.stats_options());
+  if (p.req.wants(RKV_STAT_QUERY_MOMENTS))
+    rkv::add_query_moments(rkv::QueriesView{L.q0.data(), H, T, d}, p.req.query_skip, p.stats);
+  if (p.req.wants(RKV_STAT_WINDOW_QUERIES)) p.wq = rkv::window_queries(qv, p.req.effective_window(T));
+  if (p.req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {  // the CPU backend's ||W_o v||_1 from the fixture's o_proj
+    rkv::cpu::WeightRef wo;
+    wo.f32 = L.wo.data();
+    wo.rows = (H + Hkv) * d;
+    wo.cols = H * d;
+    p.norms = rkv::cpu::value_output_norms(kv, wo, H);
+  }
+  return p;
+}
 
-  std::vector<double> expected(static_cast<size_t>(Hkv * T));  // kvpress's scores (ChunkKV: its chunk scores)
-  {
-    for (int64_t g = 0; g < Hkv; ++g)
-      for (int64_t j = 0; j < T; ++j)
-        expected[static_cast<size_t>(g * T + j)] = ref["scores"][static_cast<size_t>(g)][static_cast<size_t>(j)];
-    if (c.chunk > 0) {
-      std::vector<double> chunked(expected.size());
-      for (int64_t c0 = 0; c0 < T; c0 += c.chunk) {
-        const int64_t c1 = std::min(T, c0 + c.chunk);
-        double sum = 0.0;
-        for (int64_t g = 0; g < Hkv; ++g)
-          for (int64_t j = c0; j < c1; ++j) sum += expected[static_cast<size_t>(g * T + j)];
-        for (int64_t g = 0; g < Hkv; ++g)
-          for (int64_t j = c0; j < c1; ++j) chunked[static_cast<size_t>(g * T + j)] = sum / static_cast<double>(c1 - c0);
+/// kvpress's scores [H_kv][T] as doubles, row-major.
+std::vector<double> scores_of(const json& rows, int64_t Hkv, int64_t T) {
+  std::vector<double> out(static_cast<size_t>(Hkv * T));
+  for (int64_t g = 0; g < Hkv; ++g)
+    for (int64_t j = 0; j < T; ++j) out[static_cast<size_t>(g * T + j)] = rows[static_cast<size_t>(g)][static_cast<size_t>(j)];
+  return out;
+}
+
+/// |ours * scale - kvpress| within c.tol (relative, with the floor described at the top) on the compared positions.
+void expect_scores(const Case& c, const std::vector<float>& ours, const std::vector<double>& expected, int64_t Hkv,
+                   int64_t T, const std::string& what) {
+  // kvpress's float32 max (CriticalKV's stage 1, printed as 3.40282347e+38) is a sentinel: ours must be FLT_MAX
+  // there, and it is left out of the floor's max_j |kvpress| so it does not swamp the other entries' tolerance.
+  const auto sentinel = [](double x) { return x >= 3.4e38; };
+  double worst = 0.0;
+  int64_t compared = 0, sentinels = 0;
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const double* row = expected.data() + g * T;
+    double maxabs = 0.0;
+    for (int64_t j = 0; j < T; ++j)
+      if (!sentinel(row[j])) maxabs = std::max(maxabs, std::fabs(row[j]));
+    for (int64_t j = 0; j < T; ++j) {
+      if (c.compare_score && !c.compare_score(j, T)) continue;
+      const double want = row[j];
+      const double got = static_cast<double>(ours[static_cast<size_t>(g * T + j)]) * c.scale;
+      if (sentinel(want) || got == static_cast<double>(FLT_MAX)) {
+        EXPECT_TRUE(sentinel(want) && got == static_cast<double>(FLT_MAX))
+            << what << ": KV head " << g << ", position " << j << ": ours " << got << ", kvpress " << want;
+        ++sentinels;
+        continue;
       }
-      expected = chunked;
+      const double denom = std::max(std::fabs(want), 1e-3 * maxabs);
+      const double rel = denom > 0 ? std::fabs(got - want) / denom : std::fabs(got - want);
+      worst = std::max(worst, rel);
+      ++compared;
+      EXPECT_LE(rel, c.tol) << what << ": KV head " << g << ", position " << j << ": ours " << got << ", kvpress " << want;
     }
   }
-  if (c.compare_scores) {
-    double worst = 0.0;
-    int64_t compared = 0;
-    for (int64_t g = 0; g < Hkv; ++g) {
-      const double* row = expected.data() + g * T;
-      double maxabs = 0.0;
-      for (int64_t j = 0; j < T; ++j) maxabs = std::max(maxabs, std::fabs(row[j]));
-      for (int64_t j = 0; j < T; ++j) {
-        if (c.compare_score && !c.compare_score(j, T)) continue;
-        const double want = row[j];
-        const double got = static_cast<double>(res.scores[static_cast<size_t>(g * T + j)]) * c.scale;
-        const double denom = std::max(std::fabs(want), 1e-3 * maxabs);
-        const double rel = denom > 0 ? std::fabs(got - want) / denom : std::fabs(got - want);
-        worst = std::max(worst, rel);
-        ++compared;
-        EXPECT_LE(rel, c.tol) << "KV head " << g << ", position " << j << ": ours " << got << ", kvpress " << want;
-      }
-    }
-    EXPECT_GT(compared, T);
-    std::printf("%s: %lld scores compared, worst relative difference %.3g\n", c.fixture.c_str(),
-                static_cast<long long>(compared), worst);
-  }
+  EXPECT_GT(compared, T);
+  std::printf("%s: %lld scores compared, worst relative difference %.3g; %lld stage-1 (FLT_MAX) entries equal\n",
+              what.c_str(), static_cast<long long>(compared), worst, static_cast<long long>(sentinels));
+}
 
-  // Kept positions. With the scores compared, kvpress's kept set is determined only up to its ties: with b = the
-  // lowest kvpress score among the positions kvpress kept, every position scored above b must be kept by both, and
-  // every position ripplekv keeps must score at least b (within the score tolerance); which of the positions tied
-  // at b are kept is torch.topk's order in kvpress and the earlier position (or the protected one) here. Without
-  // compared scores (streamingllm) the sets must be equal.
+/// Kept positions. With the scores compared, kvpress's kept set is determined only up to its ties: with b = the
+/// lowest kvpress score among the positions kvpress kept, every position scored above b must be kept by both, and
+/// every position ripplekv keeps must score at least b (within the score tolerance); which of the positions tied at
+/// b are kept is torch.topk's order in kvpress and the earlier position (or the protected one) here. Without compared
+/// scores (streamingllm) the sets must be equal. Returns the number of KV heads whose sets are identical.
+int64_t expect_kept(const Case& c, const rkv::Selection& sel, const json& kept, const std::vector<double>& expected,
+                    int64_t Hkv, int64_t T) {
+  int64_t identical = 0;
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const std::vector<int64_t> want = kept["positions"][static_cast<size_t>(g)].get<std::vector<int64_t>>();
+    const std::vector<int64_t> got(sel.head_positions(g), sel.head_positions(g) + sel.head_kept_count(g));
+    if (got == want) {
+      ++identical;
+      continue;
+    }
+    EXPECT_TRUE(c.compare_scores) << "KV head " << g << ", " << want.size() << " kept: ours differ from kvpress's";
+    if (!c.compare_scores) continue;
+    EXPECT_EQ(got.size(), want.size()) << "KV head " << g;
+    if (got.size() != want.size() || want.empty()) continue;
+    const double* r = expected.data() + g * T;
+    double b = r[want[0]], maxabs = 0.0;
+    for (int64_t j : want) b = std::min(b, r[j]);
+    for (int64_t j = 0; j < T; ++j) maxabs = std::max(maxabs, std::fabs(r[j]));
+    const double slack = c.tol * std::max(std::fabs(b), 1e-3 * maxabs);
+    for (int64_t j = 0; j < T; ++j) {
+      const bool in_got = std::binary_search(got.begin(), got.end(), j);
+      const bool in_want = std::binary_search(want.begin(), want.end(), j);
+      if (r[j] > b + slack) {
+        EXPECT_TRUE(in_got && in_want) << "KV head " << g << ", position " << j << " (kvpress score " << r[j]
+                                       << " > boundary " << b << ") kept by ours " << in_got << ", kvpress " << in_want;
+      }
+      if (in_got) EXPECT_GE(r[j], b - slack) << "KV head " << g << ": ours keep position " << j << " scored " << r[j]
+                                              << " below kvpress's boundary " << b;
+    }
+  }
+  return identical;
+}
+
+TEST_P(KvpressFixture, MatchesKvpress) {
+  const Case& c = GetParam();
+  const Layer& L = layer();
+  const json& ref = press_case(c.fixture);
+  const int64_t T = L.T, Hkv = L.Hkv;
+  const Prepared p = prepare(c.plugin, c.params, c.host_rotated_keys);
+  const bool by_budget = ref.value("budget_dependent", false);
+  ASSERT_EQ(p.req.budget_dependent, by_budget) << "the plugin's budget_dependent does not match the press";
+  const rkv::ScoreResult res = rkv::run_scorer(p.inst, p.req, p.call());
+
+  std::vector<double> expected = scores_of(ref["scores"], Hkv, T);  // kvpress's scores (ChunkKV: its chunk scores)
+  if (c.chunk > 0) {
+    std::vector<double> chunked(expected.size());
+    for (int64_t c0 = 0; c0 < T; c0 += c.chunk) {
+      const int64_t c1 = std::min(T, c0 + c.chunk);
+      double sum = 0.0;
+      for (int64_t g = 0; g < Hkv; ++g)
+        for (int64_t j = c0; j < c1; ++j) sum += expected[static_cast<size_t>(g * T + j)];
+      for (int64_t g = 0; g < Hkv; ++g)
+        for (int64_t j = c0; j < c1; ++j) chunked[static_cast<size_t>(g * T + j)] = sum / static_cast<double>(c1 - c0);
+    }
+    expected = chunked;
+  }
+  // A budget-dependent scorer without budgets returns its budget-free ranking: the inner press's scores.
+  if (c.compare_scores) expect_scores(c, res.scores, expected, Hkv, T, c.fixture + (by_budget ? " (no budget)" : ""));
+
   int64_t heads_compared = 0, heads_identical = 0;
   for (const auto& kept : ref["kept"]) {
     const double ratio = kept["compression_ratio"];
     if (std::find(c.kept_ratios.begin(), c.kept_ratios.end(), ratio) == c.kept_ratios.end()) continue;
     SCOPED_TRACE("compression_ratio " + std::to_string(ratio));
     const int64_t n_kept = kept["n_kept"];
-    const rkv::Selection sel =
-        rkv::select_positions(res.scores.data(), Hkv, T, n_kept, rkv::ProtectedSpec{req.sinks, req.recent}, 0);
-    for (int64_t g = 0; g < Hkv; ++g) {
-      const std::vector<int64_t> want = kept["positions"][static_cast<size_t>(g)].get<std::vector<int64_t>>();
-      const std::vector<int64_t> got(sel.head_positions(g), sel.head_positions(g) + sel.head_kept_count(g));
-      ++heads_compared;
-      if (got == want) {
-        ++heads_identical;
-        continue;
-      }
-      ASSERT_TRUE(c.compare_scores) << "KV head " << g << ", " << n_kept << " kept: ours differ from kvpress's";
-      ASSERT_EQ(got.size(), want.size());
-      const double* r = expected.data() + g * T;
-      double b = r[want[0]], maxabs = 0.0;
-      for (int64_t j : want) b = std::min(b, r[j]);
-      for (int64_t j = 0; j < T; ++j) maxabs = std::max(maxabs, std::fabs(r[j]));
-      const double slack = c.tol * std::max(std::fabs(b), 1e-3 * maxabs);
-      for (int64_t j = 0; j < T; ++j) {
-        const bool in_got = std::binary_search(got.begin(), got.end(), j);
-        const bool in_want = std::binary_search(want.begin(), want.end(), j);
-        if (r[j] > b + slack) {
-          EXPECT_TRUE(in_got && in_want) << "KV head " << g << ", position " << j << " (kvpress score " << r[j]
-                                         << " > boundary " << b << ") kept by ours " << in_got << ", kvpress " << in_want;
-        }
-        if (in_got) EXPECT_GE(r[j], b - slack) << "KV head " << g << ": ours keep position " << j << " scored " << r[j]
-                                                << " below kvpress's boundary " << b;
-      }
+    const std::vector<float>* scores = &res.scores;
+    rkv::ScoreResult budgeted;
+    if (by_budget) {  // this ratio's own scores, with every KV head keeping n_kept
+      const std::vector<int64_t> budgets(static_cast<size_t>(Hkv), n_kept);
+      budgeted = rkv::run_scorer(p.inst, p.req, p.call(&budgets));
+      expected = scores_of(kept["scores"], Hkv, T);
+      expect_scores(c, budgeted.scores, expected, Hkv, T, c.fixture + " at " + std::to_string(n_kept) + " kept");
+      scores = &budgeted.scores;
     }
+    const rkv::Selection sel = rkv::select_positions(scores->data(), Hkv, T, n_kept, p.req.protected_spec(), 0);
+    heads_identical += expect_kept(c, sel, kept, expected, Hkv, T);
+    heads_compared += Hkv;
   }
   EXPECT_EQ(heads_compared, static_cast<int64_t>(c.kept_ratios.size()) * Hkv);
   std::printf("%s: kept positions identical to kvpress's on %lld of %lld (ratio, KV head) pairs, the rest equal up to "
@@ -360,9 +442,54 @@ TEST(KvpressFixtureFiles, NonCausalAttentionRefusesPromptsLongerThanMaxTokens) {
   }
 }
 
+TEST(KvpressFixtureFiles, CriticalAdaKVIsAdaKVHeadsThenCriticalKV) {
+  // kvpress CriticalAdaKVPress splits the layer's budget over heads by AdaKV's rule on the inner scores (alpha
+  // safeguard 0.2), then runs CriticalKV's two stages within each head's budget. In ripplekv that is
+  // `[allocator] heads = "adakv"` reading criticalkv's budget-free scores (the inner SnapKV's), then criticalkv with
+  // those head budgets, as allocate_cell and compress_prompt do in a run.
+  const Layer& L = layer();
+  const json& ref = press_case("critical_adakv_snapkv_w8");
+  const int64_t T = L.T, Hkv = L.Hkv;
+  const Prepared p = prepare("criticalkv", {P("window", I(8))}, false);
+  const rkv::ScoreResult budget_free = rkv::run_scorer(p.inst, p.req, p.call());
+  const rkv::PluginInfo& ada = registry().resolve("adakv", RKV_KIND_ALLOCATOR);
+  rkv::HostServices host;
+  const rkv::PluginInstance alloc = rkv::PluginInstance::create(
+      ada, rkv::ParamSet::validate(*ada.descriptor, {P("alpha_safeguard", F(ref["args"]["alpha_safeguard"]))}), host);
+  int64_t identical = 0;
+  for (const auto& kept : ref["kept"]) {
+    const int64_t n_kept = kept["n_kept"];
+    SCOPED_TRACE(std::to_string(n_kept) + " kept per head on average");
+    const std::vector<int64_t> layer_budget = {n_kept};
+    rkv::HeadAllocationInputs in;
+    in.scores = &budget_free.scores;
+    in.protected_mask.assign(static_cast<size_t>(T), 0);
+    for (int64_t j : rkv::protected_positions(T, p.req.protected_spec())) in.protected_mask[static_cast<size_t>(j)] = 1;
+    in.layer_budgets = &layer_budget;
+    in.budget_total = n_kept;
+    in.prefix_tokens = T;
+    in.n_layers = 1;
+    in.n_kv_heads = Hkv;
+    in.protected_count = p.req.protected_count(T);
+    const rkv::HeadAllocation heads = rkv::run_head_allocator(alloc, in);
+    EXPECT_EQ(heads.budgets[0], kept["head_kept"].get<std::vector<int64_t>>());
+    const rkv::ScoreResult s = rkv::run_scorer(p.inst, p.req, p.call(&heads.budgets[0]));
+    const rkv::Selection sel =
+        rkv::select_positions_per_head(s.scores.data(), Hkv, T, heads.budgets[0], p.req.protected_spec(), 0);
+    for (int64_t g = 0; g < Hkv; ++g) {
+      const std::vector<int64_t> want = kept["positions"][static_cast<size_t>(g)].get<std::vector<int64_t>>();
+      const std::vector<int64_t> got(sel.head_positions(g), sel.head_positions(g) + sel.head_kept_count(g));
+      EXPECT_EQ(got, want) << "KV head " << g;
+      identical += got == want ? 1 : 0;
+    }
+  }
+  std::printf("critical_adakv_snapkv_w8: kept positions identical to kvpress's on %lld of %lld (ratio, KV head) "
+              "pairs\n", static_cast<long long>(identical), static_cast<long long>(3 * Hkv));
+}
+
 TEST(KvpressFixtureFiles, EveryPressCaseIsChecked) {
   // A press case added to the fixture without a test here fails, so nothing is silently unchecked.
-  std::vector<std::string> tested;
+  std::vector<std::string> tested = {"critical_adakv_snapkv_w8"};  // its own test above
   for (const auto& c : cases()) tested.push_back(c.fixture);
   for (const auto& p : layer().presses)
     EXPECT_NE(std::find(tested.begin(), tested.end(), p["name"].get<std::string>()), tested.end()) << p["name"];
