@@ -26,7 +26,7 @@ std::vector<std::string> labels(int n) {
   return out;
 }
 
-// 20 lines (e.g. configs/methods.toml's 15 scorers plus references): 20 distinct (colour, marker) pairs, and the
+// 20 lines (e.g. configs/methods.toml's 16 scorers plus references): 20 distinct (colour, marker) pairs, and the
 // first 10 all in the first style (10 distinct colours, filled circles, solid lines) before any line needs a marker.
 TEST(ReportPlots, TwentyLinesGetTwentyDistinctColourAndMarkerPairs) {
   for (int n : {10, 20, 40}) {
