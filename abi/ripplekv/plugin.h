@@ -337,6 +337,11 @@ typedef struct rkv_allocator_v2 {
  */
 #define RKV_STAT_VALUE_OUTPUT_NORMS ((uint64_t)128)
 
+/** rkv_scorer_requirements.budget_dependent (ABI minor 6): when score() is given head_budgets (see the inputs). */
+#define RKV_BUDGET_NONE 0       /**< never: the scores do not depend on the budget */
+#define RKV_BUDGET_FINAL 1      /**< the final selection's budgets; allocators read the budget-free ranking */
+#define RKV_BUDGET_ALLOCATION 2 /**< also the layer's budget share when an allocator reads the scores */
+
 /** The model's attention shape, given to a scorer so it can state its requirements. */
 typedef struct rkv_attention_shape {
   uint32_t struct_size;
@@ -379,7 +384,7 @@ typedef struct rkv_scorer_requirements {
                                 RKV_STAT_QUERY_MOMENTS or RKV_STAT_VALUE_OUTPUT_NORMS: prompt statistics) */
   int64_t query_skip;      /**< ABI minor 4: leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (>= 0;
                                 kvpress ExpectedAttentionPress's n_sink) */
-  uint32_t budget_dependent; /**< ABI minor 6: nonzero when score() reads rkv_scorer_inputs.head_budgets (see there) */
+  uint32_t budget_dependent; /**< ABI minor 6: RKV_BUDGET_* (0: score() ignores head_budgets; see the inputs) */
 } rkv_scorer_requirements;
 
 /**
@@ -399,15 +404,20 @@ typedef struct rkv_scorer_requirements {
  * ABI minor 5 appends: value_output_norms, float32 [H, T] on the CPU (RKV_STAT_VALUE_OUTPUT_NORMS).
  *
  * ABI minor 6 appends: head_budgets, int64 [H_kv] on the CPU: how many of the layer's T positions each KV head keeps
- *   (protected positions included; each in [0, T]; all equal under a per-layer budget, per head under an
- *   rkv.allocator/2 split), for a scorer whose requirements set `budget_dependent` (CriticalKV's two stages:
- *   Feng et al. 2025, arXiv 2502.03805, select half of the budget by the inner score first). It is given only when
- *   the host scores a layer for its final prefill selection, with the budgets that selection keeps; it is NULL for a
- *   scorer that did not set `budget_dependent`, and NULL when the host scores before budgets exist or outside the
- *   prefill's selection (allocators that read scores, e.g. AdaKV's head split; codec token classes; the joint byte
- *   planner; decode-time and between-chunk scoring). A budget-dependent scorer must then return its budget-free
- *   ranking (CriticalKV: the inner scorer's scores), which is what kvpress's CriticalAdaKVPress splits heads by.
- *   The host calls such a scorer once per (layer, budgets) and never reuses its scores across budgets.
+ *   (protected positions included; each in [0, T]), for a scorer whose requirements set `budget_dependent`:
+ *   RKV_BUDGET_FINAL: given when the host scores a layer for its final prefill selection, with the budgets that
+ *     selection keeps (all equal under a per-layer budget, per head under an rkv.allocator/2 split); NULL when an
+ *     allocator reads the scores (e.g. AdaKV's head split), for codec token classes, the joint byte planner, and
+ *     decode-time and between-chunk scoring: the scorer then returns its budget-free ranking. CriticalKV (Feng et al.
+ *     2025, arXiv 2502.03805) keeps a share of the budget by its inner score first, and kvpress's CriticalAdaKVPress
+ *     splits heads by that inner score.
+ *   RKV_BUDGET_ALLOCATION: as FINAL, and also when an allocator reads the scores: then every head gets its layer's
+ *     budget before the split, b_l from the layer allocator, or without one floor(B / |A|) capped at the layer's span
+ *     (the one budget share kvpress's per-layer compression_ratio gives every layer). DefensiveKV (Feng et al. 2026,
+ *     FFY0/DefensiveKV) clamps its stage 1 by that share, and its head split (AdaKV) and Layer-DefensiveKV's global
+ *     top-k rank those budgeted scores.
+ *   NULL for a scorer with budget_dependent = 0. The host calls a budget-dependent scorer once per (layer, budgets)
+ *   and never reuses its scores across budgets.
  */
 typedef struct rkv_scorer_inputs {
   uint32_t struct_size;

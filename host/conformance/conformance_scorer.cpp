@@ -321,7 +321,10 @@ std::string describe_requirements(const ScorerRequirements& r) {
   for (const auto& [bit, name] : names)
     if (r.wants(bit)) os << (first ? "" : ", ") << name, first = false;
   os << "}";
-  if (r.budget_dependent) os << ", budget-dependent (scored again for each layer's head budgets)";
+  if (r.budget_dependent == RKV_BUDGET_FINAL)
+    os << ", budget-dependent (scored again for each layer's head budgets; allocators read its budget-free ranking)";
+  if (r.budget_dependent == RKV_BUDGET_ALLOCATION)
+    os << ", budget-dependent (scored again for each layer's head budgets, allocators included)";
   return os.str();
 }
 

@@ -112,7 +112,10 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
   req.decode_scoring = r.decode_scoring != 0;  // zero-filled above: 0 for a plugin built before ABI minor 2
   req.decode_stats = req.decode_scoring ? r.decode_stats : 0;
   req.query_skip = r.query_skip;  // zero-filled: 0 for a plugin built before ABI minor 4
-  req.budget_dependent = r.budget_dependent != 0;  // zero-filled: false for a plugin built before ABI minor 6
+  req.budget_dependent = r.budget_dependent;  // zero-filled: RKV_BUDGET_NONE for a plugin built before ABI minor 6
+  if (req.budget_dependent > RKV_BUDGET_ALLOCATION)
+    throw InputError(who + " declared budget_dependent = " + std::to_string(req.budget_dependent) +
+                     " (RKV_BUDGET_NONE 0, RKV_BUDGET_FINAL 1 or RKV_BUDGET_ALLOCATION 2)");
   if ((req.decode_stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown decode-time statistics (mask " + std::to_string(req.decode_stats) + ")");
   if ((req.stats & ~kKnownStats) != 0)

@@ -27,9 +27,11 @@ struct ScorerRequirements {
   bool decode_scoring = false;  ///< score() also works on a cache while decoding (ABI minor 2; false for older plugins)
   uint64_t decode_stats = 0;    ///< RKV_STAT_* mask needed then
   int64_t query_skip = 0;       ///< leading prompt positions left out of RKV_STAT_QUERY_MOMENTS (ABI minor 4; 0 before)
-  /// score() reads head_budgets (ABI minor 6; false before): its scores depend on how many positions each KV head
-  /// keeps, so they are computed once per (layer, budgets) and never shared across budgets.
-  bool budget_dependent = false;
+  /// RKV_BUDGET_* (ABI minor 6; RKV_BUDGET_NONE before): nonzero when score() reads head_budgets, so its scores are
+  /// computed once per (layer, budgets) and never shared across budgets; RKV_BUDGET_ALLOCATION when an allocator
+  /// reading the scores must pass the layer's budget share too.
+  uint32_t budget_dependent = RKV_BUDGET_NONE;
+  bool budgeted_for_allocators() const { return budget_dependent == RKV_BUDGET_ALLOCATION; }
 
   /// The requirements of a decode-time call: these with `stats` replaced by decode_stats.
   ScorerRequirements for_decode() const {
@@ -79,8 +81,8 @@ struct ScorerCallInputs {
   /// RKV_STAT_VALUE_OUTPUT_NORMS was asked; the scorer gets each head's first T entries.
   const std::vector<float>* value_output_norms = nullptr;
   /// How many positions each KV head of this layer keeps, [H_kv], each in [0, T] (rkv_scorer_inputs.head_budgets,
-  /// ABI minor 6): passed only to a scorer whose requirements say budget_dependent, and only for the prefill's final
-  /// selection. Null: the scorer's budget-free ranking.
+  /// ABI minor 6): passed only to a scorer whose requirements say budget_dependent, for the prefill's final selection
+  /// (and, for RKV_BUDGET_ALLOCATION, scores an allocator reads). Null: the scorer's budget-free ranking.
   const std::vector<int64_t>* head_budgets = nullptr;
 };
 

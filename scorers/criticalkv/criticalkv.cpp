@@ -79,7 +79,7 @@ class CriticalKV final : public rkv::sdk::Scorer {
     r.stats = (snap_ ? RKV_STAT_WINDOW_ATTENTION : RKV_STAT_KEYS) | RKV_STAT_VALUE_OUTPUT_NORMS;
     r.window = snap_ ? window_ : 0;
     r.recent = snap_ ? window_ : 0;
-    r.budget_dependent = 1;
+    r.budget_dependent = RKV_BUDGET_FINAL;  // kvpress CriticalAdaKV splits heads by the inner scores
     return r;
   }
 

@@ -6,7 +6,8 @@
 // (asks for the keys before RoPE only; scores = k0[h, j, 0] + 10 k0[h, j, 1] + 100 rope_inv_freq[0]),
 // budget (declares budget_dependent; score of KV head g at position p = +-head_budgets[g], + at even p, - at odd p,
 // with -1 for head_budgets[g] when the host passes none),
-// budget_undeclared (the same scores without declaring budget_dependent: the host must pass none).
+// budget_undeclared (the same scores without declaring budget_dependent: the host must pass none), budget_bad
+// (declares budget_dependent = 3, an undefined value).
 #include <ripplekv/sdk.hpp>
 
 #include <cmath>
@@ -21,7 +22,7 @@ class BadScorer final : public rkv::sdk::Scorer {
     return rkv::sdk::Descriptor("org.ripplekv.test.bad_scorer", RKV_KIND_SCORER, "0.0.1", "test-only faulty scorer")
         .param(rkv::sdk::Param::Choice("mode", "ok",
                                        {"ok", "nan", "inf", "unwritten", "fail", "negative_window", "unknown_stat",
-                                        "negative_skip", "decode_moments", "pre_rope", "budget", "budget_undeclared"},
+                                        "negative_skip", "decode_moments", "pre_rope", "budget", "budget_undeclared", "budget_bad"},
                                        "which fault to produce"));
   }
   BadScorer(const rkv::sdk::Params& p, const rkv::sdk::Host&) : mode_(p.get_string("mode")) {}
@@ -35,7 +36,8 @@ class BadScorer final : public rkv::sdk::Scorer {
     if (mode_ == "negative_skip") r.query_skip = -1;
     if (mode_ == "decode_moments") r.decode_scoring = 1, r.decode_stats = RKV_STAT_QUERY_MOMENTS;
     if (mode_ == "pre_rope") r.stats = RKV_STAT_PRE_ROPE_KEYS;
-    if (mode_ == "budget") r.budget_dependent = 1;
+    if (mode_ == "budget") r.budget_dependent = RKV_BUDGET_FINAL;
+    if (mode_ == "budget_bad") r.budget_dependent = 3;
     return r;
   }
 

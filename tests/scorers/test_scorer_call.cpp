@@ -205,6 +205,7 @@ TEST(RunScorer, ReportsPluginFailuresAndBadRequirements) {
   EXPECT_NE(run_bad("unknown_stat").find("unknown statistics"), std::string::npos);
   EXPECT_NE(run_bad("negative_skip").find("query_skip -1"), std::string::npos);
   EXPECT_NE(run_bad("decode_moments").find("at decode time (a prefill-only statistic)"), std::string::npos);
+  EXPECT_NE(run_bad("budget_bad").find("declared budget_dependent = 3"), std::string::npos);
 }
 
 TEST(RunScorer, PreRopeKeysAreTheCachedKeysTurnedBackByTheirStoredPositions) {

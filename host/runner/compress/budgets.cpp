@@ -80,8 +80,14 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
   std::vector<float> scores;
   if (per_head->info().descriptor->flags & RKV_FLAG_NEEDS_SCORES) {
     scores.reserve(static_cast<size_t>(A * H * T));
-    for (int64_t l : layers) {
-      const ScoreResult& r = memo.scores(backend, prompt, scorers.at(l), l);
+    for (size_t a = 0; a < layers.size(); ++a) {
+      const int64_t l = layers[a];
+      // A scorer budgeted for allocators (RKV_BUDGET_ALLOCATION) gets its layer's budget before the split on every
+      // head: b_l from the layer allocator, else the uniform share floor(B / |A|), capped at the layer's span.
+      const ScorerUse& su = scorers.at(l);
+      const int64_t share = std::min(out.layers.empty() ? B / std::max<int64_t>(A, 1) : out.layers[a], spans[a]);
+      const std::vector<int64_t> shares(static_cast<size_t>(H), share);
+      const ScoreResult& r = memo.scores(backend, prompt, su, l, su.requirements.budgeted_for_allocators() ? &shares : nullptr);
       scores.insert(scores.end(), r.scores.begin(), r.scores.end());
       for (const auto& w : r.warnings) out.warnings.push_back(w);
     }

@@ -58,7 +58,9 @@ struct CellBudgets {
 /// Runs a cell's allocators (docs/ARCHITECTURE.md "Per-head budgets"): `layer_alloc` serves rkv.allocator/1 (b_l), optionally
 /// followed by `head_alloc` (rkv.allocator/2 with those b_l as layer budgets); or `layer_alloc` serves only
 /// rkv.allocator/2 and splits B over layers and heads itself. A per-head allocator that sets RKV_FLAG_NEEDS_SCORES is
-/// given each layer's scorer's scores of every layer of A (memoized in `memo`) and the protected mask. `profile` is
+/// given each layer's scorer's scores of every layer of A (memoized in `memo`) and the protected mask; a scorer
+/// budgeted for allocators (RKV_BUDGET_ALLOCATION) scores each layer with its budget before the split on every head
+/// (b_l, or floor(B / |A|) without a layer allocator, capped at the span). `profile` is
 /// over A. The allocators are told the largest protected count of the layers' scorers (LayerScorers). Throws
 /// rkv::InputError naming the plugin when it serves neither interface, as the allocator calls do, and for a per-head
 /// allocator over a route whose scorers protect different positions (one protected mask serves every layer).

@@ -26,9 +26,10 @@ class ScoreMemo {
  public:
   /// Scores [H_kv, T] of `layer` for `scorer` on `prompt`, calling the scorer once. The statistics come from the
   /// prefill; rkv::InputError when the prefill did not compute what the scorer asks for (naming the scorer).
-  /// `head_budgets` ([H_kv], positions each KV head keeps) is what the final selection keeps: passed to a
-  /// budget-dependent scorer (and part of the memo key for it), ignored for any other; null asks for the scorer's
-  /// budget-free ranking (allocators, codec classes, the joint planner).
+  /// `head_budgets` ([H_kv], positions each KV head keeps) is what the final selection keeps (or, for a scorer
+  /// budgeted for allocators, the layer's share before the split): passed to a budget-dependent scorer (and part of
+  /// the memo key for it), ignored for any other; null asks for the scorer's budget-free ranking (codec classes, the
+  /// joint planner, allocators of a RKV_BUDGET_FINAL scorer).
   const ScoreResult& scores(Backend& backend, const PrefilledPrompt& prompt, const ScorerUse& scorer, int64_t layer,
                             const std::vector<int64_t>* head_budgets = nullptr);
 
