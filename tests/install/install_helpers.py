@@ -23,7 +23,7 @@ BUILTIN_IDS = {
     "org.ripplekv.scorer.tova", "org.ripplekv.scorer.observed_attention", "org.ripplekv.scorer.chunkkv",
     "org.ripplekv.scorer.random", "org.ripplekv.scorer.non_causal_attention",
     "org.ripplekv.scorer.expected_attention", "org.ripplekv.scorer.leverage", "org.ripplekv.scorer.compactor",
-    "org.ripplekv.scorer.criticalkv",
+    "org.ripplekv.scorer.criticalkv", "org.ripplekv.scorer.defensivekv", "org.ripplekv.allocator.global_topk",
     "org.ripplekv.signal.depth", "org.ripplekv.signal.layer_local", "org.ripplekv.signal.perturbation_kl",
 }
 BUILTIN_LIBS = {
@@ -32,6 +32,7 @@ BUILTIN_LIBS = {
     "rkv_scorer_lagkv.so", "rkv_scorer_cur.so", "rkv_scorer_tova.so", "rkv_scorer_observed_attention.so",
     "rkv_scorer_chunkkv.so", "rkv_scorer_random.so", "rkv_scorer_non_causal_attention.so",
     "rkv_scorer_expected_attention.so", "rkv_scorer_leverage.so", "rkv_scorer_compactor.so", "rkv_scorer_criticalkv.so",
+    "rkv_scorer_defensivekv.so", "rkv_allocator_global_topk.so",
     "rkv_scorer_snapkv.so", "rkv_scorer_streamingllm.so", "rkv_signal_depth.so", "rkv_signal_layer_local.so",
     "rkv_signal_perturbation_kl.so",
 }

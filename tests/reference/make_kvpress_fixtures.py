@@ -53,6 +53,93 @@ SEED = 15
 RATIOS = [0.9, 0.7, 0.5]  # kvpress compression_ratio = share removed: 10%, 30%, 50% kept
 
 
+DEFENSIVEKV_COMMIT = "9251b95e7e282a6c18dd98ef6318dd489e639a58"
+DKV_RATIOS = [0.75, 0.7, 0.5]  # T (1 - r) H_kv is an exact multiple of H_kv at T = 300 for these (225, 270, 450)
+DKV_WINDOW = 16
+DKV_LAYERS = 3
+
+
+def layer_wo_scale(layer, head):
+    """Layer-DefensiveKV's layers: the fixture's o_proj with query head h's block scaled by 1 + ((layer + h) % 3) / 2
+    (exact in float32), so the three layers' value-output norm shares, hence their scores, differ."""
+    return 1.0 + ((layer + head) % 3) / 2.0
+
+
+def load_defensivekv(root):
+    """The reference's own press classes from a FFY0/DefensiveKV checkout, imported beside the pinned kvpress 0.5.5:
+    its four modules are loaded by path under their kvpress names (kvpress.ops.vw_norm is its Triton kernel; the
+    scores below use the press's torch vwl1norm, which the file keeps beside the Triton one and which computes the
+    same formula)."""
+    import importlib.util
+    import types
+    sys.modules.setdefault("kvpress.ops", types.ModuleType("kvpress.ops"))
+    mods = {}
+    for name in ["kvpress.ops.vw_norm", "kvpress.presses.efficient_ada_scorer_press",
+                 "kvpress.presses.efficient_ada_global_scorer_press", "kvpress.presses.efficient_defensivekv_press"]:
+        path = os.path.join(root, *name.split(".")) + ".py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    return mods["kvpress.presses.efficient_defensivekv_press"].EfficientDefensiveKVPress
+
+
+def defensivekv_cases(root, config, module, hidden_states, k_t, v_t, wo_i8, kwargs, kept_positions, scores_list):
+    """DefensiveKV on the fixture layer, with its queries as they are and scaled by 1/4 (the press's score() with
+    compression_ratio r, then its compress()'s Ada split: one topk(int(T (1 - r) H_kv)) over the layer's flattened
+    scores), and Layer-DefensiveKV over three layers
+    that differ by o_proj (layer_wo_scale): each layer's score(), then its compress()'s global split, one
+    topk(int(T (1 - r) H_kv L)) over the stacked scores. Kept positions per (layer,) KV head, ascending."""
+    from types import SimpleNamespace
+    Press = load_defensivekv(root)
+    meta = SimpleNamespace(bsz=1, num_key_value_heads=H_KV, head_lens=[T] * H_KV)
+    kw = dict(kwargs, metadata=meta)
+    wo = torch.from_numpy(wo_i8.astype(np.float32) / 64.0)
+
+    def set_layer(layer):  # None: the fixture's own o_proj
+        w = wo.clone()
+        if layer is not None:
+            for h in range(H):
+                w[:, h * D:(h + 1) * D] *= layer_wo_scale(layer, h)
+        with torch.no_grad():
+            module.o_proj.weight.copy_(w)
+
+    def score(ratio, layer, query_scale=1.0):
+        set_layer(layer)
+        p = Press(compression_ratio=ratio, window_size=DKV_WINDOW, kernel_size=5)
+        p.vwl1norm_triton = p.vwl1norm  # the torch version of the same formula (the Triton kernel needs a GPU)
+        hs = hidden_states.clone()
+        hs[..., :H * D] *= query_scale  # the queries q_proj picks (a power of two: exact, and RoPE commutes with it)
+        with torch.no_grad():
+            return p.score(module, hs, k_t, v_t, None, kw).view(1, H_KV, T)
+
+    def split(flat, n_kept, n_layers):
+        idx = flat.reshape(-1).topk(n_kept).indices.tolist()
+        kept = [[[] for _ in range(H_KV)] for _ in range(n_layers)]
+        for i in idx:
+            layer, rest = divmod(i, H_KV * T)
+            kept[layer][rest // T].append(rest % T)
+        return [[sorted(x) for x in layer] for layer in kept]
+
+    cases = {"commit": DEFENSIVEKV_COMMIT, "window": DKV_WINDOW, "kernel": 5, "ratios": DKV_RATIOS,
+             "layers": DKV_LAYERS, "defensivekv": [], "layer_defensivekv": []}
+    for r in DKV_RATIOS:
+        # query_scale 1/4 flattens the window's attention, so stage 1 needs more entries than the cap b - w allows
+        for q_scale in [1.0, 0.25]:
+            s = score(r, None, q_scale)
+            n_kept = int(T * (1 - r) * H_KV)
+            cases["defensivekv"].append({"compression_ratio": r, "query_scale": q_scale, "n_kept_total": n_kept,
+                                         "scores": scores_list(s), "positions": split(s, n_kept, 1)[0]})
+        layers = [score(r, layer) for layer in range(DKV_LAYERS)]
+        n_kept = int(T * (1 - r) * H_KV * DKV_LAYERS)
+        cases["layer_defensivekv"].append({"compression_ratio": r, "n_kept_total": n_kept,
+                                           "scores": [scores_list(x) for x in layers],
+                                           "positions": split(torch.stack(layers), n_kept, DKV_LAYERS)})
+    set_layer(None)
+    return cases
+
+
 def make_layer():
     rng = np.random.default_rng(SEED)
     offset = rng.normal(size=(H_KV, 1, D)) * 1.5
@@ -71,6 +158,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "kvpress")
     ap.add_argument("--out", default=default_out)
+    ap.add_argument("--defensivekv", default=None,
+                    help="a checkout of FFY0/DefensiveKV at %s: adds its DefensiveKV and Layer-DefensiveKV cases" %
+                    DEFENSIVEKV_COMMIT)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -261,6 +351,10 @@ def main():
             case["kept"].append({"compression_ratio": r, "n_kept": int(T * (1 - r)),
                                  "head_kept": [len(x) for x in positions], "positions": positions})
         out["presses"].append(case)
+
+    if args.defensivekv:
+        out["defensivekv"] = defensivekv_cases(args.defensivekv, config, module, hidden_states, k_t, v_t, wo_i8, kwargs,
+                                               kept_positions, scores_list)
 
     with open(os.path.join(args.out, "presses.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))

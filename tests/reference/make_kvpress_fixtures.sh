@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the committed kvpress fixtures (tests/fixtures/kvpress/) with tests/reference/make_kvpress_fixtures.py.
 # Makes <cache>/venv-kvpress with scripts/requirements-kvpress.txt first (torch, transformers and kvpress from PyPI:
-# about 4 GB with the nvidia-* runtime wheels PyPI's Linux torch pulls in; the presses run on the CPU; once). Needs no
-# model or other asset. Never run by scripts/test.sh.
+# about 4 GB with the nvidia-* runtime wheels PyPI's Linux torch pulls in; the presses run on the CPU; once) and clones
+# FFY0/DefensiveKV at a pinned commit for the DefensiveKV cases ($RIPPLEKV_DEFENSIVEKV_SRC: an existing checkout).
+# Needs no model or other asset. Never run by scripts/test.sh.
 # Usage: tests/reference/make_kvpress_fixtures.sh [--out DIR]   (cache: $RIPPLEKV_CACHE, default ~/.cache/ripplekv)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,4 +19,12 @@ if ! { [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.ripplekv-stamp" 2>/dev/null
   "$venv/bin/pip" install --disable-pip-version-check -r "$requirements"
   echo "$want" >"$venv/.ripplekv-stamp"
 fi
-exec "$venv/bin/python" "$repo/tests/reference/make_kvpress_fixtures.py" "$@"
+# The DefensiveKV reference (FFY0/DefensiveKV, not on PyPI): a checkout at the pinned commit, cloned once.
+dkv_commit=9251b95e7e282a6c18dd98ef6318dd489e639a58
+dkv=${RIPPLEKV_DEFENSIVEKV_SRC:-$cache/src/DefensiveKV}
+if [ ! -f "$dkv/kvpress/presses/efficient_defensivekv_press.py" ]; then
+  echo "make_kvpress_fixtures: cloning FFY0/DefensiveKV at $dkv_commit into $dkv (once)"
+  git clone --quiet https://github.com/FFY0/DefensiveKV "$dkv"
+  git -C "$dkv" checkout --quiet "$dkv_commit"
+fi
+exec "$venv/bin/python" "$repo/tests/reference/make_kvpress_fixtures.py" --defensivekv "$dkv" "$@"
