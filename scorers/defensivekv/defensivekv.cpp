@@ -106,56 +106,82 @@ class DefensiveKV final : public rkv::sdk::Scorer {
     const float* Q = rkv::sdk::tensor_data<const float>(in.window_queries);
     const float* norms = rkv::sdk::tensor_data<const float>(in.value_output_norms);
 
-    std::vector<double> M(static_cast<size_t>(n_kv_heads * n), 0.0), ave(static_cast<size_t>(n_kv_heads * n), 0.0);
+    const WindowVotes v = window_votes(Q, K, n_kv_heads, T, w);
+    std::vector<double> s = norm_share(v.worst, norms, n_kv_heads, T, n);
+    const double top = *std::max_element(s.begin(), s.end());
+    const int64_t cap = stage_one_cap(in, n_kv_heads, n, w);
+    for (int64_t g = 0; g < n_kv_heads; ++g) {
+      for (int64_t j : stage_one(v.mean.data() + g * n, n, mass_ - v.bias, cap)) s[static_cast<size_t>(g * n + j)] = top;
+      for (int64_t j = 0; j < n; ++j) scores[g * T + j] = static_cast<float>(s[static_cast<size_t>(g * n + j)]);
+      for (int64_t j = n; j < T; ++j) scores[g * T + j] = static_cast<float>(top);
+    }
+  }
+
+ private:
+  /// What the window's queries say about the n = T - w positions before it.
+  struct WindowVotes {
+    std::vector<double> worst;  ///< M[g, j], [H_kv, n]: the defensive aggregate, floored at its mean over j
+    std::vector<double> mean;   ///< a[g, j], [H_kv, n]: the mean attention over the group's heads and the window
+    double bias = 0.0;          ///< the reference's window_bias
+  };
+
+  /// A, P, M, a and bias of the file comment from the window queries Q [H, w, d] and keys K [H_kv, T, d] (double).
+  WindowVotes window_votes(const float* Q, const float* K, int64_t n_kv_heads, int64_t T, int64_t w) const {
+    const int64_t n = T - w, H = n_heads_, G = H / n_kv_heads, d = head_dim_, pad = kernel_ / 2;
+    WindowVotes v;
+    v.worst.assign(static_cast<size_t>(n_kv_heads * n), 0.0);
+    v.mean.assign(static_cast<size_t>(n_kv_heads * n), 0.0);
     std::vector<double> row(static_cast<size_t>(T)), pooled(static_cast<size_t>(n));
-    double window_share = 0.0;
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    const int64_t pad = kernel_ / 2;
     for (int64_t h = 0; h < H; ++h) {
       host_.throw_if_cancelled();
       const int64_t g = h / G;
       for (int64_t t = 0; t < w; ++t) {
-        const int64_t seen = n + t + 1;  // keys 0 .. n + t
-        double mx = -INFINITY;
+        const int64_t seen = n + t + 1;  // the query at position n + t sees keys 0 .. n + t
+        double mx = -INFINITY, z = 0.0, base = 0.0, pooled_sum = 0.0;
         for (int64_t j = 0; j < seen; ++j) {
           double dot = 0.0;
           for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(Q[(h * w + t) * d + i]) * K[(g * T + j) * d + i];
           row[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, dot * scale);
         }
-        double z = 0.0;
         for (int64_t j = 0; j < seen; ++j) z += (row[static_cast<size_t>(j)] = std::exp(row[static_cast<size_t>(j)] - mx));
-        double base = 0.0;
         for (int64_t j = 0; j < seen; ++j) {
           row[static_cast<size_t>(j)] /= z;
           if (j < n) base += row[static_cast<size_t>(j)];
-          if (j >= n - w && j < n) window_share += row[static_cast<size_t>(j)];  // the reference's window_bias
+          if (j >= n - w && j < n) v.bias += row[static_cast<size_t>(j)];  // the reference's window_bias
         }
-        double pooled_sum = 0.0;
         for (int64_t j = 0; j < n; ++j) {
-          double s = 0.0;
-          for (int64_t i = std::max<int64_t>(0, j - pad); i <= std::min(n - 1, j + pad); ++i) s += row[static_cast<size_t>(i)];
-          pooled[static_cast<size_t>(j)] = s / static_cast<double>(kernel_);
+          double sum = 0.0;
+          for (int64_t i = std::max<int64_t>(0, j - pad); i <= std::min(n - 1, j + pad); ++i) sum += row[static_cast<size_t>(i)];
+          pooled[static_cast<size_t>(j)] = sum / static_cast<double>(kernel_);
           pooled_sum += pooled[static_cast<size_t>(j)];
-          ave[static_cast<size_t>(g * n + j)] += row[static_cast<size_t>(j)] / static_cast<double>(G * w);
+          v.mean[static_cast<size_t>(g * n + j)] += row[static_cast<size_t>(j)] / static_cast<double>(G * w);
         }
         for (int64_t j = 0; j < n; ++j) {
           const double p = pooled_sum > 0.0 ? pooled[static_cast<size_t>(j)] / pooled_sum * base : 0.0;
-          M[static_cast<size_t>(g * n + j)] = std::max(M[static_cast<size_t>(g * n + j)], p);
+          v.worst[static_cast<size_t>(g * n + j)] = std::max(v.worst[static_cast<size_t>(g * n + j)], p);
         }
       }
     }
-    const double bias = window_share / static_cast<double>(H * w);
+    v.bias /= static_cast<double>(H * w);
     for (int64_t g = 0; g < n_kv_heads; ++g) {  // defensive floor: the mean over positions
-      double* Mg = M.data() + g * n;
+      double* Mg = v.worst.data() + g * n;
       const double mean = std::accumulate(Mg, Mg + n, 0.0) / static_cast<double>(n);
       for (int64_t j = 0; j < n; ++j) Mg[j] = std::max(Mg[j], mean);
     }
-    std::vector<double> s(static_cast<size_t>(n_kv_heads * n));
-    for (int64_t j = 0; j < n; ++j) {  // times each KV head's share of the value-output norm at j
+    return v;
+  }
+
+  /// s[g, j] = M[g, j] m[g, j] / sum_g' m[g', j], m the group mean of the norms [H, T], over j < n.
+  std::vector<double> norm_share(const std::vector<double>& M, const float* norms, int64_t n_kv_heads, int64_t T,
+                                 int64_t n) const {
+    const int64_t G = n_heads_ / n_kv_heads;
+    std::vector<double> s(static_cast<size_t>(n_kv_heads * n)), m(static_cast<size_t>(n_kv_heads));
+    for (int64_t j = 0; j < n; ++j) {
       double total = 0.0;
-      std::vector<double> m(static_cast<size_t>(n_kv_heads), 0.0);
       for (int64_t g = 0; g < n_kv_heads; ++g) {
+        m[static_cast<size_t>(g)] = 0.0;
         for (int64_t c = 0; c < G; ++c) m[static_cast<size_t>(g)] += norms[(g * G + c) * T + j];
         m[static_cast<size_t>(g)] /= static_cast<double>(G);
         total += m[static_cast<size_t>(g)];
@@ -164,31 +190,29 @@ class DefensiveKV final : public rkv::sdk::Scorer {
         s[static_cast<size_t>(g * n + j)] =
             total > 0.0 ? M[static_cast<size_t>(g * n + j)] * m[static_cast<size_t>(g)] / total : 0.0;
     }
-    const double top = *std::max_element(s.begin(), s.end());
-    const int64_t cap = stage_one_cap(in, n_kv_heads, n, w);
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t g = 0; g < n_kv_heads; ++g) {
-      const double* ag = ave.data() + g * n;
-      const double total = std::accumulate(ag, ag + n, 0.0);
-      std::iota(order.begin(), order.end(), int64_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return ag[a] > ag[c]; });
-      int64_t count = 0;  // entries before the running share first reaches mass - bias (0 when it never does)
-      double run = 0.0;
-      for (int64_t k = 0; k < n; ++k) {
-        run += total > 0.0 ? ag[order[static_cast<size_t>(k)]] / total : 0.0;
-        if (run >= mass_ - bias) {
-          count = k;
-          break;
-        }
-      }
-      count = std::min(count, cap);
-      for (int64_t k = 0; k < count; ++k) s[static_cast<size_t>(g * n + order[static_cast<size_t>(k)])] = top;
-      for (int64_t j = 0; j < n; ++j) scores[g * T + j] = static_cast<float>(s[static_cast<size_t>(g * n + j)]);
-      for (int64_t j = n; j < T; ++j) scores[g * T + j] = static_cast<float>(top);
-    }
+    return s;
   }
 
- private:
+  /// Stage 1 of one KV head: the positions of a[0 .. n) in descending order (ties to the earlier) before the running
+  /// share a / sum a first reaches `threshold` (none when it never does), at most `cap` of them.
+  static std::vector<int64_t> stage_one(const double* a, int64_t n, double threshold, int64_t cap) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return a[x] > a[y]; });
+    const double total = std::accumulate(a, a + n, 0.0);
+    int64_t count = 0;
+    double run = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      run += total > 0.0 ? a[order[static_cast<size_t>(k)]] / total : 0.0;
+      if (run >= threshold) {
+        count = k;
+        break;
+      }
+    }
+    order.resize(static_cast<size_t>(std::min(count, cap)));
+    return order;
+  }
+
   /// max(0, floor(n b / T) - w) with b the mean of the head budgets (the layer's per-head budget b_l), or n without
   /// budgets.
   static int64_t stage_one_cap(const rkv_scorer_inputs& in, int64_t n_kv_heads, int64_t n, int64_t w) {
