@@ -3,7 +3,7 @@
 #include "backend/cuda/ns.hpp"
 
 #if RKV_CUDA_EMU
-#include "backend/cuda/emu/cuda_emu.hpp"
+#include "backend/cuda/emu/cublas.hpp"  // with runtime_api.hpp and cuda_emu.hpp
 #else
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
