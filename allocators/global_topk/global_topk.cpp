@@ -18,7 +18,8 @@
 // at least min(protected, b_l): a row of the reference that is not a multiple of H_kv moves by less than H_kv entries.
 // Use it alone (`[allocator] plugin = "global_topk"`); after a layer allocator (`heads = "global_topk"`) it ranks
 // within each layer, the Ada-KV split without a safeguard (adakv with alpha_safeguard = 0, up to tie order).
-// A budget below the protected entries keeps an equal share of them per head (the host warns when it cuts them).
+// A budget below the protected entries keeps an equal share of them per head (the host warns when it cuts them);
+// entries the ranking cannot place (every held position protected) go one per head, lower layers first.
 #include <ripplekv/sdk.hpp>
 
 #include <algorithm>
@@ -38,8 +39,8 @@ class GlobalTopK final : public rkv::sdk::HeadAllocator {
 
   /// budgets [n_layers, n_kv_heads] float64 (integers), summing to budget_total = H_kv B (with layer budgets, row l
   /// to H_kv b_l: the same ranking within each layer). Reads scores float32 [n_layers, n_kv_heads, T], the protected
-  /// mask uint8 [T] and the layer spans. Throws Error(INVALID_ARGUMENT) without scores or when the budget is below the
-  /// protected entries. Thread rule: never called concurrently on one instance.
+  /// mask uint8 [T] and the layer spans. Throws Error(INVALID_ARGUMENT) without scores. Thread rule: never called
+  /// concurrently on one instance.
   void allocate_heads(const rkv::sdk::HeadAllocationRequest& r, double* budgets, rkv::sdk::Diagnostics&) override {
     if (!r.scores) throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "global_topk needs the scorer's scores");
     const int64_t L = r.n_layers, H = r.n_kv_heads;
@@ -75,8 +76,18 @@ class GlobalTopK final : public rkv::sdk::HeadAllocator {
       }
     }
     std::stable_sort(rest.begin(), rest.end(), [](const Entry& a, const Entry& c) { return a.score > c.score; });
-    for (int64_t k = 0; k < picks && k < static_cast<int64_t>(rest.size()); ++k)
+    int64_t k = 0;
+    for (; k < picks && k < static_cast<int64_t>(rest.size()); ++k)
       budgets[rest[static_cast<size_t>(k)].layer * H + rest[static_cast<size_t>(k)].head] += 1.0;
+    // What the ranking could not place (every held position protected, or the even cut of protected entries above
+    // left a remainder): one more entry per (layer, head) below its span, lower layers and heads first.
+    for (int64_t left = picks - k; left > 0;) {
+      const int64_t before = left;
+      for (int64_t l = l0; l < l1 && left > 0; ++l)
+        for (int64_t h = 0; h < H && left > 0; ++h)
+          if (budgets[l * H + h] < static_cast<double>(r.span(l))) budgets[l * H + h] += 1.0, --left;
+      if (left == before) break;  // every head full: the host refuses a total above the spans
+    }
   }
 };
 

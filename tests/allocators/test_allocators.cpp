@@ -247,4 +247,39 @@ TEST_F(AdaKV, HostRejectsAPerHeadAllocatorWithoutScoresOrWithBadOutput) {
   EXPECT_FALSE(rkv::serves_layer_budgets(inst));
 }
 
+// global_topk (Layer-DefensiveKV's split) over two layers: layer 0 is AdaKV's table, layer 1 the same scores x 2.
+class GlobalTopK : public AdaKV {
+ protected:
+  rkv::HeadAllocation global(std::vector<uint8_t> mask, int64_t protected_count, int64_t B) {
+    const auto& info = reg.resolve("global_topk", RKV_KIND_ALLOCATOR);
+    rkv::PluginInstance inst = rkv::PluginInstance::create(info, rkv::ParamSet::validate(*info.descriptor, {}), host);
+    std::vector<float> s = scores;
+    for (float x : scores) s.push_back(2 * x);
+    rkv::HeadAllocationInputs in;
+    in.scores = &s;
+    in.protected_mask = std::move(mask);
+    in.budget_total = B;
+    in.prefix_tokens = 6;
+    in.n_layers = 2;
+    in.n_kv_heads = 2;
+    in.protected_count = protected_count;
+    return rkv::run_head_allocator(inst, in);
+  }
+};
+
+TEST_F(GlobalTopK, OneRankingOverEveryLayerAndHead) {
+  // B = 4 per head over 2 layers: H_kv B = 8 entries, the best 8 of all 24 scores: 18, 16, 14, 2 (layer 1, head 0),
+  // 9, 8, 7 (layer 0, head 0), 1.8 (layer 1, head 1) -> raw [[3, 0], [4, 1]] before the host's integerization.
+  EXPECT_EQ(global({}, -1, 4).raw, (std::vector<double>{3, 0, 4, 1}));
+  // Protected position 5 is kept by every head first (1 each, 4 in all); the best 4 of the rest: 18, 16, 14, 9.
+  EXPECT_EQ(global({0, 0, 0, 0, 0, 1}, 1, 4).raw, (std::vector<double>{1 + 1, 1, 1 + 3, 1}));
+}
+
+TEST_F(GlobalTopK, EveryPositionProtectedStillSumsToTheBudget) {
+  // All 6 positions protected, B = 7 (14 entries): each head first gets floor(14 / 4) = 3 of its protected ones, and
+  // the 2 left go one per head, lower layer and head first -> [[4, 4], [3, 3]] (it once left them out: the host
+  // refused the sum, 12 of 14).
+  EXPECT_EQ(global({1, 1, 1, 1, 1, 1}, 6, 7).raw, (std::vector<double>{4, 4, 3, 3}));
+}
+
 }  // namespace

@@ -210,6 +210,18 @@ TEST_F(Config, ASweptRoutesBadParamNamesTheFileWithoutALineZero) {
   EXPECT_EQ(e.find("cfg.toml:0"), std::string::npos) << e;
 }
 
+TEST_F(Config, APerHeadAllocatorWithARouteProtectingOtherPositionsFailsAtValidate) {
+  // knorm protects nothing, snapkv its window: one protected mask cannot serve both. The route leaves layers 0-9 to
+  // the [scorer] (snapkv), so validate can tell without the model, for allocator.heads and a per-head plugin alone.
+  const std::string route = "[[scorer.route]]\nlayers = \"10-20\"\nplugin = \"knorm\"\n";
+  for (const char* axis : {"\"allocator.heads\" = [\"adakv\"]", "\"allocator.plugin\" = [\"global_topk\"]"}) {
+    const std::string e = error(base(route, std::string("[sweep]\n") + axis + "\n"));
+    EXPECT_NE(e.find("with a scorer.route whose scorers protect different positions"), std::string::npos) << e;
+  }
+  // The same route under layer budgets is fine.
+  EXPECT_NO_THROW(load(base(route)));
+}
+
 TEST_F(Config, BytesFractionBudgetBecomesATokenFractionPerCodec) {
   std::string text = base();
   text.replace(text.find("fraction = 0.2"), 14, "bytes_fraction = 0.1");
@@ -401,6 +413,11 @@ TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotS
   EXPECT_NE(error(base(between + "[compression]\nrerotate = true\n")).find("rerotate"), std::string::npos);
   EXPECT_NE(error(base(between, "[sweep]\n\"allocator.heads\" = [\"adakv\"]\n")).find("allocator.heads"),
             std::string::npos);
+  // A per-head allocator given alone as allocator.plugin is refused too (it was run as uniform, silently).
+  for (const char* alone : {"adakv", "global_topk"}) {
+    const std::string m = error(base(between, std::string("[sweep]\n\"allocator.plugin\" = [\"") + alone + "\"]\n"));
+    EXPECT_NE(m.find(std::string("per-head allocator 'org.ripplekv.allocator.") + alone + "'"), std::string::npos) << m;
+  }
   EXPECT_NE(error(base(between + "[compression.codec]\nformat = \"int\"\nbits = 4\n")).find("compression.codec"),
             std::string::npos);
   // generate --compress prefills in one shot: compression between chunks is refused there, not ignored.

@@ -71,8 +71,8 @@ CellBudgets allocate_cell(Backend& backend, const PrefilledPrompt& prompt, const
     throw InputError("allocator.heads: '" + per_head->id() + "' does not serve " RKV_INTERFACE_ALLOCATOR_V2 +
                      " (per-head budgets)");
   if (!layers.empty() && !scorers.same_protected_spec(layers))
-    throw InputError("allocator.heads: per-head allocator '" + per_head->id() + "' with a scorer.route whose scorers "
-                     "protect different positions (sinks, recent window): it takes one protected mask for every layer");
+    throw InputError("per-head allocator '" + per_head->id() + "' with a scorer.route whose scorers protect different "
+                     "positions (sinks, recent window): it takes one protected mask for every layer");
   const ScorerUse& scorer = scorers.at(layers.empty() ? 0 : layers.front());  // the protected mask's spec
   const int64_t H = backend.model().config.n_kv_heads;
   HeadAllocationInputs in;

@@ -99,7 +99,8 @@ CellCompression compress_in_chunks(Backend& backend, const PrefilledPrompt& prom
   const CellConfig& cc = *s.cell;
   const ModelConfig& mc = backend.model().config;
   const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (cc.allocator->heads || !cc.joint.none() || !cc.share.none() || !cc.codec.none() || s.rerotate)
+  if (cc.allocator->heads || !serves_layer_budgets(s.instances->get(*cc.allocator)) || !cc.joint.none() ||
+      !cc.share.none() || !cc.codec.none() || s.rerotate)
     throw InputError("prefill.compress_between_chunks: the cell is not plain eviction by layer budgets (per-head "
                      "allocator, joint plan, sharing, codec or rerotate)");
   CellCompression out;

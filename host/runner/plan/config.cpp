@@ -9,6 +9,7 @@
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
 #include "core/sha256.hpp"
+#include "plugin/allocator_call.hpp"
 #include "plugin/instance.hpp"
 #include "plugin/scorer_call.hpp"
 #include "runner/plan/cell_config.hpp"
@@ -211,6 +212,44 @@ void check_decode_scoring(const TomlContext& c, const Cell& cell, const HostServ
                    (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
 }
 
+/// The cell's per-head allocator: allocator.heads, or allocator.plugin alone when it serves only rkv.allocator/2
+/// (asked of an instance: the allocators hold no state); empty when the cell's budgets are per layer only.
+std::string per_head_allocator(const CellConfig& cc, const HostServices& host) {
+  if (!cc.allocator) return "";
+  if (cc.allocator->heads) return cc.allocator->heads->id;
+  const PluginInstance a = PluginInstance::create(*cc.allocator->info, cc.allocator->params, host);
+  return serves_layer_budgets(a) ? "" : cc.allocator->id;
+}
+
+/// A per-head allocator takes one protected mask for every layer, so the scorers of a route must protect the same
+/// positions: the route's scorers, and the [scorer] one when the route leaves a layer below its last one to it.
+/// Checked on the nominal shape (nominal_requirements); what only the real model decides (a route that covers every
+/// layer of it) is left to the run's own check. Refused naming the allocator and the cell.
+void check_heads_with_route(const TomlContext& c, const Cell& cell, const HostServices& host) {
+  const CellConfig& cc = cell.config;
+  if (cc.route.empty()) return;
+  const std::string per_head = per_head_allocator(cc, host);
+  if (per_head.empty()) return;
+  std::vector<const PluginChoice*> scorers;
+  std::set<int64_t> routed;
+  for (const RouteEntry& e : cc.route) {
+    scorers.push_back(&e.scorer);
+    routed.insert(e.layers.begin(), e.layers.end());
+  }
+  if (!routed.empty() && static_cast<int64_t>(routed.size()) <= *routed.rbegin()) scorers.push_back(&*cc.scorer);
+  std::optional<std::pair<int64_t, int64_t>> first;
+  for (const PluginChoice* s : scorers) {
+    const std::optional<ScorerRequirements> req = nominal_requirements(*s, host);
+    if (!req) continue;
+    const std::pair<int64_t, int64_t> spec{req->sinks, req->recent};
+    if (!first) first = spec;
+    if (spec != *first)
+      throw InputError(c.origin + ": per-head allocator '" + per_head + "' with a scorer.route whose scorers protect "
+                       "different positions (sinks, recent window); it takes one protected mask for every layer" +
+                       (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
+  }
+}
+
 /// With [prefill] compress_between_chunks every compressed cell evicts after each chunk with what its scorers can
 /// compute from a chunk (the held-entry statistics of abi/ripplekv/plugin.h "Decode-time scoring"): each scorer of
 /// the cell (and of its route) must declare decode_scoring (checked on the nominal shape of nominal_requirements),
@@ -223,7 +262,10 @@ void check_chunk_compression(const std::string& key_where, const Cell& cell, con
   const std::string in_cell = cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")";
   auto refuse = [&](const std::string& what) { throw InputError(key_where + " = true: " + what + in_cell); };
   if (rerotate) refuse("compression.rerotate is not supported (kept keys keep their positions between chunks)");
-  if (cc.allocator && cc.allocator->heads) refuse("allocator.heads needs the whole prompt's scores; not supported");
+  const std::string per_head = per_head_allocator(cc, host);
+  if (!per_head.empty())
+    refuse("per-head allocator '" + per_head + "' (allocator.heads, or allocator.plugin alone) needs the whole "
+           "prompt's scores; not supported");
   if (!cc.joint.none()) refuse("[compression.joint] is not supported");
   if (!cc.share.none()) refuse("[compression.share] is not supported");
   if (!cc.codec.none()) refuse("[compression.codec] is not supported");
@@ -269,6 +311,7 @@ void check_cells_create_their_plugins(const TomlContext& c, const toml::table& r
       }
     }
     if (cell.config.decode.traits().rescores) check_decode_scoring(c, cell, host);
+    if (!cell.config.full_cache) check_heads_with_route(c, cell, host);
     if (plan.prefill.compress_between_chunks) check_chunk_compression(between_where, cell, host, plan.rerotate);
   }
 }

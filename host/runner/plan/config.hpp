@@ -12,6 +12,9 @@
 //                 plugin = "id or short id"; each plugin's params in its own table [scorer.snapkv] (short id)
 //                 [signal] plugin = "damage" is the host's builtin oracle signal (runner/profile/damage_signal.hpp):
 //                 [signal.damage] fraction = 0.2 (float in (0, 1]), compressed with the cell's [scorer]
+//                 [allocator] heads = "adakv" | "global_topk" | "none" (default): a per-head allocator
+//                 (rkv.allocator/2) that splits each layer's budget over its KV heads; a per-head allocator may also
+//                 be the plugin alone (it then splits the whole budget over layers and heads)
 //   [[scorer.route]]  a route (runner/plan/scorer_route.hpp): which scorer ranks which layers' positions, one entry per
 //                 scorer use: layers = "0-9, 12" (ranges and single indices) or [0, 3, 5] (required; no layer in two
 //                 entries; each below the model's layer count, checked when the model is loaded), plugin = "id"

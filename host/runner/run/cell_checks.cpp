@@ -17,10 +17,14 @@ void check_lengths_fit_the_context(const RunState& s) { check_lengths_fit_contex
 /// A per-head allocator takes one protected mask for every layer: a route's scorers must protect the same positions.
 void check_heads_with_route(const RunState& s, size_t c) {
   const CellConfig& cc = s.plan.cells[c].config;
-  if (cc.route.empty() || !cc.allocator->heads || s.scorers->layers_of(cc).same_protected_spec(s.layers_A)) return;
-  throw InputError(s.where(c) + ": allocator.heads = '" + cc.allocator->heads->id +
-                   "' with a scorer.route whose scorers protect different positions (sinks, recent window); a "
-                   "per-head allocator takes one protected mask for every layer");
+  if (cc.route.empty() || s.scorers->layers_of(cc).same_protected_spec(s.layers_A)) return;
+  const PluginChoice* per_head = cc.allocator->heads ? cc.allocator->heads.get() : nullptr;
+  if (!per_head && !serves_layer_budgets(s.instances->get(*cc.allocator))) per_head = &*cc.allocator;
+  if (!per_head) return;
+  throw InputError(s.where(c) + ": per-head allocator '" + per_head->id + "' (" +
+                   (cc.allocator->heads ? "allocator.heads" : "allocator.plugin") +
+                   ") with a scorer.route whose scorers protect different positions (sinks, recent window); it takes "
+                   "one protected mask for every layer");
 }
 
 /// A decode policy that re-scores needs a scorer that declared decode-time scoring (on this model's shape).
