@@ -94,6 +94,10 @@ int run_allocate(const std::vector<std::string>& args) {
                                                 : budget_total_from_tokens(vm["budget-tokens"].as<int64_t>(), T, L);
   HostServices host;
   const PluginInstance inst = PluginInstance::create(info, params, host);
+  if (!serves_layer_budgets(inst))
+    throw UsageError("allocator '" + info.id() + "' is a per-head allocator (" RKV_INTERFACE_ALLOCATOR_V2 "): it splits "
+                     "budgets over KV heads from a scorer's scores, which `allocate` does not have; use it in a run "
+                     "config ([allocator] plugin or heads)");
   const Allocation a = run_allocator(inst, profile, B, T, L, /*protected_count=*/-1);
 
   if (vm.count("json")) {
