@@ -418,6 +418,10 @@ typedef struct rkv_scorer_requirements {
  *     top-k rank those budgeted scores.
  *   NULL for a scorer with budget_dependent = 0. The host calls a budget-dependent scorer once per (layer, budgets)
  *   and never reuses its scores across budgets.
+ * attention_window (ABI minor 6): the layer's sliding window W in tokens (a query at position t attends to keys
+ *   t - W + 1 .. t; Gemma 2/3's local layers), or 0 for full causal attention (also when the host does not know, e.g.
+ *   a layer compressed through the C API). A scorer that computes its own attention from window queries and keys
+ *   must mask the keys a query does not see; the host's statistics already do.
  */
 typedef struct rkv_scorer_inputs {
   uint32_t struct_size;
@@ -436,6 +440,7 @@ typedef struct rkv_scorer_inputs {
   const DLTensor* rope_inv_freq;        /**< ABI minor 4: float64 [d/2], CPU (see above) */
   const DLTensor* value_output_norms;   /**< ABI minor 5: float32 [H, T] (RKV_STAT_VALUE_OUTPUT_NORMS) */
   const DLTensor* head_budgets;         /**< ABI minor 6: int64 [H_kv], CPU, or NULL (see above) */
+  int64_t attention_window;             /**< ABI minor 6: see above */
 } rkv_scorer_inputs;
 
 /**

@@ -247,6 +247,8 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
     budgets.shape = budgets_shape;
     si.head_budgets = &budgets;
   }
+  if (in.attention_window < 0) throw InputError(who + ": attention window " + str(in.attention_window) + " < 0");
+  si.attention_window = in.attention_window;
   si.stream = nullptr;
 
   ScoreResult res;

@@ -84,6 +84,9 @@ struct ScorerCallInputs {
   /// ABI minor 6): passed only to a scorer whose requirements say budget_dependent, for the prefill's final selection
   /// (and, for RKV_BUDGET_ALLOCATION, scores an allocator reads). Null: the scorer's budget-free ranking.
   const std::vector<int64_t>* head_budgets = nullptr;
+  /// The layer's sliding window W (ModelConfig::layer_window), 0 for full attention (rkv_scorer_inputs
+  /// .attention_window, ABI minor 6).
+  int64_t attention_window = 0;
 };
 
 /// The scorer's output for one layer.

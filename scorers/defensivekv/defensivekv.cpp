@@ -20,6 +20,8 @@
 //            capped at max(0, floor(n b / T) - w); those c_g positions and the window j >= n score
 //            S = max_{g, j < n} s[g, j].
 // Without head budgets (codec classes, the joint planner) the cap is n. The host protects the window (recent = w).
+// On a sliding-window layer (rkv_scorer_inputs.attention_window W > 0) a query sees only its last W keys, as the
+// model's attention does; the others get no attention.
 // Scores are comparable across KV heads (the norm share), so an Ada split (`heads = "adakv"`, alpha_safeguard 0: the
 // reference's EfficientAdaScorerPress, one top-k over a layer's heads) and a global one (`heads = "global_topk"`:
 // Layer-DefensiveKV, EfficientAdaGlobalScorerPress) rank them; both get the scores budgeted with the layer's share.
@@ -106,7 +108,8 @@ class DefensiveKV final : public rkv::sdk::Scorer {
     const float* Q = rkv::sdk::tensor_data<const float>(in.window_queries);
     const float* norms = rkv::sdk::tensor_data<const float>(in.value_output_norms);
 
-    const WindowVotes v = window_votes(Q, K, n_kv_heads, T, w);
+    const int64_t W = RKV_HAS_FIELD(&in, rkv_scorer_inputs, attention_window) ? in.attention_window : 0;
+    const WindowVotes v = window_votes(Q, K, n_kv_heads, T, w, W);
     std::vector<double> s = norm_share(v.worst, norms, n_kv_heads, T, n);
     const double top = *std::max_element(s.begin(), s.end());
     const int64_t cap = stage_one_cap(in, n_kv_heads, n, w);
@@ -125,8 +128,10 @@ class DefensiveKV final : public rkv::sdk::Scorer {
     double bias = 0.0;          ///< the reference's window_bias
   };
 
-  /// A, P, M, a and bias of the file comment from the window queries Q [H, w, d] and keys K [H_kv, T, d] (double).
-  WindowVotes window_votes(const float* Q, const float* K, int64_t n_kv_heads, int64_t T, int64_t w) const {
+  /// A, P, M, a and bias of the file comment from the window queries Q [H, w, d] and keys K [H_kv, T, d] (double);
+  /// with a sliding window W > 0 a query at position p sees keys p - W + 1 .. p only (the others get no attention).
+  WindowVotes window_votes(const float* Q, const float* K, int64_t n_kv_heads, int64_t T, int64_t w,
+                           int64_t W) const {
     const int64_t n = T - w, H = n_heads_, G = H / n_kv_heads, d = head_dim_, pad = kernel_ / 2;
     WindowVotes v;
     v.worst.assign(static_cast<size_t>(n_kv_heads * n), 0.0);
@@ -137,16 +142,18 @@ class DefensiveKV final : public rkv::sdk::Scorer {
       host_.throw_if_cancelled();
       const int64_t g = h / G;
       for (int64_t t = 0; t < w; ++t) {
-        const int64_t seen = n + t + 1;  // the query at position n + t sees keys 0 .. n + t
+        const int64_t seen = n + t + 1;  // the query at position n + t sees keys j0 .. n + t
+        const int64_t j0 = W > 0 ? std::max<int64_t>(0, seen - W) : 0;
+        std::fill(row.begin(), row.begin() + j0, 0.0);
         double mx = -INFINITY, z = 0.0, base = 0.0, pooled_sum = 0.0;
-        for (int64_t j = 0; j < seen; ++j) {
+        for (int64_t j = j0; j < seen; ++j) {
           double dot = 0.0;
           for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(Q[(h * w + t) * d + i]) * K[(g * T + j) * d + i];
           row[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, dot * scale);
         }
-        for (int64_t j = 0; j < seen; ++j) z += (row[static_cast<size_t>(j)] = std::exp(row[static_cast<size_t>(j)] - mx));
-        for (int64_t j = 0; j < seen; ++j) {
+        for (int64_t j = j0; j < seen; ++j) z += (row[static_cast<size_t>(j)] = std::exp(row[static_cast<size_t>(j)] - mx));
+        for (int64_t j = j0; j < seen; ++j) {
           row[static_cast<size_t>(j)] /= z;
           if (j < n) base += row[static_cast<size_t>(j)];
           if (j >= n - w && j < n) v.bias += row[static_cast<size_t>(j)];  // the reference's window_bias

@@ -17,6 +17,7 @@
 #include "backend/backend.hpp"
 #include "common/plugin_fixture.hpp"
 #include "model/synthetic_model.hpp"
+#include "cache/attention_stats.hpp"
 #include "runner/compress/compress_prompt.hpp"
 
 namespace {
@@ -133,6 +134,41 @@ TEST(BudgetDependentScoring, CompressPromptPassesTheBudgetsItKeeps) {
     }
   }
   EXPECT_GE(rankings_differ, 4);
+}
+
+TEST(BudgetDependentScoring, ASlidingLayersScorerIsToldItsWindow) {
+  // gemma3 synthetic: window 16 on layers l % 3 < 2. The memo passes each layer's window (0 on the global layer 2),
+  // so defensivekv, which computes its own window attention, masks what a sliding layer's queries do not see: its
+  // memo scores equal a direct call with attention_window 16 and differ from one with 0 (full attention).
+  const rkv::Model g = rkv::synthetic_model(rkv::synthetic_config("gemma3", 4, 2, 16, 3), 8);
+  rkv_test::PluginFixture plugins;
+  auto be = rkv::make_backend("cpu", g);
+  const rkv::ScorerUse dk = plugins.scorer("defensivekv", {P("window", int64_t{4})}, g.config, "dk");
+  std::vector<int32_t> t(48);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 7 + 1) % 40);
+  const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, t, rkv::prefill_needs({&dk}));
+  rkv::ScoreMemo memo;
+  for (int64_t l = 0; l < g.config.n_layers; ++l) {
+    const rkv::LayerKV kv = be->download_layer(*prompt.cache, l);
+    const rkv::QueriesView qv{prompt.queries[static_cast<size_t>(l)].data(), g.config.n_heads, prompt.n_queries,
+                              g.config.head_dim};
+    const std::vector<float> wq = rkv::window_queries(qv, 4);
+    const std::vector<float> norms = be->value_output_norms(*prompt.cache, l);
+    rkv::ScorerCallInputs in;
+    in.layer = l;
+    in.n_heads = g.config.n_heads;
+    in.kv = &kv;
+    in.window_queries = &wq;
+    in.value_output_norms = &norms;
+    in.rope_inv_freq = &g.layer_inv_freq(l);
+    const std::vector<float> full = rkv::run_scorer(*dk.instance, dk.requirements, in).scores;
+    in.attention_window = 16;
+    const std::vector<float> windowed = rkv::run_scorer(*dk.instance, dk.requirements, in).scores;
+    const std::vector<float>& got = memo.scores(*be, prompt, dk, l).scores;
+    EXPECT_EQ(g.config.layer_window(l), l % 3 < 2 ? 16 : 0);
+    EXPECT_EQ(got, g.config.is_sliding(l) ? windowed : full) << "layer " << l;
+    EXPECT_NE(windowed, full) << "layer " << l;  // T = 48 > 16: the window hides keys
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "kvpress_fixture.hpp"
 
 namespace {
@@ -203,6 +204,25 @@ TEST(KvpressFixtureFiles, LayerDefensiveKVIsOneTopKOverEveryLayerAndHead) {
               "layer, head); those keep the reference's positions\n", static_cast<long long>(heads_equal),
               static_cast<long long>(heads));
   EXPECT_GE(heads_equal, heads / 3);
+}
+
+TEST(KvpressFixtureFiles, DefensiveKVMasksWhatASlidingWindowHides) {
+  // attention_window W: a window query at position p sees keys p - W + 1 .. p. W = 0 and a W past T are full
+  // attention (identical scores); W = 1: each query sees only itself, a window position, so no position before the
+  // window gets any attention and every score is 0 (the maximum of all-zero scores is 0 too, on the window as well).
+  const Layer& L = layer();
+  const Prepared p = prepare("defensivekv", {P("window", I(16))}, false);
+  rkv::ScorerCallInputs in = p.call();
+  const std::vector<float> full = rkv::run_scorer(p.inst, p.req, in).scores;
+  in.attention_window = 1000;
+  EXPECT_EQ(rkv::run_scorer(p.inst, p.req, in).scores, full);
+  in.attention_window = 1;
+  const std::vector<float> one = rkv::run_scorer(p.inst, p.req, in).scores;
+  EXPECT_EQ(one, std::vector<float>(static_cast<size_t>(L.Hkv * L.T), 0.0f));
+  in.attention_window = 100;
+  EXPECT_NE(rkv::run_scorer(p.inst, p.req, in).scores, full);
+  in.attention_window = -1;
+  EXPECT_THROW(rkv::run_scorer(p.inst, p.req, in), rkv::InputError);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ const ScoreResult& ScoreMemo::scores(Backend& backend, const PrefilledPrompt& pr
   in.rope_inv_freq = &backend.model().layer_inv_freq(layer);
   in.value_output_norms = req.wants(RKV_STAT_VALUE_OUTPUT_NORMS) ? norms : nullptr;
   in.head_budgets = by_budget ? head_budgets : nullptr;
+  in.attention_window = c.layer_window(layer);
   return scores_.emplace(std::move(key), run_scorer(*scorer.instance, req, in)).first->second;
 }
 
