@@ -210,6 +210,18 @@ TEST_F(Config, ASweptRoutesBadParamNamesTheFileWithoutALineZero) {
   EXPECT_EQ(e.find("cfg.toml:0"), std::string::npos) << e;
 }
 
+TEST_F(Config, ABaseValueTheSweepOverridesIsRangeChecked) {
+  // budget.fraction = -1 under a budget.fraction axis used to pass (only NaN / infinity were caught).
+  std::string t = base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.2]\n");
+  t.replace(t.find("fraction = 0.2"), 14, "fraction = -1.0");
+  const std::string e = error(t);
+  EXPECT_NE(e.find("'budget.fraction' must be in (0, 1] (got -1)"), std::string::npos) << e;
+  EXPECT_NE(e.find("a base value: the sweep overrides it"), std::string::npos) << e;
+  // A valid base under the same axis loads, and each cell has its swept value.
+  const rkv::RunPlan ok = load(base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.3]\n"));
+  EXPECT_EQ(ok.cells.size(), 3u);
+}
+
 TEST_F(Config, APerHeadAllocatorWithARouteProtectingOtherPositionsFailsAtValidate) {
   // knorm protects nothing, snapkv its window: one protected mask cannot serve both. The route leaves layers 0-9 to
   // the [scorer] (snapkv), so validate can tell without the model, for allocator.heads and a per-head plugin alone.

@@ -247,6 +247,17 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
         n && n->is_floating_point() && !std::isfinite(n->as_floating_point()->get()))
       throw InputError(where(c, *n, axis.key) + " is not a finite number (the sweep overrides it, but every value of "
                        "a config must be valid)");
+  // Range-checked too: when the base config sets every swept key (no methods axis, whose keys a base may leave out),
+  // it is parsed as a cell of its own, so an out-of-range base value (budget.fraction = -1 under a budget axis) is
+  // refused where it is read rather than silently replaced.
+  bool base_complete = !axes.empty();
+  for (const SweepAxis& axis : axes) base_complete = base_complete && axis.key != "methods" && root.at_path(axis.key).node();
+  if (base_complete) try {
+      parse_cell(c, root, reg);
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) + " (a base value: the sweep overrides it, but every value of a config "
+                       "must be valid)");
+    }
   // A method's keys must not leak into the next cell, which may not set them: before each cell every key some method
   // sets is put back as the base config has it (or removed), in place, so every node keeps its source line.
   std::map<std::string, std::unique_ptr<toml::node>> base;  // dotted key -> its base value (null: absent)
