@@ -31,11 +31,13 @@ const char* kUsage =
     "             decode_scores_finite, decode_budget_respected, decode_protected_kept (decode-time inputs, for a\n"
     "             scorer that declares decode_scoring; otherwise one decode_time case, not applicable),\n"
     "             short_prompt (shapes (H, H_kv, d) = (4, 2, 8), (3, 1, 16), (2, 2, 4); T in {1, 7, 64, 300})\n"
-    "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic\n"
+    "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic; a per-head\n"
+    "             allocator (rkv.allocator/2 only): allocate_heads_call, head_integer_budgets, head_deterministic\n"
     "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"
     "each after a `create` case. --param KEY=VALUE sets a plugin parameter (validated against its spec).\n"
-    "Exit status: 0 when every case passes, 1 when any case fails, 2 for usage errors, an unknown ID, a bad\n"
-    "parameter or a plugin library that cannot be loaded (a broken param spec included: a NaN or out-of-range\n"
+    "Exit status: 0 when every case passes, 1 when any case fails (a value the plugin itself refuses when created,\n"
+    "such as an even snapkv kernel, fails the create case), 2 for usage errors, an unknown ID, a parameter its spec\n"
+    "refuses or a plugin library that cannot be loaded (a broken param spec included: a NaN or out-of-range\n"
     "default, min > max, a name that is no identifier), 3 when the plugin calls exit() inside a call (stderr:\n"
     "\"ripplekv: plugin ID called exit() inside CALL\").\n";
 

@@ -112,6 +112,22 @@ class GenerateCompress(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("needs a sensitivity profile: give --profile FILE", p.stderr)
 
+    def test_plugin_and_policy_errors_name_the_config(self):
+        """A scorer param the plugin refuses when created (an even snapkv kernel), and a decode policy the scorer
+        cannot serve (periodic under criticalkv, a prefill-only scorer): both errors start with the config's path, as
+        the config's own errors do."""
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 6
+        for text, want in [('[scorer]\nplugin = "snapkv"\n[scorer.snapkv]\nkernel = 4\n',
+                             "plugin 'org.ripplekv.scorer.snapkv': create failed"),
+                            ('[scorer]\nplugin = "criticalkv"\n[compression.decode]\npolicy = "periodic"\n',
+                             'compression.decode.policy = "periodic"')]:
+            f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+            f.write(text + '[allocator]\nplugin = "uniform"\n[budget]\nfraction = 0.25\n')
+            f.close()
+            p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", prompt, "--compress", f.name],
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("ripplekv generate: %s: %s" % (f.name, want), p.stderr)
 
 if __name__ == "__main__":
     unittest.main()

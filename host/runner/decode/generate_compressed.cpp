@@ -59,7 +59,16 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   HostServices host;
   InstancePool instances(host);
   ScorerSet scorers(instances, mc);
-  scorers.add_cell(cc, config_path);
+  // Errors a plugin or the decode policy raises name the config file, as the config's own errors do.
+  auto in_config = [&](const InputError& e) {
+    const std::string m = e.what();
+    return InputError(m.rfind(config_path, 0) == 0 ? m : config_path + ": " + m);
+  };
+  try {
+    scorers.add_cell(cc, config_path);
+  } catch (const InputError& e) {
+    throw in_config(e);
+  }
   const LayerScorers layer_scorers = scorers.layers_of(cc);
   setting.scorers = &layer_scorers;
   setting.instances = &instances;
@@ -72,7 +81,13 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   ScoreMemo memo;
   CellCompression cell = compress_cell(backend, prompt, memo, setting);
   CompressedPrompt& comp = cell.comp;
-  const DecodePolicy policy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
+  const DecodePolicy policy = [&] {
+    try {
+      return DecodePolicy(cc.decode, comp.budgets, comp.head_budgets, &scorer);
+    } catch (const InputError& e) {
+      throw in_config(e);
+    }
+  }();
   const std::string frozen = policy.frozen_heads_warning(mc.n_kv_heads);
   const std::unique_ptr<DecodeSession> decode =
       policy.begin(backend, *comp.cache, prompt_cumulative_attention(prompt), &comp.prompt_positions);
