@@ -36,13 +36,14 @@ extern "C" {
 /** ABI major version: a library built for another major is refused (the host names both versions). */
 #define RKV_ABI_VERSION_MAJOR 1
 /** ABI minor version: additions only (appended struct fields, new interface ids); older and newer minors load. */
-#define RKV_ABI_VERSION_MINOR 6
+#define RKV_ABI_VERSION_MINOR 7
 
 /** Interface ids of the three kinds, version 1. */
 #define RKV_INTERFACE_ALLOCATOR_V1 "rkv.allocator/1"
 #define RKV_INTERFACE_ALLOCATOR_V2 "rkv.allocator/2" /**< per-head budgets b[l, h] (ABI minor 1) */
 #define RKV_INTERFACE_SCORER_V1 "rkv.scorer/1"
 #define RKV_INTERFACE_SIGNAL_V1 "rkv.signal/1"
+#define RKV_INTERFACE_PROMPT_SIGNAL_V1 "rkv.prompt_signal/1" /**< a signal computed on each prompt (ABI minor 7) */
 /** Host service ids (rkv_host.get_service). */
 #define RKV_SERVICE_PROFILER_V1 "rkv.profiler/1"
 
@@ -159,6 +160,9 @@ typedef int32_t rkv_plugin_kind;
 #define RKV_FLAG_NEEDS_PROFILE ((uint64_t)1) /**< allocator: uses the sensitivity profile (others get none) */
 #define RKV_FLAG_SUPPORTS_CUDA ((uint64_t)2) /**< accepts CUDA DLTensors and the host's stream */
 #define RKV_FLAG_NEEDS_SCORES ((uint64_t)4)  /**< allocator/2: uses the scorer's scores (others get none) */
+/** ABI minor 7, signal: serves rkv.prompt_signal/1 and is computed on each prompt being compressed, from the prefill's
+ *  statistics, instead of once on calibration windows (it need not serve rkv.signal/1). */
+#define RKV_FLAG_PER_PROMPT ((uint64_t)8)
 
 /**
  * What a plugin is, readable without creating an instance. Static data owned by the library.
@@ -521,6 +525,35 @@ typedef struct rkv_signal_v1 {
   rkv_status (*profile)(rkv_plugin_instance* self, const rkv_signal_request* request, DLTensor* s_out,
                         DLTensor* per_example_out, const rkv_diagnostics* diag);
 } rkv_signal_v1;
+
+/* ---- rkv.prompt_signal/1 (ABI minor 7) -------------------------------------------------------------------------- */
+
+/**
+ * Per-prompt signal vtable "rkv.prompt_signal/1", served by a signal plugin whose descriptor sets RKV_FLAG_PER_PROMPT
+ * (docs/ARCHITECTURE.md "Per-prompt signals"). Where rkv.signal/1 measures a model once on calibration windows, a
+ * per-prompt signal reads the statistics of the prompt being compressed and returns one value s_l per layer for
+ * that prompt, before the cell's allocator runs; the host passes s over the compressible layers as the allocator's
+ * profile (float64, larger = more sensitive, as for rkv.signal/1). CAKE (Qin et al., ICLR 2025) is one: its layer
+ * preference from the entropy and variance of the observation window's attention.
+ *
+ * requirements(): as rkv_scorer_v1.requirements, for this model shape: the RKV_STAT_* statistics the signal reads
+ *   (prefill statistics: `decode_scoring` and `decode_stats` must be 0), their `window` and `query_skip`.
+ *   `sinks` and `recent` are ignored (a signal protects nothing); `budget_dependent` must be RKV_BUDGET_NONE (the
+ *   signal runs before any budget exists). Called once per instance and model, before layer_value(); the host
+ *   computes what it asks for in the shared prefill (streamed: no T x T matrix is kept).
+ * layer_value(): writes s_l of one layer of one prompt into *s_out (finite). `inputs` is what a scorer of the same
+ *   requirements gets for that layer (rkv_scorer_inputs: T, the window, each requested tensor, rope_inv_freq,
+ *   attention_window; head_budgets NULL): a tensor the signal did not request is NULL. Called once per (prompt,
+ *   layer) for every model layer, in layer order; the host keeps the values of one prompt for every cell that
+ *   reads them. Thread rule: never called concurrently on one instance.
+ */
+typedef struct rkv_prompt_signal_v1 {
+  uint32_t struct_size;
+  rkv_status (*requirements)(rkv_plugin_instance* self, const rkv_attention_shape* shape,
+                             rkv_scorer_requirements* out, const rkv_diagnostics* diag);
+  rkv_status (*layer_value)(rkv_plugin_instance* self, const rkv_scorer_inputs* inputs, double* s_out,
+                            const rkv_diagnostics* diag);
+} rkv_prompt_signal_v1;
 
 /* ---- The entry point ------------------------------------------------------------------------------------------ */
 

@@ -33,7 +33,9 @@ const char* kUsage =
     "             short_prompt (shapes (H, H_kv, d) = (4, 2, 8), (3, 1, 16), (2, 2, 4); T in {1, 7, 64, 300})\n"
     "  allocator  allocate_call, finite, non_negative, sums_to_B, integer_budgets, deterministic; a per-head\n"
     "             allocator (rkv.allocator/2 only): allocate_heads_call, head_integer_budgets, head_deterministic\n"
-    "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models)\n"
+    "  signal     profile_call, profile_length, finite, deterministic, host_accepts (tiny synthetic models); a\n"
+    "             per-prompt signal (rkv.prompt_signal/1): requirements, value_finite, deterministic,\n"
+    "             varies_with_prompt (the scorer shapes and lengths, only the requested statistics given)\n"
     "each after a `create` case. --param KEY=VALUE sets a plugin parameter (validated against its spec).\n"
     "Exit status: 0 when every case passes, 1 when any case fails (a value the plugin itself refuses when created,\n"
     "such as an even snapkv kernel, fails the create case), 2 for usage errors, an unknown ID, a parameter its spec\n"
@@ -138,6 +140,8 @@ int run_plugins(const std::vector<std::string>& args) {
               << ")\n  " << p.descriptor->description << "\n  library: " << p.library->path << "\n";
     if (p.descriptor->flags & RKV_FLAG_NEEDS_PROFILE) std::cout << "  needs a sensitivity profile\n";
     if (p.descriptor->flags & RKV_FLAG_NEEDS_SCORES) std::cout << "  per-head allocator: needs the scorer's scores\n";
+    if (p.descriptor->flags & RKV_FLAG_PER_PROMPT)
+      std::cout << "  per-prompt signal: computed on each prompt being compressed (rkv.prompt_signal/1)\n";
     std::cout << "\nparameters:\n";
     bool any = false;
     size_t name_width = 11;  // the longest parameter name sets the column (names were cut into their type before)

@@ -9,7 +9,8 @@
 //              call_allocator and run_allocator (validation + integerize_budgets)
 //   signal     (conformance_signal.cpp)     seeded synthetic models (model/synthetic_model.hpp) and token windows,
 //              through the profiler service (runner/profile/profiler.hpp) and call_signal exactly as compute_profile() calls a
-//              signal, then compute_profile() itself (cache off)
+//              signal, then compute_profile() itself (cache off); a per-prompt signal (conformance_prompt_signal.cpp)
+//              on the scorer kit's seeded layers (conformance_inputs.hpp) through call_prompt_signal
 //
 // Only what holds for every plugin of the kind is checked (no ordering or value assumptions). Each case is one rule;
 // its detail says what was covered, or the first input that broke the rule and how.
@@ -77,6 +78,16 @@ std::vector<ConformanceCase> check_head_allocator(const PluginInfo& info, const 
 ///   a fresh profiler and instance is bitwise identical), host_accepts (compute_profile(), the run's path with the
 ///   cache off, accepts the profile and gives the same s).
 std::vector<ConformanceCase> check_signal(const PluginInfo& info, const ParamSet& params);
+
+/// Per-prompt signal rules (rkv.prompt_signal/1, RKV_FLAG_PER_PROMPT; check_signal hands them over), on the scorer
+/// kit's seeded layers (shapes (4, 2, 8), (3, 1, 16), (2, 2, 4); T in {1, 7, 64, 300}; random, tied, peaked) with
+/// only the statistics the signal requested (every other tensor NULL, as in a run):
+///   create, requirements (valid prefill requirements, no decode or budget fields, the same from two instances),
+///   value_finite (layer_value() succeeds with a finite value on every input: a signal that reads a statistic it did
+///   not request is refused here), deterministic (a second call and a fresh instance give the same bits),
+///   varies_with_prompt (on each shape, two random prompts of T = 64 give different values on some layer: a
+///   per-prompt signal that ignores its prompt is a calibration constant).
+std::vector<ConformanceCase> check_prompt_signal(const PluginInfo& info, const ParamSet& params);
 
 /// Dispatches on the plugin's kind. Throws rkv::InputError for an unknown kind.
 std::vector<ConformanceCase> check_plugin(const PluginInfo& info, const ParamSet& params);

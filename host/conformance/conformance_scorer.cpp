@@ -18,6 +18,7 @@
 #include "conformance/conformance.hpp"
 #include "conformance/conformance_rule.hpp"
 #include "plugin/instance.hpp"
+#include "conformance/conformance_inputs.hpp"
 #include "plugin/scorer_call.hpp"
 
 namespace rkv {
@@ -25,128 +26,9 @@ namespace rkv {
 namespace {
 
 using conformance::RuleTally;
-
-struct Shape {
-  int64_t H, Hkv, d;
-};
-constexpr Shape kShapes[] = {{4, 2, 8}, {3, 1, 16}, {2, 2, 4}};
-constexpr int64_t kLayers = 3;  ///< the model shape's layer count; inputs use layers 0 .. 2
-constexpr int64_t kLengths[] = {1, 7, 64, 300};
-
-/// random: keys, queries and values uniform in +-1. tied: every key of a head equal (uniform attention, so every
-/// statistic ties exactly), stored with spare capacity (the strided path). peaked: queries and keys scaled by 6
-/// (softmax probabilities underflow to 0 for most keys).
-enum class Variant { random, tied, peaked };
-constexpr Variant kVariants[] = {Variant::random, Variant::tied, Variant::peaked};
-const char* variant_name(Variant v) {
-  return v == Variant::random ? "random" : v == Variant::tied ? "tied keys" : "peaked attention";
-}
+using namespace conformance;  // Shape, Input, make_input (conformance_inputs.hpp)
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-/// One layer's inputs, with the statistics the scorer asked for.
-struct Input {
-  std::string label;
-  Shape shape{};
-  int64_t T = 0, layer = 0;
-  LayerKV kv;
-  AttentionStats stats;
-  bool has_stats = false;
-  std::vector<float> window_queries;
-  bool has_window_queries = false;
-  int64_t window = -1;  ///< decode-time inputs: the number of decoded queries behind the window statistics
-  std::vector<double> inv_freq;  ///< RoPE frequencies [d/2] (theta 10000): the keys and queries read as rotated
-  std::vector<float> value_output_norms;  ///< [H, T] when asked: ||W_o v||_1 for a random W_o [16, H d]
-
-  ScorerCallInputs call() const {
-    ScorerCallInputs in;
-    in.layer = layer;
-    in.n_heads = shape.H;
-    in.kv = &kv;
-    in.prefix_tokens = T;
-    in.stats = has_stats ? &stats : nullptr;
-    in.window_queries = has_window_queries ? &window_queries : nullptr;
-    in.window = window;
-    in.rope_inv_freq = &inv_freq;
-    in.value_output_norms = value_output_norms.empty() ? nullptr : &value_output_norms;
-    return in;
-  }
-};
-
-Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, const ScorerRequirements& req,
-                 uint64_t seed, int64_t decode_window = -1) {
-  Input in;
-  in.shape = s;
-  in.T = T;
-  in.layer = layer;
-  std::ostringstream label;
-  label << "H " << s.H << " / H_kv " << s.Hkv << " / d " << s.d << ", T " << T << ", " << variant_name(variant)
-        << ", layer " << layer;
-  in.label = label.str();
-  in.inv_freq = rope_inv_freq(s.d, 10000.0, RopeScaling{});
-
-  SyntheticRng rng(seed);
-  const float scale = variant == Variant::peaked ? 6.0f : 1.0f;
-  std::vector<float> q = synthetic_uniform(rng, static_cast<size_t>(s.H * T * s.d), scale);
-  LayerKV& kv = in.kv;
-  kv.n_kv_heads = s.Hkv;
-  kv.head_dim = s.d;
-  kv.capacity = T + (variant == Variant::tied ? 3 : 0);
-  kv.length = T;
-  kv.k.assign(static_cast<size_t>(s.Hkv * kv.capacity * s.d), 0.0f);
-  kv.v.assign(kv.k.size(), 0.0f);
-  for (int64_t h = 0; h < s.Hkv; ++h) {
-    const std::vector<float> shared = synthetic_uniform(rng, static_cast<size_t>(s.d), scale);
-    for (int64_t j = 0; j < T; ++j)
-      for (int64_t e = 0; e < s.d; ++e) {
-        kv.k_at(h, j)[e] = variant == Variant::tied ? shared[static_cast<size_t>(e)] : scale * rng.next();
-        kv.v_at(h, j)[e] = rng.next();
-      }
-  }
-
-  if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {  // n[h, j] = sum_c |sum_i W_o[c, h d + i] v[g(h), j, i]|, D = 16
-    const int64_t D = 16, G = s.H / s.Hkv;
-    const std::vector<float> wo = synthetic_uniform(rng, static_cast<size_t>(D * s.H * s.d), 1.0f);
-    in.value_output_norms.assign(static_cast<size_t>(s.H * T), 0.0f);
-    for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t j = 0; j < T; ++j) {
-        double l1 = 0.0;
-        for (int64_t c = 0; c < D; ++c) {
-          double y = 0.0;
-          for (int64_t e = 0; e < s.d; ++e)
-            y += double(wo[static_cast<size_t>(c * s.H * s.d + h * s.d + e)]) * kv.v_at(h / G, j)[e];
-          l1 += std::fabs(y);
-        }
-        in.value_output_norms[static_cast<size_t>(h * T + j)] = static_cast<float>(l1);
-      }
-  }
-  // As ScoreMemo::scores (runner/compress/compress_prompt.cpp): the statistics come from the last `needed` queries.
-  // Decode-time inputs (decode_window >= 1): the last decode_window entries are the decoded tokens, each query
-  // seeing the entries up to its own (the causal prefix rule), which is how the host builds them between
-  // compressions (runner/decode/periodic.cpp).
-  AttentionStatsOptions opts = req.stats_options();
-  if (decode_window >= 1) {
-    opts.window = std::min(decode_window, T);
-    in.window = opts.window;
-  }
-  const int64_t w = decode_window >= 1 ? opts.window : req.effective_window(T);
-  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts || opts.query_moments;
-  in.has_window_queries = req.wants(RKV_STAT_WINDOW_QUERIES);
-  if (in.has_stats || in.has_window_queries) {
-    const int64_t needed = opts.cumulative_attention || opts.query_moments ? T : w;
-    std::vector<float> last(static_cast<size_t>(s.H * needed * s.d));
-    for (int64_t h = 0; h < s.H; ++h)
-      std::memcpy(last.data() + h * needed * s.d, q.data() + (h * T + (T - needed)) * s.d,
-                  static_cast<size_t>(needed * s.d) * sizeof(float));
-    const QueriesView qv{last.data(), s.H, needed, s.d};
-    const KeysView kview{kv.k.data(), kv.n_kv_heads, T, kv.head_dim, kv.capacity * kv.head_dim};
-    if (in.has_stats) in.stats = compute_attention_stats(qv, kview, opts);
-    if (opts.query_moments)  // as the prefill: the queries (read as rotated at 0 .. T - 1) turned back first
-      add_query_moments(QueriesView{unrotate_queries(qv, in.inv_freq).data(), s.H, T, s.d}, opts.query_skip, in.stats);
-    if (in.has_window_queries) in.window_queries = window_queries(qv, w);
-  }
-  return in;
-}
 
 /// b_l values to try for a prompt of T positions with `pc` protected: 1, around the protected count, between it and
 /// T, T - 1, T and above T.
@@ -333,9 +215,6 @@ bool same_requirements(const ScorerRequirements& a, const ScorerRequirements& b)
          a.query_skip == b.query_skip && a.budget_dependent == b.budget_dependent;
 }
 
-rkv_attention_shape attention_shape(const Shape& s) {
-  return rkv_attention_shape{sizeof(rkv_attention_shape), kLayers, s.H, s.Hkv, s.d};
-}
 
 }  // namespace
 
@@ -412,7 +291,7 @@ std::vector<ConformanceCase> check_scorer(const PluginInfo& info, const ParamSet
   auto fresh_for = [&](const Shape& s) {
     return [&info, &params, &host, s]() {
       PluginInstance other = PluginInstance::create(info, params, host);
-      const ScorerRequirements r = query_scorer_requirements(other, attention_shape(s));
+      const ScorerRequirements r = query_scorer_requirements(other, attention_shape_of(s));
       return std::make_pair(std::move(other), r);
     };
   };

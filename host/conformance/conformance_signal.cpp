@@ -89,6 +89,7 @@ struct ThreadCountGuard {
 }  // namespace
 
 std::vector<ConformanceCase> check_signal(const PluginInfo& info, const ParamSet& params) {
+  if (info.descriptor->flags & RKV_FLAG_PER_PROMPT) return check_prompt_signal(info, params);
   const ThreadCountGuard guard;
   cpu::set_num_threads(1);
   RuleTally create("create"), call("profile_call"), length("profile_length"), finite("finite"),

@@ -87,10 +87,21 @@ ScorerRequirements query_scorer_requirements(const PluginInstance& inst, const r
 
 std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance& inst,
                                                             const rkv_attention_shape& shape, bool shape_may_fail) {
-  const std::string who = "scorer '" + inst.id() + "'";
-  const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
-  if (!RKV_HAS_FIELD(vt, rkv_scorer_v1, score) || !vt->requirements || !vt->score)
-    throw InputError(who + ": vtable lacks requirements/score");
+  // A per-prompt signal states its needs through the same struct (rkv.prompt_signal/1, ABI minor 7).
+  const bool signal = inst.info().descriptor->kind == RKV_KIND_SIGNAL;
+  const std::string who = (signal ? "per-prompt signal '" : "scorer '") + inst.id() + "'";
+  decltype(rkv_scorer_v1::requirements) requirements = nullptr;
+  if (signal) {
+    const auto* vt = static_cast<const rkv_prompt_signal_v1*>(inst.interface(RKV_INTERFACE_PROMPT_SIGNAL_V1));
+    if (!RKV_HAS_FIELD(vt, rkv_prompt_signal_v1, layer_value) || !vt->requirements || !vt->layer_value)
+      throw InputError(who + ": does not serve " RKV_INTERFACE_PROMPT_SIGNAL_V1 " (requirements/layer_value)");
+    requirements = vt->requirements;
+  } else {
+    const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
+    if (!RKV_HAS_FIELD(vt, rkv_scorer_v1, score) || !vt->requirements || !vt->score)
+      throw InputError(who + ": vtable lacks requirements/score");
+    requirements = vt->requirements;
+  }
   rkv_attention_shape sh = shape;
   sh.struct_size = sizeof sh;
   rkv_scorer_requirements r{};
@@ -99,7 +110,7 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
   throw_if_cancelled();  // a cancellation point between plugin calls (core/cancel.hpp)
   const rkv_status s = [&] {
     const PluginCallScope in_flight(inst.id(), "requirements");
-    return vt->requirements(inst.raw(), &sh, &r, log.abi());
+    return requirements(inst.raw(), &sh, &r, log.abi());
   }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK && shape_may_fail) return std::nullopt;
@@ -116,6 +127,10 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
   if (req.budget_dependent > RKV_BUDGET_ALLOCATION)
     throw InputError(who + " declared budget_dependent = " + std::to_string(req.budget_dependent) +
                      " (RKV_BUDGET_NONE 0, RKV_BUDGET_FINAL 1 or RKV_BUDGET_ALLOCATION 2)");
+  if (signal && (req.decode_scoring || req.budget_dependent))
+    throw InputError(who + " declared decode_scoring or budget_dependent: a per-prompt signal reads the prefill's "
+                     "statistics, before any budget exists (both must be 0)");
+  if (signal) req.sinks = req.recent = 0;  // a signal protects nothing
   if ((req.decode_stats & ~kKnownStats) != 0)
     throw InputError(who + " asks for unknown decode-time statistics (mask " + std::to_string(req.decode_stats) + ")");
   if ((req.stats & ~kKnownStats) != 0)
@@ -133,8 +148,8 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
   return req;
 }
 
-ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in) {
-  const std::string who = "scorer '" + inst.id() + "' (layer " + str(in.layer) + ")";
+ScorerInputTensors::ScorerInputTensors(const std::string& who, const ScorerRequirements& req,
+                                       const ScorerCallInputs& in) {
   if (!in.kv) throw InputError(who + ": no cache given");
   const LayerKV& kv = *in.kv;
   const int64_t T = in.prefix_tokens < 0 ? kv.length : in.prefix_tokens;
@@ -142,24 +157,28 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   if (T < 1 || T > kv.length)
     throw InputError(who + ": prefix length T = " + str(T) + " must be in [1, " + str(kv.length) + "] (the cache)");
   const int64_t w = in.window >= 0 ? in.window : req.effective_window(T);
-  const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
-
-  int64_t kv_shape[3] = {Hkv, T, d}, ht_shape[2] = {H, T}, wq_shape[3] = {H, w, d}, out_shape[2] = {Hkv, T};
-  int64_t mean_shape[2] = {H, d}, cov_shape[3] = {H, d, d}, freq_shape[1] = {d / 2};
-  std::vector<float> k_scratch, v_scratch, k0, norm_rows;
-  DLTensor keys{}, values{}, win{}, cum{}, wq{}, k0t{}, qmean{}, qcov{}, freq{}, vnorms{};
-  rkv_scorer_inputs si{};
+  prefix_tokens_ = T;
+  n_kv_heads_ = Hkv;
+  kv_shape_[0] = Hkv, kv_shape_[1] = T, kv_shape_[2] = d;
+  ht_shape_[0] = H, ht_shape_[1] = T;
+  wq_shape_[0] = H, wq_shape_[1] = w, wq_shape_[2] = d;
+  mean_shape_[0] = H, mean_shape_[1] = d;
+  cov_shape_[0] = H, cov_shape_[1] = d, cov_shape_[2] = d;
+  freq_shape_[0] = d / 2;
+  budgets_shape_[0] = Hkv;
+  rkv_scorer_inputs& si = si_;
+  si = rkv_scorer_inputs{};
   si.struct_size = sizeof si;
   si.layer = in.layer;
   si.prefix_tokens = T;
   si.window = w;
   if (req.wants(RKV_STAT_KEYS)) {
-    keys = cpu_f32(contiguous(kv.k, kv, T, k_scratch), 3, kv_shape);
-    si.keys = &keys;
+    keys_ = cpu_f32(contiguous(kv.k, kv, T, k_scratch_), 3, kv_shape_);
+    si.keys = &keys_;
   }
   if (req.wants(RKV_STAT_VALUES)) {
-    values = cpu_f32(contiguous(kv.v, kv, T, v_scratch), 3, kv_shape);
-    si.values = &values;
+    values_ = cpu_f32(contiguous(kv.v, kv, T, v_scratch_), 3, kv_shape_);
+    si.values = &values_;
   }
   auto need_stats = [&](const char* what) {
     if (!in.stats) throw InputError(who + ": " + what + " requested but no attention statistics given");
@@ -171,49 +190,49 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
     need_stats("window attention");
     if (in.stats->window_attention.size() != static_cast<size_t>(H * T) || in.stats->window != w)
       throw InputError(who + ": window attention missing or not over the last " + str(w) + " queries");
-    win = cpu_f32(in.stats->window_attention.data(), 2, ht_shape);
-    si.window_attention = &win;
+    win_ = cpu_f32(in.stats->window_attention.data(), 2, ht_shape_);
+    si.window_attention = &win_;
   }
   if (req.wants(RKV_STAT_CUMULATIVE_ATTENTION)) {
     need_stats("cumulative attention");
     if (in.stats->cumulative_attention.size() != static_cast<size_t>(H * T))
       throw InputError(who + ": cumulative attention missing");
-    cum = cpu_f32(in.stats->cumulative_attention.data(), 2, ht_shape);
-    si.cumulative_attention = &cum;
+    cum_ = cpu_f32(in.stats->cumulative_attention.data(), 2, ht_shape_);
+    si.cumulative_attention = &cum_;
   }
   if (req.wants(RKV_STAT_WINDOW_QUERIES)) {
     if (!in.window_queries || in.window_queries->size() != static_cast<size_t>(H * w * d))
       throw InputError(who + ": window queries [H = " + str(H) + ", w = " + str(w) + ", d = " + str(d) +
                        "] requested but not given");
-    wq = cpu_f32(in.window_queries->data(), 3, wq_shape);
-    si.window_queries = &wq;
+    wq_ = cpu_f32(in.window_queries->data(), 3, wq_shape_);
+    si.window_queries = &wq_;
   }
   if (in.rope_inv_freq) {
     if (static_cast<int64_t>(in.rope_inv_freq->size()) * 2 != d)
       throw InputError(who + ": " + str(static_cast<int64_t>(in.rope_inv_freq->size())) +
                        " RoPE frequencies for head dimension " + str(d));
-    freq.data = const_cast<double*>(in.rope_inv_freq->data());
-    freq.device = DLDevice{kDLCPU, 0};
-    freq.ndim = 1;
-    freq.dtype = DLDataType{kDLFloat, 64, 1};
-    freq.shape = freq_shape;
-    si.rope_inv_freq = &freq;
+    freq_.data = const_cast<double*>(in.rope_inv_freq->data());
+    freq_.device = DLDevice{kDLCPU, 0};
+    freq_.ndim = 1;
+    freq_.dtype = DLDataType{kDLFloat, 64, 1};
+    freq_.shape = freq_shape_;
+    si.rope_inv_freq = &freq_;
   }
   if (req.wants(RKV_STAT_PRE_ROPE_KEYS)) {
     if (!in.rope_inv_freq) throw InputError(who + ": keys before RoPE requested but no RoPE frequencies given");
-    k0 = pre_rope_keys(kv, T, *in.rope_inv_freq);
-    k0t = cpu_f32(k0.data(), 3, kv_shape);
-    si.pre_rope_keys = &k0t;
+    k0_ = pre_rope_keys(kv, T, *in.rope_inv_freq);
+    k0t_ = cpu_f32(k0_.data(), 3, kv_shape_);
+    si.pre_rope_keys = &k0t_;
   }
   if (req.wants(RKV_STAT_QUERY_MOMENTS)) {
     need_stats("query moments");
     if (in.stats->query_mean.size() != static_cast<size_t>(H * d) ||
         in.stats->query_covariance.size() != static_cast<size_t>(H * d * d))
       throw InputError(who + ": query moments [H = " + str(H) + ", d = " + str(d) + "] missing");
-    qmean = cpu_f32(in.stats->query_mean.data(), 2, mean_shape);
-    qcov = cpu_f32(in.stats->query_covariance.data(), 3, cov_shape);
-    si.query_mean = &qmean;
-    si.query_covariance = &qcov;
+    qmean_ = cpu_f32(in.stats->query_mean.data(), 2, mean_shape_);
+    qcov_ = cpu_f32(in.stats->query_covariance.data(), 3, cov_shape_);
+    si.query_mean = &qmean_;
+    si.query_covariance = &qcov_;
   }
   if (req.wants(RKV_STAT_VALUE_OUTPUT_NORMS)) {
     const std::vector<float>* n = in.value_output_norms;
@@ -222,15 +241,13 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
                        " entries] requested but not given");
     const float* rows = n->data();
     if (T < kv.length) {  // the first T entries of each head's row
-      norm_rows.resize(static_cast<size_t>(H * T));
-      for (int64_t h = 0; h < H; ++h) std::copy_n(n->data() + h * kv.length, T, norm_rows.data() + h * T);
-      rows = norm_rows.data();
+      norm_rows_.resize(static_cast<size_t>(H * T));
+      for (int64_t h = 0; h < H; ++h) std::copy_n(n->data() + h * kv.length, T, norm_rows_.data() + h * T);
+      rows = norm_rows_.data();
     }
-    vnorms = cpu_f32(rows, 2, ht_shape);
-    si.value_output_norms = &vnorms;
+    vnorms_ = cpu_f32(rows, 2, ht_shape_);
+    si.value_output_norms = &vnorms_;
   }
-  int64_t budgets_shape[1] = {Hkv};
-  DLTensor budgets{};
   if (req.budget_dependent && in.head_budgets) {
     const std::vector<int64_t>& b = *in.head_budgets;
     if (static_cast<int64_t>(b.size()) != Hkv)
@@ -240,17 +257,24 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
       if (b[static_cast<size_t>(h)] < 0 || b[static_cast<size_t>(h)] > T)
         throw InputError(who + ": KV head " + str(h) + " budget " + str(b[static_cast<size_t>(h)]) +
                          " outside [0, T = " + str(T) + "]");
-    budgets.data = const_cast<int64_t*>(b.data());
-    budgets.device = DLDevice{kDLCPU, 0};
-    budgets.ndim = 1;
-    budgets.dtype = DLDataType{kDLInt, 64, 1};
-    budgets.shape = budgets_shape;
-    si.head_budgets = &budgets;
+    budgets_.data = const_cast<int64_t*>(b.data());
+    budgets_.device = DLDevice{kDLCPU, 0};
+    budgets_.ndim = 1;
+    budgets_.dtype = DLDataType{kDLInt, 64, 1};
+    budgets_.shape = budgets_shape_;
+    si.head_budgets = &budgets_;
   }
   if (in.attention_window < 0) throw InputError(who + ": attention window " + str(in.attention_window) + " < 0");
   si.attention_window = in.attention_window;
   si.stream = nullptr;
+}
 
+ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& req, const ScorerCallInputs& in) {
+  const std::string who = "scorer '" + inst.id() + "' (layer " + str(in.layer) + ")";
+  const auto* vt = static_cast<const rkv_scorer_v1*>(inst.interface(RKV_INTERFACE_SCORER_V1));
+  const ScorerInputTensors inputs(who, req, in);
+  const int64_t Hkv = inputs.n_kv_heads(), T = inputs.prefix_tokens();
+  int64_t out_shape[2] = {Hkv, T};
   ScoreResult res;
   // The output is its own heap allocation of exactly H_kv * T floats (never a view into a bigger buffer), so a
   // plugin writing past it is a heap-buffer-overflow in the sanitizer build (tests/reliability).
@@ -261,7 +285,7 @@ ScoreResult call_scorer(const PluginInstance& inst, const ScorerRequirements& re
   throw_if_cancelled();  // between per-layer calls: a run's SIGTERM does not wait for the remaining layers
   const rkv_status s = [&] {
     const PluginCallScope in_flight(inst.id(), "score");
-    return vt->score(inst.raw(), &si, &out, log.abi());
+    return vt->score(inst.raw(), inputs.abi(), &out, log.abi());
   }();
   if (s == RKV_ERROR_CANCELLED) throw Cancelled();
   if (s != RKV_OK) throw InputError(who + " failed (" + status_name(s) + "): " + log.error_text());

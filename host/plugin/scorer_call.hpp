@@ -50,7 +50,9 @@ struct ScorerRequirements {
   AttentionStatsOptions stats_options() const;
 };
 
-/// Calls requirements() of scorer `inst` for `shape`. Throws rkv::InputError naming the plugin when it fails or
+/// Calls requirements() of scorer `inst` for `shape` (or of a per-prompt signal: a signal-kind instance serving
+/// rkv.prompt_signal/1, whose sinks and recent are set to 0 and which may not declare decode_scoring or
+/// budget_dependent). Throws rkv::InputError naming the plugin when it fails or
 /// declares unknown statistics bits, negative counts (query_skip included), a window < 1 while asking for window
 /// statistics, or a prefill-only statistic (RKV_STAT_QUERY_MOMENTS, RKV_STAT_VALUE_OUTPUT_NORMS) among its
 /// decode-time statistics; rkv::Cancelled when it returned RKV_ERROR_CANCELLED.
@@ -87,6 +89,30 @@ struct ScorerCallInputs {
   /// The layer's sliding window W (ModelConfig::layer_window), 0 for full attention (rkv_scorer_inputs
   /// .attention_window, ABI minor 6).
   int64_t attention_window = 0;
+};
+
+/// The rkv_scorer_inputs of one call and the tensors it points to (owned here), built from `in` under `req`: only the
+/// requested statistics are set (others NULL); keys and values as contiguous [H_kv, T, d] views (copied when the
+/// layer has spare capacity); pre-RoPE keys a copy turned back by R(-p); head_budgets only for a budget-dependent
+/// requirement. The scorer and the per-prompt signal calls (plugin/prompt_signal_call.hpp) share it. Throws
+/// rkv::InputError starting with `who` when a requested statistic is missing or misshaped, T is outside [1, cache],
+/// or a head budget is outside [0, T]. Not copyable (abi() points into it); `in`'s vectors must outlive it.
+class ScorerInputTensors {
+ public:
+  ScorerInputTensors(const std::string& who, const ScorerRequirements& req, const ScorerCallInputs& in);
+  ScorerInputTensors(const ScorerInputTensors&) = delete;
+  ScorerInputTensors& operator=(const ScorerInputTensors&) = delete;
+  const rkv_scorer_inputs* abi() const { return &si_; }
+  int64_t prefix_tokens() const { return prefix_tokens_; }
+  int64_t n_kv_heads() const { return n_kv_heads_; }
+
+ private:
+  rkv_scorer_inputs si_{};
+  int64_t prefix_tokens_ = 0, n_kv_heads_ = 0;
+  int64_t kv_shape_[3] = {}, ht_shape_[2] = {}, wq_shape_[3] = {}, mean_shape_[2] = {}, cov_shape_[3] = {};
+  int64_t freq_shape_[1] = {}, budgets_shape_[1] = {};
+  std::vector<float> k_scratch_, v_scratch_, k0_, norm_rows_;
+  DLTensor keys_{}, values_{}, win_{}, cum_{}, wq_{}, k0t_{}, qmean_{}, qcov_{}, freq_{}, vnorms_{}, budgets_{};
 };
 
 /// The scorer's output for one layer.

@@ -28,6 +28,7 @@ const std::string kFixtures = RKV_TEST_BINARY_DIR "/tests/plugins/";
 const rkv::PluginRegistry& registry() {
   static const rkv::PluginRegistry r = rkv::PluginRegistry::discover(
       {kFixtures + "conform_scorer", kFixtures + "conform_allocator", kFixtures + "conform_signal",
+       kFixtures + "conform_prompt_signal",
        kFixtures + "test_bad_allocator", kFixtures + "test_wov"});
   return r;
 }
@@ -89,6 +90,9 @@ const std::vector<std::string> kHeadAllocatorCases = {"create", "allocate_heads_
                                                       "head_deterministic"};
 const std::vector<std::string> kSignalCases = {"create", "profile_call",  "profile_length",
                                                "finite", "deterministic", "host_accepts"};
+// A per-prompt signal (rkv.prompt_signal/1).
+const std::vector<std::string> kPromptSignalCases = {"create", "requirements", "value_finite", "deterministic",
+                                                     "varies_with_prompt"};
 
 // ---- built-in plugins ------------------------------------------------------------------------------------------
 
@@ -131,6 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BuiltIn{"org.ripplekv.scorer.compactor", &kPrefillOnlyScorerCases},
                       BuiltIn{"org.ripplekv.scorer.criticalkv", &kPrefillOnlyScorerCases},
                       BuiltIn{"org.ripplekv.scorer.defensivekv", &kPrefillOnlyScorerCases},
+                      BuiltIn{"org.ripplekv.scorer.cake", &kPrefillOnlyScorerCases},
                       BuiltIn{"org.ripplekv.allocator.manual", &kAllocatorCases},
                       BuiltIn{"org.ripplekv.allocator.ripplekv", &kAllocatorCases},
                       BuiltIn{"org.ripplekv.allocator.uniform", &kAllocatorCases},
@@ -139,7 +144,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BuiltIn{"org.ripplekv.allocator.global_topk", &kHeadAllocatorCases},
                       BuiltIn{"org.ripplekv.signal.perturbation_kl", &kSignalCases},
                       BuiltIn{"org.ripplekv.signal.layer_local", &kSignalCases},
-                      BuiltIn{"org.ripplekv.signal.depth", &kSignalCases}),
+                      BuiltIn{"org.ripplekv.signal.depth", &kSignalCases},
+                      BuiltIn{"org.ripplekv.signal.cake", &kPromptSignalCases},
+                      BuiltIn{"org.ripplekv.allocator.cake", &kAllocatorCases}),
     [](const ::testing::TestParamInfo<BuiltIn>& i) {
       const std::string id = i.param.id;
       return id.substr(id.rfind('.') + 1) + "_" + std::to_string(i.index);
@@ -168,7 +175,9 @@ TEST(Conformance, BuiltInsPassWithNonDefaultParams) {
            {"manual", {{"unit", "keep_fraction"}}},
            {"org.ripplekv.allocator.ripplekv", {{"r", "4"}, {"gamma", "1.5"}}},
            {"adakv", {{"alpha_safeguard", "0.9"}}},
-           {"depth", {{"order", "descending"}}}}) {
+           {"depth", {{"order", "descending"}}},
+           {"org.ripplekv.signal.cake", {{"window", "3"}, {"tau1", "1"}, {"tau2", "2"}}},
+           {"org.ripplekv.scorer.cake", {{"window", "3"}, {"kernel", "1"}, {"gamma", "0"}}}}) {
     SCOPED_TRACE(id);
     const auto cases = check(id, params);
     EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);
@@ -293,6 +302,32 @@ TEST(Conformance, SignalWithNaNFailsFinite) {
 TEST(Conformance, NondeterministicSignalFailsDeterministic) {
   expect_only_failures(check("org.ripplekv.test.conform_signal", {{"mode", "nondeterministic"}}),
                        {{"deterministic", "a second run with a fresh profiler and instance differs at s[0]"}});
+}
+
+TEST(Conformance, FixturePromptSignalInOkModePasses) {
+  const auto cases = check("org.ripplekv.test.conform_prompt_signal");
+  EXPECT_EQ(names(cases), kPromptSignalCases);
+  EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);
+}
+
+TEST(Conformance, PromptSignalReadingAStatisticItDidNotRequestIsRefused) {
+  // The host passes only what the signal requested; reading the window attention (NULL) fails every call.
+  expect_only_failures(check("org.ripplekv.test.conform_prompt_signal", {{"mode", "unrequested"}}),
+                       {{"value_finite", "tensor 'window_attention': missing"},
+                        {"deterministic", "no input could be checked"},
+                        {"varies_with_prompt", "tensor 'window_attention': missing"}});
+}
+
+TEST(Conformance, PromptSignalIgnoringItsPromptFailsVariesWithPrompt) {
+  expect_only_failures(check("org.ripplekv.test.conform_prompt_signal", {{"mode", "constant"}}),
+                       {{"varies_with_prompt", "two random prompts of 64 positions give the same value on every layer"}});
+}
+
+TEST(Conformance, PromptSignalWithNaNOrDriftFailsItsRule) {
+  expect_only_failures(check("org.ripplekv.test.conform_prompt_signal", {{"mode", "nan_long"}}),
+                       {{"value_finite", "T 300"}});
+  expect_only_failures(check("org.ripplekv.test.conform_prompt_signal", {{"mode", "nondeterministic"}}),
+                       {{"deterministic", "from a fresh instance"}});
 }
 
 TEST(Conformance, SignalRefusingOneLayerFailsProfileCall) {

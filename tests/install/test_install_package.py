@@ -91,7 +91,7 @@ class InstalledPackage(unittest.TestCase):
         exe = os.path.join(self.tmp, "print_version_pc")
         H.check([H.CC, "-std=c99", "-Wall", "-Wextra", "-Werror", os.path.join(H.HERE, "consumer", "print_version.c"),
                  "-o", exe, *flags, "-Wl,-rpath," + libdir, *H.SANITIZE_FLAGS], "cc with pkg-config flags", env=env)
-        self.assertEqual(H.check([exe], "print_version (pkg-config)").stdout.strip(), H.VERSION + " 1.6")
+        self.assertEqual(H.check([exe], "print_version (pkg-config)").stdout.strip(), H.VERSION + " 1.7")
 
     def test_pkg_config_c_plugin(self):
         # a plugin written in plain C against <ripplekv/plugin.h> alone (the fixture tests/plugins/raw_old_struct.c),
@@ -114,7 +114,7 @@ class InstalledPackage(unittest.TestCase):
             cache = f.read()
         self.assertIn("ripplekv_DIR:PATH=" + self.path("lib", "cmake", "ripplekv"), cache)
         self.assertEqual(H.check([os.path.join(build, "print_version")], "print_version (find_package)").stdout.strip(),
-                         H.VERSION + " 1.6")
+                         H.VERSION + " 1.7")
 
     def test_find_package_refuses_other_major(self):
         build = os.path.join(self.tmp, "consumer-build-v99")
@@ -137,7 +137,7 @@ class InstalledPackage(unittest.TestCase):
 
     def test_knorm_scores_by_hand(self):
         k = KnormViaCtypes(self.knorm_so)
-        self.assertEqual((k.lib.abi_major, k.lib.abi_minor), (1, 6))
+        self.assertEqual((k.lib.abi_major, k.lib.abi_minor), (1, 7))
         self.assertEqual(k.lib.descriptor_count(), 1)
         d = k.lib.descriptor_at(0).contents
         self.assertEqual((d.id, d.kind, d.version), (H.KNORM_ID.encode(), 2, b"1.0.0"))

@@ -33,6 +33,8 @@ Files written:
                 `scores` and, per ratio, that ratio's own press.score() in `kept[i].scores`. CriticalAdaKV has no
                 score(): per ratio, each KV head's kept count (`head_kept`) and positions, read from the
                 masked_key_indices its compress() sets.
+                With --defensivekv: "defensivekv" (DefensiveKV and Layer-DefensiveKV) and "cake" (CAKE's layer
+                preferences and budgets on three prompts of four layers, cake_cases).
 """
 import argparse
 import hashlib
@@ -138,6 +140,61 @@ def defensivekv_cases(root, config, module, hidden_states, k_t, v_t, wo_i8, kwar
                                            "positions": split(torch.stack(layers), n_kept, DKV_LAYERS)})
     set_layer(None)
     return cases
+
+
+CAKE_WINDOW = 16
+CAKE_RATIOS = [0.5, 0.8]
+# Three "prompts" of four layers each: layer l of prompt p has the fixture's queries times CAKE_QUERY_SCALES[p][l]
+# (powers of two: exact, and RoPE commutes with them), so the window's attention is flatter or more peaked per layer.
+CAKE_QUERY_SCALES = [[1.0, 0.5, 0.25, 2.0], [0.25, 1.0, 2.0, 0.5], [2.0, 4.0, 0.5, 1.0]]
+
+
+def load_cake(root):
+    """FFY0/DefensiveKV's CAKE port (its CakeScorerPress and CakeGlobalPress), loaded by path under their kvpress names
+    beside the pinned kvpress 0.5.5."""
+    import importlib.util
+    mods = {}
+    for name in ["kvpress.presses.cake_scorer_press", "kvpress.presses.cake_global_press"]:
+        path = os.path.join(root, *name.split(".")) + ".py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    return mods["kvpress.presses.cake_global_press"].CakeGlobalPress
+
+
+def cake_cases(root, module, hidden_states, k_t, v_t, kwargs):
+    """CAKE per prompt: each layer's preference (CakeGlobalPress.score's pref_score, tau1 1.6, tau2 0.6; for the
+    first prompt also its hh_score, the eviction indicator over the T - w positions before the window) and, per
+    compression ratio, the layer budgets of CakeGlobalPress.compress: n_kept = int((T (1 - r) - w) L), the shares
+    pref_l / sum pref n_kept before integerising (`shares`) and after CakeScorerPress.adjust_budgets (`budgets`),
+    both counted without the window, which every layer keeps."""
+    Press = load_cake(root)
+    out = {"commit": DEFENSIVEKV_COMMIT, "window": CAKE_WINDOW, "tau1": 1.6, "tau2": 0.6, "ratios": CAKE_RATIOS,
+           "query_scales": CAKE_QUERY_SCALES, "prompts": []}
+    for index, scales in enumerate(CAKE_QUERY_SCALES):
+        prefs, hh_scores = [], []
+        for q_scale in scales:
+            p = Press(compression_ratio=0.5, window_size=CAKE_WINDOW)
+            hs = hidden_states.clone()
+            hs[..., :H * D] *= q_scale
+            with torch.no_grad():
+                hh, pref = p.score(module, hs, k_t, v_t, None, kwargs)
+            prefs.append(float(pref))
+            hh_scores.append([[float("%.9g" % x) for x in row] for row in hh[0].tolist()])
+        n_layers = len(scales)
+        prompt = {"preferences": prefs, "budgets": []}
+        if index == 0:  # the eviction indicator (hh_score [H_kv][T - w], gamma 200, kernel 5) of each layer
+            prompt["scores"] = hh_scores
+        for r in CAKE_RATIOS:
+            n_kept = int((T * (1 - r) - CAKE_WINDOW) * n_layers)
+            shares = [x / sum(prefs) * n_kept for x in prefs]
+            adjusted = Press.adjust_budgets(shares, n_kept, T - CAKE_WINDOW, n_layers)
+            prompt["budgets"].append({"compression_ratio": r, "n_kept": n_kept, "shares": shares,
+                                      "budgets": [int(b) for b in adjusted]})
+        out["prompts"].append(prompt)
+    return out
 
 
 def make_layer():
@@ -353,6 +410,7 @@ def main():
         out["presses"].append(case)
 
     if args.defensivekv:
+        out["cake"] = cake_cases(args.defensivekv, module, hidden_states, k_t, v_t, kwargs)
         out["defensivekv"] = defensivekv_cases(args.defensivekv, config, module, hidden_states, k_t, v_t, wo_i8, kwargs,
                                                kept_positions, scores_list)
 

@@ -149,10 +149,12 @@ struct Prepared {
   }
 };
 
-inline Prepared prepare(const std::string& plugin, const std::vector<rkv::UserParam>& user, bool host_rotated_keys) {
+/// `kind`: RKV_KIND_SCORER, or RKV_KIND_SIGNAL for a per-prompt signal (rkv.prompt_signal/1: the same inputs).
+inline Prepared prepare(const std::string& plugin, const std::vector<rkv::UserParam>& user, bool host_rotated_keys,
+                        rkv_plugin_kind kind = RKV_KIND_SCORER) {
   const Layer& L = layer();
   const int64_t T = L.T, Hkv = L.Hkv, H = L.H, d = L.d;
-  const rkv::PluginInfo& info = registry().resolve(plugin, RKV_KIND_SCORER);
+  const rkv::PluginInfo& info = registry().resolve(plugin, kind);
   const rkv::ParamSet params = rkv::ParamSet::validate(*info.descriptor, user);
   static rkv::HostServices host;  // an instance keeps a pointer to its host for life
   rkv::PluginInstance inst = rkv::PluginInstance::create(info, params, host);

@@ -42,34 +42,48 @@ std::vector<double> profile_of(const std::vector<double>& profile, const std::ve
   return out;
 }
 
+/// The cell's profile [L]: its calibration profile, or its per-prompt signal's on this prompt (kept in
+/// out.prompt_profile, the signal's warnings in out.warnings). Throws rkv::InputError for a profile of the wrong length.
+const std::vector<double>& cell_profile(Backend& backend, const PrefilledPrompt& prompt, ScoreMemo& memo,
+                                        const CellSetting& s, CellCompression& out) {
+  const int64_t L = backend.model().config.n_layers;
+  if (s.prompt_signal) {
+    if (!s.profile.empty()) throw InputError("compress_cell: a cell has a calibration profile or a per-prompt signal");
+    out.prompt_profile = memo.prompt_profile(backend, prompt, *s.prompt_signal, &out.warnings);
+    return out.prompt_profile;
+  }
+  if (!s.profile.empty() && static_cast<int64_t>(s.profile.size()) != L)
+    throw InputError("the cell's sensitivity profile has " + std::to_string(s.profile.size()) + " layers, the model " +
+                     std::to_string(L));
+  return s.profile;
+}
+
 /// A cell without a joint plan: plan sharing -> allocate -> evict -> share -> encode.
 CellCompression compress_allocated(Backend& backend, const PrefilledPrompt& prompt, ScoreMemo& memo,
                                    const CellSetting& s) {
   const CellConfig& cc = *s.cell;
   const ModelConfig& mc = backend.model().config;
   const int64_t T = static_cast<int64_t>(prompt.tokens.size());
-  if (!s.profile.empty() && static_cast<int64_t>(s.profile.size()) != mc.n_layers)
-    throw InputError("the cell's sensitivity profile has " + std::to_string(s.profile.size()) +
-                     " layers, the model " + std::to_string(mc.n_layers));
   CellCompression out;
+  const std::vector<double>& profile = cell_profile(backend, prompt, memo, s, out);
   // Shared layers hold no cache: the cell's budget over A goes to the layers that keep theirs.
   const SharePlan shared =
-      plan_sharing(cc.share, mc, s.layers_A, cell_budget_total(cc, mc, s.layers_A, T), T, s.profile);
+      plan_sharing(cc.share, mc, s.layers_A, cell_budget_total(cc, mc, s.layers_A, T), T, profile);
   const CellBudgets alloc =
       allocate_cell(backend, prompt, *s.scorers, memo, s.instances->get(*cc.allocator),
                     cc.allocator->heads ? &s.instances->get(*cc.allocator->heads) : nullptr, shared.layers,
-                    profile_of(s.profile, shared.layers), shared.budget_total);
+                    profile_of(profile, shared.layers), shared.budget_total);
   out.comp = compress_prompt(backend, prompt, *s.scorers, shared.layers, alloc.layers, memo,
                              alloc.heads.empty() ? nullptr : &alloc.heads, s.rerotate);
   share_compressed(backend, out.comp, shared.sources);
   if (!cc.share.none()) out.share_sources = shared.sources;
-  const std::vector<int> bits = layer_bits_of(out.comp, cc.codec, s.profile, mc);
+  const std::vector<int> bits = layer_bits_of(out.comp, cc.codec, profile, mc);
   const std::vector<std::vector<uint8_t>> classes = token_classes_of(backend, prompt, out.comp, *s.scorers, memo, cc.codec);
   encode_compressed(backend, out.comp, cc.codec, bits, classes);
   out.layer_bits.assign(bits.begin(), bits.end());
   out.token_class_entries = token_class_entries(classes, cc.codec);
   out.budget_total = shared.budget_total;
-  out.warnings = alloc.warnings;
+  out.warnings.insert(out.warnings.end(), alloc.warnings.begin(), alloc.warnings.end());
   if (!shared.warning.empty()) out.warnings.push_back(shared.warning);
   return out;
 }
@@ -104,15 +118,16 @@ CellCompression compress_in_chunks(Backend& backend, const PrefilledPrompt& prom
     throw InputError("prefill.compress_between_chunks: the cell is not plain eviction by layer budgets (per-head "
                      "allocator, joint plan, sharing, codec or rerotate)");
   CellCompression out;
+  const std::vector<double>& profile = cell_profile(backend, prompt, memo, s, out);
   out.budget_total = cell_budget_total(cc, mc, s.layers_A, T);
   const CellBudgets alloc = allocate_cell(backend, prompt, *s.scorers, memo, s.instances->get(*cc.allocator), nullptr,
-                                          s.layers_A, profile_of(s.profile, s.layers_A), out.budget_total);
+                                          s.layers_A, profile_of(profile, s.layers_A), out.budget_total);
   ChunkedCompression chunked = prefill_compressing_chunks(backend, prompt.tokens, s.chunk_tokens, *s.scorers,
                                                           s.layers_A, alloc.layers);
   out.comp = std::move(chunked.comp);
   out.comp.bytes_full = window_bytes(backend, *prompt.cache, T);
   out.last_logits = std::move(chunked.last_logits);
-  out.warnings = alloc.warnings;
+  out.warnings.insert(out.warnings.end(), alloc.warnings.begin(), alloc.warnings.end());
   return out;
 }
 

@@ -48,6 +48,9 @@ struct CellSetting {
   /// [L] the cell's sensitivity profile over every model layer when it reads one (CellConfig::uses_profile: its
   /// allocator, codec.layer_bits = "profile", share.count); empty otherwise.
   std::vector<double> profile;
+  /// The cell's per-prompt signal (CellConfig::per_prompt_signal; ScorerSet::at of its [signal]): when set, the
+  /// profile is computed on the prompt (ScoreMemo::prompt_profile) and `profile` must be empty.
+  const ScorerUse* prompt_signal = nullptr;
   const JointDamageTable* joint_table = nullptr;  ///< a joint cell's measured damage table (required for one)
   std::vector<int64_t> layers_A;             ///< the compressible layers, ascending
   bool rerotate = false;                     ///< [compression] rerotate
@@ -67,6 +70,8 @@ struct CellCompression {
   std::vector<std::vector<int64_t>> token_class_entries;
   std::vector<int64_t> share_sources;  ///< [L] the layer each layer reads, when the cell shares (or a joint plan does)
   std::vector<std::string> joint_plan;  ///< [L] a joint cell's option per layer; else empty
+  /// [L] the per-prompt signal's profile of this prompt (CellSetting::prompt_signal); empty without one
+  std::vector<double> prompt_profile;
   /// The allocators' warnings, then sharing's, then the scorers' and selection's (comp.warnings)
   std::vector<std::string> warnings;
   /// With compression between chunks: float32 [V], the prediction after the prompt's last position computed on the

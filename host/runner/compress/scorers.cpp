@@ -58,6 +58,7 @@ void ScorerSet::add_cell(const CellConfig& cell, const std::string& what) {
   };
   add(*cell.scorer);
   for (const RouteEntry& e : cell.route) add(e.scorer);
+  if (cell.per_prompt_signal) add(*cell.signal);  // its statistics join the shared prefill's
 }
 
 LayerScorers ScorerSet::layers_of(const CellConfig& cell) const {

@@ -73,7 +73,8 @@ class InstancePool {
 class ScorerSet {
  public:
   ScorerSet(InstancePool& pool, const ModelConfig& config) : pool_(pool), config_(config) {}
-  /// Adds the scorers of `cell` (which has a [scorer]). rkv::InputError naming `what` (the config and cell) and
+  /// Adds the scorers of `cell` (which has a [scorer]), and its per-prompt signal (CellConfig::per_prompt_signal:
+  /// a ScorerUse whose requirements are the signal's, so the shared prefill computes what it reads). rkv::InputError naming `what` (the config and cell) and
   /// 'scorer.route' when a route names a layer the model does not have; the scorers' own errors otherwise.
   void add_cell(const CellConfig& cell, const std::string& what);
   /// The ScorerUse of `choice`, which add_cell() added.

@@ -53,7 +53,8 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
     throw InputError(config_path + ": [compression.joint] is a `ripplekv run` setting (its plan needs the damage of "
                      "every option measured on the run's calibration split); remove it for generate --compress");
   check_cell_on_model(cc, mc, cfg.rerotate, 0, config_path);
-  if (cc.uses_profile) setting.profile = read_layer_profile(profile_path, profile_reader(cc), mc.n_layers);
+  if (cc.uses_profile && !cc.per_prompt_signal)  // a per-prompt signal's profile is computed on this prompt
+    setting.profile = read_layer_profile(profile_path, profile_reader(cc), mc.n_layers);
 
   // The cell's plugins, created for this call; the prefill computes what every scorer of the cell needs.
   HostServices host;
@@ -72,6 +73,7 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   const LayerScorers layer_scorers = scorers.layers_of(cc);
   setting.scorers = &layer_scorers;
   setting.instances = &instances;
+  if (cc.per_prompt_signal) setting.prompt_signal = &scorers.at(*cc.signal);
   const ScorerUse& scorer = scorers.at(*cc.scorer);
   const PrefilledPrompt prompt = prefill_prompt(
       backend, prompt_ids, prefill_needs(scorers.all(), decode_needs_prompt_cumulative(cc.decode, scorer.requirements)));

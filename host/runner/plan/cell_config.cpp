@@ -193,6 +193,8 @@ CellConfig parse_cell(const TomlContext& c, const toml::table& root, const Plugi
                        "[signal] section with plugin = \"id\"");
     cell.uses_profile = true;
   }
+  cell.per_prompt_signal =
+      cell.uses_profile && cell.signal && (cell.signal->info->descriptor->flags & RKV_FLAG_PER_PROMPT) != 0;
   // A joint cell's own errors first: its plan replaces the codec and sharing the checks below are about.
   cell.joint = parse_joint_section(c, root);
   if (!cell.joint.none()) check_joint_cell(c, cell);

@@ -56,6 +56,9 @@ struct RouteEntry {
 struct CellConfig {
   std::optional<PluginChoice> signal;  ///< the configured signal (may be absent when the allocator needs no profile)
   bool uses_profile = false;           ///< the allocator sets RKV_FLAG_NEEDS_PROFILE (only then the signal matters)
+  /// The profile the cell reads comes from a per-prompt signal (RKV_FLAG_PER_PROMPT, rkv.prompt_signal/1): computed
+  /// on each prompt from the shared prefill's statistics, not once on calibration windows. Only with uses_profile.
+  bool per_prompt_signal = false;
   std::optional<PluginChoice> scorer;  ///< absent for the full-cache cell
   /// [[scorer.route]]: the scorers of the routed layers (runner/plan/scorer_route.hpp); layers no entry names use `scorer`.
   /// Empty: every layer uses `scorer` (a homogeneous cell).

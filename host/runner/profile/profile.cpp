@@ -270,6 +270,10 @@ SensitivityProfile compute_profile(const ProfileRequest& r) {
   const Model& model = *r.model;
   const int64_t L = model.config.n_layers, N = static_cast<int64_t>(r.examples.size());
   if (N < 1) throw InputError("profile: no calibration examples");
+  if (r.signal.info->descriptor->flags & RKV_FLAG_PER_PROMPT)
+    throw InputError("signal '" + r.signal.id + "' is a per-prompt signal: it is computed on each prompt a run "
+                     "compresses (its allocator's profile), not on calibration windows; use it in `ripplekv run` or "
+                     "`generate --compress`");
 
   SensitivityProfile p;
   p.model_sha256 = model.sha256;

@@ -25,6 +25,7 @@ nlohmann::json ExampleOutcomeRecord::to_json() const {
   j["budgets"] = budgets;
   if (!head_budgets.empty()) j["head_budgets"] = head_budgets;
   if (!layer_bits.empty()) j["layer_bits"] = layer_bits;
+  if (!prompt_profile.empty()) j["prompt_profile"] = prompt_profile;
   if (!token_class_entries.empty()) j["token_class_entries"] = token_class_entries;
   if (!share_sources.empty()) j["share_sources"] = share_sources;
   if (!joint_plan.empty()) j["joint_plan"] = joint_plan;
@@ -78,6 +79,14 @@ ExampleOutcomeRecord ExampleOutcomeRecord::from_json(const nlohmann::json& j) {
     for (const auto& row : j.at("head_budgets")) r.head_budgets.push_back(integer_list(row, "head_budgets"));
   }
   if (j.contains("layer_bits")) r.layer_bits = integer_list(j.at("layer_bits"), "layer_bits");
+  if (j.contains("prompt_profile")) {
+    const nlohmann::json& p = j.at("prompt_profile");
+    if (!p.is_array()) throw InputError("'prompt_profile' is not a list");
+    for (const auto& e : p) {
+      if (!e.is_number()) throw InputError("'prompt_profile' holds a value that is not a number");
+      r.prompt_profile.push_back(e.get<double>());
+    }
+  }
   if (j.contains("token_class_entries")) {
     if (!j.at("token_class_entries").is_array()) throw InputError("'token_class_entries' is not a list");
     for (const auto& row : j.at("token_class_entries"))

@@ -31,6 +31,8 @@ struct ExampleOutcomeRecord {
   std::vector<std::vector<int64_t>> head_budgets;  ///< per model layer b[l, h] with a per-head allocator; else empty
   /// per model layer: the codec's bits with layer_bits = "profile", or a joint cell's bits (32 = float32); else empty
   std::vector<int64_t> layer_bits;
+  /// per model layer: the per-prompt signal's s_l on this example (CellConfig::per_prompt_signal); else empty
+  std::vector<double> prompt_profile;
   /// per model layer with per-token bits (compression.codec.token_bits): entries of each token class over the KV
   /// heads, top class first, then those at the base bits or in the float tail (a shared layer: []); else empty
   std::vector<std::vector<int64_t>> token_class_entries;

@@ -122,6 +122,7 @@ nlohmann::json budgets_entry(const ExampleOutcomeRecord& e) {
                        {"budgets", e.budgets}};
   if (!e.head_budgets.empty()) bj["head_budgets"] = e.head_budgets;  // b[l, h] with a per-head allocator
   if (!e.layer_bits.empty()) bj["layer_bits"] = e.layer_bits;  // the codec's bits per layer (layer_bits = profile)
+  if (!e.prompt_profile.empty()) bj["prompt_profile"] = e.prompt_profile;  // a per-prompt signal's s_l
   if (!e.token_class_entries.empty()) bj["token_class_entries"] = e.token_class_entries;  // per-token bits
   if (!e.share_sources.empty()) bj["share_sources"] = e.share_sources;  // [compression.share]: layer each reads
   if (!e.joint_plan.empty()) bj["joint_plan"] = e.joint_plan;  // [compression.joint]: each layer's option

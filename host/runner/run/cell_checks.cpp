@@ -44,7 +44,8 @@ void check_decode_scoring(const RunState& s, size_t c) {
 void check_lengths_fit_context(const RunPlan& plan, int64_t context_length) {
   if (context_length <= 0) return;
   bool needs_profile = false;
-  for (const auto& c : plan.cells) needs_profile |= !c.config.full_cache && c.config.uses_profile;
+  for (const auto& c : plan.cells)
+    needs_profile |= !c.config.full_cache && c.config.uses_profile && !c.config.per_prompt_signal;
   if (needs_profile)
     check_sequence_fits(plan, plan.calibration.prefix_tokens + plan.calibration.window_tokens,
                         "data.calibration.prefix_tokens + data.calibration.window_tokens", context_length);

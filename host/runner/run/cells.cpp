@@ -74,7 +74,8 @@ CellSetting cell_setting(const RunState& s, const CellConfig& cc, const LayerSco
   setting.cell = &cc;
   setting.scorers = &scorers;
   setting.instances = s.instances.get();
-  if (cc.uses_profile) setting.profile = s.profiles.at(profile_key(cc)).s;
+  if (cc.per_prompt_signal) setting.prompt_signal = &s.scorers->at(*cc.signal);
+  else if (cc.uses_profile) setting.profile = s.profiles.at(profile_key(cc)).s;
   if (!cc.joint.none()) setting.joint_table = &s.joint_tables.at(joint_table_key(cc));
   setting.layers_A = s.layers_A;
   setting.rerotate = s.plan.rerotate;
@@ -97,6 +98,7 @@ CellOutcome compressed_outcome(RunState& s, const CellConfig& cc, PrefilledExamp
   r.budgets = comp.budgets;
   r.head_budgets = comp.head_budgets;
   r.layer_bits = cell.layer_bits;
+  r.prompt_profile = cell.prompt_profile;
   r.token_class_entries = cell.token_class_entries;
   r.share_sources = cell.share_sources;
   r.joint_plan = cell.joint_plan;

@@ -79,7 +79,7 @@ void load_model_and_backend(RunState& s, const BackendOptions& backend_options) 
 void compute_profiles(RunState& s) {
   for (size_t c : s.pending) {
     const CellConfig& cc = s.plan.cells[c].config;
-    if (cc.full_cache || !cc.uses_profile || s.profiles.count(profile_key(cc))) continue;
+    if (cc.full_cache || !cc.uses_profile || cc.per_prompt_signal || s.profiles.count(profile_key(cc))) continue;
     throw_if_cancelled();
     s.progress.note("run: profiling with " + cc.signal->id + " (base scorer " + cc.scorer->id + ")");
     ProfileRequest req = make_profile_request(s.plan, cc, *s.model, *s.tok);

@@ -360,6 +360,15 @@ class Signal : public Plugin {
   virtual void profile(const rkv_signal_request& request, double* s, double* per_example, Diagnostics& diag) = 0;
 };
 
+/// Base class of per-prompt signals ("rkv.prompt_signal/1", ABI minor 7). The descriptor must set RKV_FLAG_PER_PROMPT.
+class PromptSignal : public Plugin {
+ public:
+  /// The prefill statistics this signal reads for a model of `shape` (stats, window, query_skip; no decode fields).
+  virtual rkv_scorer_requirements requirements(const rkv_attention_shape& shape) = 0;
+  /// s_l of one layer of the prompt being compressed (finite; larger = more sensitive).
+  virtual double layer_value(const rkv_scorer_inputs& inputs, Diagnostics& diag) = 0;
+};
+
 // ---- Registry and the ABI glue --------------------------------------------------------------------------------------
 
 namespace detail {
@@ -417,6 +426,7 @@ struct Instance {
   rkv_allocator_v2 head_allocator_vtable;
   rkv_scorer_v1 scorer_vtable;
   rkv_signal_v1 signal_vtable;
+  rkv_prompt_signal_v1 prompt_signal_vtable;
 };
 
 inline Plugin* plugin_of(rkv_plugin_instance* self) { return static_cast<Instance*>(self->plugin_data)->plugin.get(); }
@@ -482,16 +492,26 @@ inline rkv_status head_allocator_allocate(rkv_plugin_instance* self, const rkv_h
   });
 }
 
-inline rkv_status scorer_requirements(rkv_plugin_instance* self, const rkv_attention_shape* shape,
-                                      rkv_scorer_requirements* out, const rkv_diagnostics* diag) {
+/// requirements() of a Scorer or a PromptSignal, copied into the host's struct up to the smaller of the two sizes.
+template <typename P>
+inline rkv_status requirements_of(rkv_plugin_instance* self, const rkv_attention_shape* shape,
+                                  rkv_scorer_requirements* out, const rkv_diagnostics* diag) {
   return guarded(diag, [&](Diagnostics&) {
     if (!shape || !out) throw Error(RKV_ERROR_INVALID_ARGUMENT, "requirements: null argument");
-    rkv_scorer_requirements r = static_cast<Scorer*>(plugin_of(self))->requirements(*shape);
+    rkv_scorer_requirements r = static_cast<P*>(plugin_of(self))->requirements(*shape);
     r.struct_size = sizeof(rkv_scorer_requirements);
     const uint32_t n = out->struct_size < sizeof r ? out->struct_size : static_cast<uint32_t>(sizeof r);
     const uint32_t host_size = out->struct_size;
     std::memcpy(out, &r, n);
     out->struct_size = host_size;
+  });
+}
+
+inline rkv_status prompt_signal_layer_value(rkv_plugin_instance* self, const rkv_scorer_inputs* in, double* out,
+                                            const rkv_diagnostics* diag) {
+  return guarded(diag, [&](Diagnostics& d) {
+    if (!in || !out) throw Error(RKV_ERROR_INVALID_ARGUMENT, "layer_value: null argument");
+    *out = static_cast<PromptSignal*>(plugin_of(self))->layer_value(*in, d);
   });
 }
 
@@ -524,6 +544,8 @@ inline const void* instance_get_interface(const rkv_plugin_instance* self, const
     return &inst->head_allocator_vtable;
   if (std::strcmp(id, RKV_INTERFACE_SCORER_V1) == 0 && dynamic_cast<Scorer*>(p)) return &inst->scorer_vtable;
   if (std::strcmp(id, RKV_INTERFACE_SIGNAL_V1) == 0 && dynamic_cast<Signal*>(p)) return &inst->signal_vtable;
+  if (std::strcmp(id, RKV_INTERFACE_PROMPT_SIGNAL_V1) == 0 && dynamic_cast<PromptSignal*>(p))
+    return &inst->prompt_signal_vtable;
   return nullptr;
 }
 
@@ -551,8 +573,10 @@ inline rkv_status library_create(const char* plugin_id, const rkv_host* host, co
       inst->abi.destroy = &instance_destroy;
       inst->allocator_vtable = rkv_allocator_v1{sizeof(rkv_allocator_v1), &allocator_allocate};
       inst->head_allocator_vtable = rkv_allocator_v2{sizeof(rkv_allocator_v2), &head_allocator_allocate};
-      inst->scorer_vtable = rkv_scorer_v1{sizeof(rkv_scorer_v1), &scorer_requirements, &scorer_score};
+      inst->scorer_vtable = rkv_scorer_v1{sizeof(rkv_scorer_v1), &requirements_of<Scorer>, &scorer_score};
       inst->signal_vtable = rkv_signal_v1{sizeof(rkv_signal_v1), &signal_profile};
+      inst->prompt_signal_vtable = rkv_prompt_signal_v1{sizeof(rkv_prompt_signal_v1), &requirements_of<PromptSignal>,
+                                                        &prompt_signal_layer_value};
       *out = &inst.release()->abi;
       return;
     }
