@@ -341,6 +341,16 @@ typedef struct rkv_allocator_v2 {
  */
 #define RKV_STAT_VALUE_OUTPUT_NORMS ((uint64_t)128)
 
+/**
+ * ABI minor 7 (prefill only): the cosine between each prompt position's residual stream before and after the layer's
+ * attention block, float32 [T]:
+ *   c[t] = x_t . (x_t + o_t) / (max(||x_t||, 1e-8) max(||x_t + o_t||, 1e-8)),
+ * x_t the residual entering the layer, o_t what the attention block adds (after o_proj and, for Gemma, its
+ * post-attention norm). Near 1: attention barely changed the token. SqueezeAttention's layer importance (Wang et al.,
+ * ICLR 2025) is its mean over the prompt. Captured by the host's one-shot prefill (not with [prefill] chunk_tokens).
+ */
+#define RKV_STAT_RESIDUAL_COSINE ((uint64_t)256)
+
 /** rkv_scorer_requirements.budget_dependent (ABI minor 6): when score() is given head_budgets (see the inputs). */
 #define RKV_BUDGET_NONE 0       /**< never: the scores do not depend on the budget */
 #define RKV_BUDGET_FINAL 1      /**< the final selection's budgets; allocators read the budget-free ranking */
@@ -422,6 +432,7 @@ typedef struct rkv_scorer_requirements {
  *     top-k rank those budgeted scores.
  *   NULL for a scorer with budget_dependent = 0. The host calls a budget-dependent scorer once per (layer, budgets)
  *   and never reuses its scores across budgets.
+ * residual_cosine (ABI minor 7): float32 [T] on the CPU (RKV_STAT_RESIDUAL_COSINE).
  * attention_window (ABI minor 6): the layer's sliding window W in tokens (a query at position t attends to keys
  *   t - W + 1 .. t; Gemma 2/3's local layers), or 0 for full causal attention (also when the host does not know, e.g.
  *   a layer compressed through the C API). A scorer that computes its own attention from window queries and keys
@@ -445,6 +456,7 @@ typedef struct rkv_scorer_inputs {
   const DLTensor* value_output_norms;   /**< ABI minor 5: float32 [H, T] (RKV_STAT_VALUE_OUTPUT_NORMS) */
   const DLTensor* head_budgets;         /**< ABI minor 6: int64 [H_kv], CPU, or NULL (see above) */
   int64_t attention_window;             /**< ABI minor 6: see above */
+  const DLTensor* residual_cosine;      /**< ABI minor 7: float32 [T] (RKV_STAT_RESIDUAL_COSINE) */
 } rkv_scorer_inputs;
 
 /**

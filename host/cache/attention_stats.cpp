@@ -254,4 +254,19 @@ std::vector<float> window_queries(const QueriesView& q, int64_t window) {
   return out;
 }
 
+std::vector<float> residual_cosines(const float* x, const float* o, int64_t n, int64_t D) {
+  std::vector<float> c(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    double dot = 0.0, xx = 0.0, yy = 0.0;
+    for (int64_t i = 0; i < D; ++i) {
+      const double a = x[t * D + i], b = static_cast<double>(x[t * D + i]) + o[t * D + i];
+      dot += a * b;
+      xx += a * a;
+      yy += b * b;
+    }
+    c[static_cast<size_t>(t)] = static_cast<float>(dot / (std::max(std::sqrt(xx), 1e-8) * std::max(std::sqrt(yy), 1e-8)));
+  }
+  return c;
+}
+
 }  // namespace rkv

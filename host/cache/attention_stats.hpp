@@ -57,6 +57,9 @@ struct AttentionStatsOptions {
   int64_t query_block = 64;           ///< query rows per sgemm block (memory: query_block * T floats)
   bool query_moments = false;         ///< mean [H, d] and covariance [H, d, d] of the pre-RoPE prompt queries
   int64_t query_skip = 0;             ///< leading prompt positions left out of the query moments (>= 0)
+  /// c [T]: the cosine between each position's residual stream before and after the attention block
+  /// (residual_cosines; RKV_STAT_RESIDUAL_COSINE), filled by the backend's one-shot prefill
+  bool residual_cosine = false;
 };
 
 /// The statistics of one layer of one example. Vectors are empty unless requested.
@@ -69,6 +72,7 @@ struct AttentionStats {
   std::vector<float> query_counts;         ///< float32 [T], n[j] = min(n_queries, T - j)
   std::vector<float> query_mean;           ///< float32 [H, d] (query_moments)
   std::vector<float> query_covariance;     ///< float32 [H, d, d] (query_moments)
+  std::vector<float> residual_cosine;      ///< float32 [T] (residual_cosine)
 };
 
 /// Adds causal softmax rows into window and cumulative column sums (the fused path of a forward pass).
@@ -168,5 +172,12 @@ void add_query_moments(const QueriesView& pre_rope, int64_t skip, AttentionStats
 /// The queries of the last `window` positions (clamped to n_queries): float32 [H, w, d], a copy
 /// (RKV_STAT_WINDOW_QUERIES). Throws rkv::InputError when window < 1.
 std::vector<float> window_queries(const QueriesView& queries, int64_t window);
+
+/// RKV_STAT_RESIDUAL_COSINE of n rows: c[t] = x_t . (x_t + o_t) / (max(||x_t||, 1e-8) max(||x_t + o_t||, 1e-8)),
+/// float32 [n], with x [n, D] the residual stream entering a layer and o [n, D] what its attention block adds to it
+/// (after o_proj and, for Gemma, the post-attention norm); sums in double. The eps is torch.nn.functional
+/// .cosine_similarity's, which SqueezeAttention (Wang et al., ICLR 2025, hetailang/SqueezeAttention
+/// utils_hh/modify_llama_drop.py) applies to the same two vectors. Pure; any thread.
+std::vector<float> residual_cosines(const float* x, const float* o, int64_t n, int64_t D);
 
 }  // namespace rkv

@@ -85,10 +85,11 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
     in.window = opts.window;
   }
   const int64_t w = decode_window >= 1 ? opts.window : req.effective_window(T);
-  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts || opts.query_moments;
+  in.has_stats = opts.window_attention || opts.cumulative_attention || opts.query_counts || opts.query_moments ||
+                 opts.residual_cosine;
   in.has_window_queries = req.wants(RKV_STAT_WINDOW_QUERIES);
   if (in.has_stats || in.has_window_queries) {
-    const int64_t needed = opts.cumulative_attention || opts.query_moments ? T : w;
+    const int64_t needed = opts.cumulative_attention || opts.query_moments ? T : std::max<int64_t>(w, 1);
     std::vector<float> last(static_cast<size_t>(s.H * needed * s.d));
     for (int64_t h = 0; h < s.H; ++h)
       std::memcpy(last.data() + h * needed * s.d, q.data() + (h * T + (T - needed)) * s.d,
@@ -99,6 +100,10 @@ Input make_input(const Shape& s, int64_t T, Variant variant, int64_t layer, cons
     if (opts.query_moments)  // as the prefill: the queries (read as rotated at 0 .. T - 1) turned back first
       add_query_moments(QueriesView{unrotate_queries(qv, in.inv_freq).data(), s.H, T, s.d}, opts.query_skip, in.stats);
     if (in.has_window_queries) in.window_queries = window_queries(qv, w);
+  }
+  if (opts.residual_cosine) {  // as a prefill's residual_cosines: one cosine in [-1, 1] per position
+    const std::vector<float> c = synthetic_uniform(rng, static_cast<size_t>(T), 1.0f);
+    in.stats.residual_cosine = variant == Variant::tied ? std::vector<float>(static_cast<size_t>(T), 0.5f) : c;
   }
   return in;
 }

@@ -18,7 +18,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr uint64_t kKnownStats = RKV_STAT_KEYS | RKV_STAT_VALUES | RKV_STAT_WINDOW_ATTENTION |
                                  RKV_STAT_CUMULATIVE_ATTENTION | RKV_STAT_WINDOW_QUERIES | RKV_STAT_PRE_ROPE_KEYS |
-                                 RKV_STAT_QUERY_MOMENTS | RKV_STAT_VALUE_OUTPUT_NORMS;
+                                 RKV_STAT_QUERY_MOMENTS | RKV_STAT_VALUE_OUTPUT_NORMS | RKV_STAT_RESIDUAL_COSINE;
 
 /// A CPU float32 row-major view; `shape` must outlive the tensor.
 DLTensor cpu_f32(const float* data, int32_t ndim, int64_t* shape) {
@@ -77,6 +77,7 @@ AttentionStatsOptions ScorerRequirements::stats_options() const {
   o.window = window;
   o.query_moments = wants(RKV_STAT_QUERY_MOMENTS);
   o.query_skip = o.query_moments ? query_skip : 0;
+  o.residual_cosine = wants(RKV_STAT_RESIDUAL_COSINE);
   return o;
 }
 
@@ -142,6 +143,8 @@ std::optional<ScorerRequirements> query_scorer_requirements(const PluginInstance
     throw InputError(who + " asks for the prompt's query moments at decode time (a prefill-only statistic)");
   if ((req.decode_stats & RKV_STAT_VALUE_OUTPUT_NORMS) != 0)
     throw InputError(who + " asks for the value-output norms at decode time (a prefill-only statistic)");
+  if ((req.decode_stats & RKV_STAT_RESIDUAL_COSINE) != 0)
+    throw InputError(who + " asks for the residual cosine at decode time (a prefill-only statistic)");
   const uint64_t windowed = RKV_STAT_WINDOW_ATTENTION | RKV_STAT_WINDOW_QUERIES;
   if (((req.stats | req.decode_stats) & windowed) != 0 && req.window < 1)
     throw InputError(who + " asks for window statistics with window " + str(req.window) + " (must be >= 1)");
@@ -166,6 +169,7 @@ ScorerInputTensors::ScorerInputTensors(const std::string& who, const ScorerRequi
   cov_shape_[0] = H, cov_shape_[1] = d, cov_shape_[2] = d;
   freq_shape_[0] = d / 2;
   budgets_shape_[0] = Hkv;
+  t_shape_[0] = T;
   rkv_scorer_inputs& si = si_;
   si = rkv_scorer_inputs{};
   si.struct_size = sizeof si;
@@ -247,6 +251,13 @@ ScorerInputTensors::ScorerInputTensors(const std::string& who, const ScorerRequi
     }
     vnorms_ = cpu_f32(rows, 2, ht_shape_);
     si.value_output_norms = &vnorms_;
+  }
+  if (req.wants(RKV_STAT_RESIDUAL_COSINE)) {
+    need_stats("residual cosine");
+    if (in.stats->residual_cosine.size() != static_cast<size_t>(T))
+      throw InputError(who + ": residual cosine [T = " + str(T) + "] missing (a one-shot prefill computes it)");
+    rc_ = cpu_f32(in.stats->residual_cosine.data(), 1, t_shape_);
+    si.residual_cosine = &rc_;
   }
   if (req.budget_dependent && in.head_budgets) {
     const std::vector<int64_t>& b = *in.head_budgets;

@@ -110,9 +110,9 @@ class ScorerInputTensors {
   rkv_scorer_inputs si_{};
   int64_t prefix_tokens_ = 0, n_kv_heads_ = 0;
   int64_t kv_shape_[3] = {}, ht_shape_[2] = {}, wq_shape_[3] = {}, mean_shape_[2] = {}, cov_shape_[3] = {};
-  int64_t freq_shape_[1] = {}, budgets_shape_[1] = {};
+  int64_t freq_shape_[1] = {}, budgets_shape_[1] = {}, t_shape_[1] = {};
   std::vector<float> k_scratch_, v_scratch_, k0_, norm_rows_;
-  DLTensor keys_{}, values_{}, win_{}, cum_{}, wq_{}, k0t_{}, qmean_{}, qcov_{}, freq_{}, vnorms_{}, budgets_{};
+  DLTensor keys_{}, values_{}, win_{}, cum_{}, wq_{}, k0t_{}, qmean_{}, qcov_{}, freq_{}, vnorms_{}, budgets_{}, rc_{};
 };
 
 /// The scorer's output for one layer.

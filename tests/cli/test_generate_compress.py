@@ -112,6 +112,22 @@ class GenerateCompress(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("needs a sensitivity profile: give --profile FILE", p.stderr)
 
+    def test_a_per_prompt_signal_needs_no_profile_file(self):
+        """CAKE (`[signal] plugin = "cake"`, a per-prompt signal, with its allocator): the profile is computed on the
+        prompt itself, so no --profile is asked for; every layer keeps at least snapkv's window of 32, and the budgets
+        differ between layers (a uniform split would give every layer the same count within one)."""
+        prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune " * 30
+        cfg = self.config("cake", '[signal]\nplugin = "cake"\n')  # then under snapkv (window 32)
+        text = open(cfg).read().replace('plugin = "streamingllm"', 'plugin = "snapkv"')
+        open(cfg, "w").write(text)
+        p = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", prompt, "--max-new-tokens", "2",
+                            "--threads", "2", "--compress", cfg], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        budgets = [int(x) for x in re.search(r"\[budgets: ([0-9 ]+)\]", p.stderr).group(1).split()]
+        self.assertEqual(len(budgets), 30)
+        self.assertGreaterEqual(min(budgets), 32, p.stderr)
+        self.assertGreater(max(budgets) - min(budgets), 100, p.stderr)
+
     def test_plugin_and_policy_errors_name_the_config(self):
         """A scorer param the plugin refuses when created (an even snapkv kernel), and a decode policy the scorer
         cannot serve (periodic under criticalkv, a prefill-only scorer): both errors start with the config's path, as

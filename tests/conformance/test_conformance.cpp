@@ -146,7 +146,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BuiltIn{"org.ripplekv.signal.layer_local", &kSignalCases},
                       BuiltIn{"org.ripplekv.signal.depth", &kSignalCases},
                       BuiltIn{"org.ripplekv.signal.cake", &kPromptSignalCases},
-                      BuiltIn{"org.ripplekv.allocator.cake", &kAllocatorCases}),
+                      BuiltIn{"org.ripplekv.allocator.cake", &kAllocatorCases},
+                      BuiltIn{"org.ripplekv.signal.squeezeattention", &kPromptSignalCases},
+                      BuiltIn{"org.ripplekv.allocator.squeezeattention", &kAllocatorCases}),
     [](const ::testing::TestParamInfo<BuiltIn>& i) {
       const std::string id = i.param.id;
       return id.substr(id.rfind('.') + 1) + "_" + std::to_string(i.index);
@@ -177,7 +179,8 @@ TEST(Conformance, BuiltInsPassWithNonDefaultParams) {
            {"adakv", {{"alpha_safeguard", "0.9"}}},
            {"depth", {{"order", "descending"}}},
            {"org.ripplekv.signal.cake", {{"window", "3"}, {"tau1", "1"}, {"tau2", "2"}}},
-           {"org.ripplekv.scorer.cake", {{"window", "3"}, {"kernel", "1"}, {"gamma", "0"}}}}) {
+           {"org.ripplekv.scorer.cake", {{"window", "3"}, {"kernel", "1"}, {"gamma", "0"}}},
+           {"org.ripplekv.allocator.squeezeattention", {{"reduced_share", "0"}, {"clusters", "2"}}}}) {
     SCOPED_TRACE(id);
     const auto cases = check(id, params);
     EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);

@@ -345,6 +345,36 @@ TEST_P(BackendConformance, ValueOutputNormsEqualTheDirectSum) {
   }
 }
 
+// RKV_STAT_RESIDUAL_COSINE (cache/attention_stats.hpp residual_cosines): the cosine between each position's residual
+// stream before and after the attention block, captured by both backends' prefill. On the model as it is both agree
+// (1e-5) and every value is a cosine; with layer 1's o_proj zeroed (a copy of the model) the attention adds nothing
+// there (Gemma's post-attention norm of 0 is 0), so every cosine of layer 1 is 1 (to float rounding), by hand.
+TEST_P(BackendConformance, ResidualCosineComparesTheResidualBeforeAndAfterAttention) {
+  rkv::PrefillRequest req;
+  rkv::AttentionStatsOptions o;
+  o.residual_cosine = true;
+  req.stats = {o};
+  const int64_t T = static_cast<int64_t>(prompt.size()), L = model.config.n_layers;
+  const rkv::PrefillResult a = cpu->prefill(prompt, req), b = dev->prefill(prompt, req);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::vector<float>& ca = a.stats[0][static_cast<size_t>(l)].residual_cosine;
+    ASSERT_EQ(ca.size(), static_cast<size_t>(T)) << "layer " << l;
+    EXPECT_LE(rel_diff(b.stats[0][static_cast<size_t>(l)].residual_cosine, ca), 1e-5) << "layer " << l;
+    for (float c : ca) EXPECT_LE(std::fabs(c), 1.0f + 1e-6f) << "layer " << l;
+    EXPECT_LT(*std::min_element(ca.begin(), ca.end()), 0.9999f) << "layer " << l;  // the attention does change x
+  }
+  rkv::Model silent = model;
+  std::fill(silent.layers[1].wo.begin(), silent.layers[1].wo.end(), 0.0f);
+  rkv::BackendOptions opt;
+  opt.dtype = "f32";
+  for (const char* kind : {"cpu", "cuda"}) {
+    const rkv::PrefillResult r = rkv::make_backend(kind, silent, opt)->prefill(prompt, req);
+    for (float c : r.stats[0][1].residual_cosine) EXPECT_NEAR(c, 1.0f, 1e-6f) << kind;
+    const rkv::PrefillResult& same = std::string(kind) == "cpu" ? a : b;  // layer 0 is unchanged
+    EXPECT_EQ(r.stats[0][0].residual_cosine, same.stats[0][0].residual_cosine) << kind;
+  }
+}
+
 // Decode policy "rolling" (runner/decode/policy.hpp) on both backends: after compressing every layer to b = 10 entries,
 // each of 15 teacher-forced tokens is followed by an eviction; the cache never holds more than b per layer, and at the
 // end each head holds its first 2 entries (the sinks: its two earliest kept prompt positions) and the positions of the

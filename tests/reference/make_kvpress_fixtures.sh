@@ -8,17 +8,11 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RIPPLEKV_CACHE:-$HOME/.cache/ripplekv}
-python=${PYTHON:-python3}
 venv=$cache/venv-kvpress
 requirements=$repo/scripts/requirements-kvpress.txt
 
-want="$(sha256sum "$requirements" | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.version.split()[0])')"
-if ! { [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.ripplekv-stamp" 2>/dev/null)" = "$want" ]; }; then
-  echo "make_kvpress_fixtures: building $venv from scripts/requirements-kvpress.txt (about 4 GB download, once)"
-  "$python" -m venv --clear "$venv"
-  "$venv/bin/pip" install --disable-pip-version-check -r "$requirements"
-  echo "$want" >"$venv/.ripplekv-stamp"
-fi
+. "$repo/tests/reference/reference_venv.sh"
+reference_venv "$venv" "$requirements" make_kvpress_fixtures "about 4 GB download, once"
 # The DefensiveKV reference (FFY0/DefensiveKV, not on PyPI): a checkout at the pinned commit, cloned once.
 dkv_commit=9251b95e7e282a6c18dd98ef6318dd489e639a58
 dkv=${RIPPLEKV_DEFENSIVEKV_SRC:-$cache/src/DefensiveKV}

@@ -7,7 +7,6 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RIPPLEKV_CACHE:-$HOME/.cache/ripplekv}
-python=${PYTHON:-python3}
 venv=$cache/venv-llamacpp
 requirements=$repo/scripts/requirements-llamacpp.txt
 model=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -16,13 +15,9 @@ for asset in "$model" "$cache/models/gemma-3-270m-q4_k_m.gguf" "$cache/austen/pe
   [ -f "$asset" ] || { echo "make_llamacpp_fixtures: missing $asset; run scripts/fetch-assets first" >&2; exit 1; }
 done
 
-want="$(sha256sum "$requirements" | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.version.split()[0])')"
-if ! { [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.ripplekv-stamp" 2>/dev/null)" = "$want" ]; }; then
-  echo "make_llamacpp_fixtures: building $venv from scripts/requirements-llamacpp.txt (compiles llama.cpp; slow)"
-  "$python" -m venv --clear "$venv"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install --disable-pip-version-check -r "$requirements"
-  echo "$want" >"$venv/.ripplekv-stamp"
-fi
+. "$repo/tests/reference/reference_venv.sh"
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) reference_venv "$venv" "$requirements" make_llamacpp_fixtures \
+  "compiles llama.cpp; slow"
 "$venv/bin/python" "$repo/tests/reference/make_llamacpp_fixtures.py" --model "$model" --austen "$cache/austen" "$@"
 # Gemma 3 270M: BOS + 1,100 tokens of Austen, logits at positions on both sides of its 512-token window.
 exec "$venv/bin/python" "$repo/tests/reference/make_llamacpp_gemma3_fixture.py" \

@@ -16,7 +16,9 @@
 #include "model/synthetic_model.hpp"
 #include "plugin/allocator_call.hpp"
 #include "plugin/prompt_signal_call.hpp"
+#include "core/errors.hpp"
 #include "runner/compress/cell.hpp"
+#include "runner/compress/chunked_prefill.hpp"
 
 namespace {
 
@@ -28,14 +30,20 @@ std::vector<int32_t> tokens(int64_t T, int32_t salt) {
 
 rkv::UserParam P(const char* k, rkv::ParamValue v) { return rkv::UserParam{k, std::move(v), false, "test"}; }
 
-/// The cake signal with window 8 as a ScorerUse (what ScorerSet::add_cell makes of a per-prompt signal).
-rkv::ScorerUse cake_use(rkv_test::PluginFixture& plugins, const rkv::ModelConfig& c) {
+/// Per-prompt signal `id` with `params` as a ScorerUse keyed `key` (what ScorerSet::add_cell makes of one).
+rkv::ScorerUse signal_use(rkv_test::PluginFixture& plugins, const char* id, std::vector<rkv::UserParam> params,
+                          const rkv::ModelConfig& c, const char* key) {
   rkv::ScorerUse use;
-  use.instance = &plugins.instance("cake", RKV_KIND_SIGNAL, {P("window", int64_t{8})});
+  use.instance = &plugins.instance(id, RKV_KIND_SIGNAL, std::move(params));
   use.requirements = rkv::query_scorer_requirements(
       *use.instance, rkv_attention_shape{sizeof(rkv_attention_shape), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
-  use.key = "cake";
+  use.key = key;
   return use;
+}
+
+/// The cake signal with window 8.
+rkv::ScorerUse cake_use(rkv_test::PluginFixture& plugins, const rkv::ModelConfig& c) {
+  return signal_use(plugins, "cake", {P("window", int64_t{8})}, c, "cake");
 }
 
 /// s_l by a direct call: the backend's layer, the last 8 prefill queries, the layer's sliding window.
@@ -117,6 +125,38 @@ TEST(PromptSignal, ACellAllocatesByItsPromptsProfile) {
   bool differ_from_uniform = false;
   for (int64_t b : want.budgets) differ_from_uniform |= b != 12;
   EXPECT_TRUE(differ_from_uniform);
+}
+
+TEST(PromptSignal, SqueezeAttentionReadsThePrefillsResidualCosine) {
+  // s_l = 1 - the mean over the prompt of the prefill's residual cosine of layer l (RKV_STAT_RESIDUAL_COSINE, which
+  // the prefill computes because the signal joined its needs); a chunked prefill refuses it by name.
+  for (const char* arch : {"llama", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    const rkv::Model model = rkv::synthetic_model(rkv::synthetic_config(arch, 4, 2, 8, 3), 21);
+    const rkv::ModelConfig& c = model.config;
+    auto be = rkv::make_backend("cpu", model);
+    rkv_test::PluginFixture plugins;
+    const rkv::ScorerUse squeeze = signal_use(plugins, "squeezeattention", {}, c, "squeeze");
+    const rkv::PrefillNeeds needs = rkv::prefill_needs({&squeeze});
+    ASSERT_EQ(needs.stats.size(), 1u);
+    EXPECT_TRUE(needs.stats[0].residual_cosine);
+    const rkv::PrefilledPrompt prompt = rkv::prefill_prompt(*be, tokens(40, 3), needs);
+    rkv::ScoreMemo memo;
+    const std::vector<double>& s = memo.prompt_profile(*be, prompt, squeeze);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::vector<float>& cos = prompt.find_stats(needs.stats[0], l)->residual_cosine;
+      ASSERT_EQ(cos.size(), 40u);
+      double mean = 0.0;
+      for (float x : cos) mean += x / 40.0;
+      EXPECT_NEAR(s[static_cast<size_t>(l)], 1.0 - mean, 1e-12) << "layer " << l;
+    }
+    try {
+      rkv::chunked_prefill_prompt(*be, tokens(40, 3), needs, 16);
+      ADD_FAILURE() << "a chunked prefill computed the residual cosine";
+    } catch (const rkv::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("prefill.chunk_tokens = 16"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -125,6 +125,8 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
   r.stats.assign(request.stats.size(), std::vector<AttentionStats>(static_cast<size_t>(c.n_layers)));
   const bool moments = std::any_of(request.stats.begin(), request.stats.end(),
                                    [](const AttentionStatsOptions& o) { return o.query_moments; });
+  const bool cosines = std::any_of(request.stats.begin(), request.stats.end(),
+                                   [](const AttentionStatsOptions& o) { return o.residual_cosine; });
 
   std::vector<float> x = embed(model_, tokens);
   std::vector<int64_t> positions(static_cast<size_t>(T));
@@ -138,7 +140,8 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
     std::vector<float> pre_rope;  // [H, T, d]: this layer's queries turned back before RoPE (query moments)
     if (nq > 0 || moments) {
       std::vector<float>* out = nq > 0 ? &r.queries[static_cast<size_t>(l)] : nullptr;
-      hooks.on_queries = [&](const float* q, int64_t n_heads, int64_t n, int64_t head_dim) {
+      // `out` by value: it is a local of this block, which ends before forward_layer calls the hook.
+      hooks.on_queries = [&, out](const float* q, int64_t n_heads, int64_t n, int64_t head_dim) {
         // q: [H, n, d] for all T positions of this single-chunk prefill; keep the last nq rows of each head.
         if (moments) pre_rope = unrotate_queries(QueriesView{q, n_heads, n, head_dim}, model_.layer_inv_freq(l));
         if (!out) return;
@@ -148,13 +151,17 @@ PrefillResult CpuBackend::prefill(const std::vector<int32_t>& tokens, const Pref
                       static_cast<size_t>(nq * head_dim) * sizeof(float));
       };
     }
-    const bool hooked = nq > 0 || moments || !acc.empty();
+    std::vector<float> cosine;  // [T]: RKV_STAT_RESIDUAL_COSINE, x before the attention block against x + o
+    if (cosines)
+      hooks.on_attn_output = [&](const float* o, int64_t n, int64_t D) { cosine = residual_cosines(x.data(), o, n, D); };
+    const bool hooked = nq > 0 || moments || cosines || !acc.empty();
     forward_layer(model_, l, x.data(), T, positions.data(), cache->kv.layers[static_cast<size_t>(l)], ws_,
                   hooked ? &hooks : nullptr);
     for (size_t k = 0; k < acc.size(); ++k) {
       AttentionStats& st = r.stats[k][static_cast<size_t>(l)] = acc[k].finish();
       if (request.stats[k].query_moments)
         add_query_moments(QueriesView{pre_rope.data(), H, T, d}, request.stats[k].query_skip, st);
+      if (request.stats[k].residual_cosine) st.residual_cosine = cosine;
       // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
       if (const int64_t W = c.layer_window(l); W > 0)
         for (float& n : st.query_counts) n = std::min(n, static_cast<float>(W));

@@ -212,6 +212,13 @@ class CudaBackend final : public Backend {
     r.queries.assign(nq > 0 ? static_cast<size_t>(c.n_layers) : 0, {});
     const bool any_moments = std::any_of(request.stats.begin(), request.stats.end(),
                                          [](const AttentionStatsOptions& o) { return o.query_moments; });
+    const bool any_cosine = std::any_of(request.stats.begin(), request.stats.end(),
+                                        [](const AttentionStatsOptions& o) { return o.residual_cosine; });
+    // RKV_STAT_RESIDUAL_COSINE: the residual rows before each layer and its attention output (hooks.attn_output),
+    // both copied to the host when asked, and compared there (cache/attention_stats.hpp residual_cosines).
+    std::vector<std::vector<float>> cosines(any_cosine ? static_cast<size_t>(c.n_layers) : 0);
+    DeviceBuffer attn_out;
+    std::vector<float> x_before, o_host;
     // [request][layer]: RKV_STAT_QUERY_MOMENTS (cache/attention_stats.hpp add_query_moments), merged below.
     std::vector<std::vector<AttentionStats>> moments(captures.size(),
                                                      std::vector<AttentionStats>(static_cast<size_t>(c.n_layers)));
@@ -222,10 +229,22 @@ class CudaBackend final : public Backend {
     const DeviceBuffer positions = upload(*ctx_, pos);
     DeviceLayerHooks hooks;
     hooks.stats = pointers;
+    const int64_t D = c.d_model;
+    if (any_cosine) {
+      attn_out = DeviceBuffer(*ctx_, static_cast<size_t>(T * D) * sizeof(float));
+      hooks.attn_output = attn_out.as<float>();
+      x_before.resize(static_cast<size_t>(T * D));
+      o_host.resize(static_cast<size_t>(T * D));
+    }
     const size_t es = kernels::dtype_size(dmodel_.dtype());
     for (int64_t l = 0; l < c.n_layers; ++l) {
+      if (any_cosine) copy_to_host(*ctx_, x_before.data(), x, x_before.size() * sizeof(float));
       forward_layer(dmodel_, l, x, T, positions.as<int64_t>(), cache->kv.layers[static_cast<size_t>(l)], ws_,
                     pointers.empty() ? nullptr : &hooks);
+      if (any_cosine) {
+        copy_to_host(*ctx_, o_host.data(), attn_out.data(), o_host.size() * sizeof(float));
+        cosines[static_cast<size_t>(l)] = residual_cosines(x_before.data(), o_host.data(), T, D);
+      }
       if (nq > 0) {  // ws_.q holds this layer's rotated queries [T, H*d] until the next layer
         std::vector<char> rows(static_cast<size_t>(nq * H * d) * es);
         copy_to_host(*ctx_, rows.data(), ws_.q.as<char>() + static_cast<size_t>((T - nq) * H * d) * es, rows.size());
@@ -257,6 +276,7 @@ class CudaBackend final : public Backend {
         r.stats[k].push_back(captures[k].download(*ctx_, l));
         r.stats[k].back().query_mean = std::move(moments[k][static_cast<size_t>(l)].query_mean);
         r.stats[k].back().query_covariance = std::move(moments[k][static_cast<size_t>(l)].query_covariance);
+        if (request.stats[k].residual_cosine) r.stats[k].back().residual_cosine = cosines[static_cast<size_t>(l)];
         // A sliding-window layer's key j is seen by the queries j .. j + W - 1 only: min(T - j, W) of them.
         if (const int64_t W = c.layer_window(l); W > 0)
           for (float& n : r.stats[k].back().query_counts) n = std::min(n, static_cast<float>(W));

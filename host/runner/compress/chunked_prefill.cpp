@@ -169,6 +169,10 @@ PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32
   if (C < 0) throw InputError("prefill.chunk_tokens must be >= 0, got " + str(C));
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (C == 0 || C >= T) return prefill_prompt(backend, tokens, needs);
+  for (const AttentionStatsOptions& o : needs.stats)
+    if (o.residual_cosine)
+      throw InputError("prefill.chunk_tokens = " + str(C) + ": the residual cosine (RKV_STAT_RESIDUAL_COSINE, e.g. the "
+                       "squeezeattention signal) is captured by a one-shot prefill only; set prefill.chunk_tokens = 0");
   const auto t0 = SteadyClock::now();
   const ModelConfig& mc = backend.model().config;
   const int64_t L = mc.n_layers, H = mc.n_heads, d = mc.head_dim;

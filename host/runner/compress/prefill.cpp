@@ -9,11 +9,12 @@ namespace rkv {
 bool same_stats_request(const AttentionStatsOptions& a, const AttentionStatsOptions& b) {
   return a.window_attention == b.window_attention && a.cumulative_attention == b.cumulative_attention &&
          a.query_counts == b.query_counts && (!a.window_attention || a.window == b.window) &&
-         a.query_moments == b.query_moments && (!a.query_moments || a.query_skip == b.query_skip);
+         a.query_moments == b.query_moments && (!a.query_moments || a.query_skip == b.query_skip) &&
+         a.residual_cosine == b.residual_cosine;
 }
 
 bool needs_stats(const AttentionStatsOptions& o) {
-  return o.window_attention || o.cumulative_attention || o.query_counts || o.query_moments;
+  return o.window_attention || o.cumulative_attention || o.query_counts || o.query_moments || o.residual_cosine;
 }
 
 PrefillNeeds prefill_needs(const std::vector<const ScorerUse*>& scorers, bool cumulative_for_decode) {

@@ -83,6 +83,12 @@ void check_cells_on_model(RunState& s) {
                             decode_needs_prompt_cumulative(cc.decode, s.scorers->at(*cc.scorer).requirements);
   }
   s.needs = prefill_needs(s.scorers->all(), cumulative_for_decode);
+  if (s.plan.prefill.chunk_tokens > 0)  // the residual cosine is a one-shot prefill's capture
+    for (const ScorerUse* use : s.scorers->all())
+      if (use->requirements.wants(RKV_STAT_RESIDUAL_COSINE))
+        throw InputError(s.plan.config_path + ": prefill.chunk_tokens = " + std::to_string(s.plan.prefill.chunk_tokens) +
+                         ": '" + use->instance->id() + "' reads the residual cosine (RKV_STAT_RESIDUAL_COSINE), which a "
+                         "one-shot prefill captures only; set prefill.chunk_tokens = 0");
 }
 
 void check_budgets_on_examples(const RunState& s) {
