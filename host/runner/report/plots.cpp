@@ -211,7 +211,8 @@ std::string ReportPlots::paired_differences(const std::string& task, const std::
   const int height = 520 + 22 * static_cast<int>((differences.size() + 2) / 2);
   figure(stem, 1000, height,
          "set title '" + gq(task) + ": " + gq(metric) + ", cell - " + gq(baseline) +
-             " on the same examples (mean, 95% CI)'\n"
+             // a long baseline (a sweep key set) leaves room for the short form only in 1000 px
+             (baseline.size() > 60 ? ", paired (mean, 95% CI)'\n" : " on the same examples (mean, 95% CI)'\n") +
          "set xlabel '" + std::string(baseline == "eviction alone" ? "budget (KV bytes: fraction of the float32 cache)" : "budget") +
              "'\nset ylabel 'difference in " + gq(axis_label(metric, better)) + "'\n" + budget_axis(differences) +
              kLegendBelow + plot);
