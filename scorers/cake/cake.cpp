@@ -41,13 +41,9 @@ class CakeScorer final : public rkv::sdk::Scorer {
   }
 
   rkv_scorer_requirements requirements(const rkv_attention_shape& shape) override {
-    if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: n_heads must be a positive multiple of n_kv_heads");
+    rkv_scorer_requirements r = rkv_cake::window_requirements(shape, window_);
+    r.recent = window_;  // the window is kept whatever the scores, as the reference keeps it outside its top-k
     shape_ = shape;
-    rkv_scorer_requirements r{};
-    r.stats = RKV_STAT_KEYS | RKV_STAT_WINDOW_QUERIES;
-    r.window = window_;
-    r.recent = window_;
     return r;
   }
 
@@ -59,11 +55,7 @@ class CakeScorer final : public rkv::sdk::Scorer {
     const int64_t H = shape_.n_heads, d = shape_.head_dim;
     if (H < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: score() before requirements()");
     const int64_t w = in.window, n = T - w, G = H / n_kv_heads, pad = kernel_ / 2;
-    if (w < 1 || w > std::min(window_, T))
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: window queries over " + std::to_string(w) +
-                                                  " positions, expected min(window, T) = " +
-                                                  std::to_string(std::min(window_, T)));
-    const int64_t W = rkv_cake::checked_window_inputs(in, H, n_kv_heads, d);
+    const int64_t W = rkv_cake::checked_window_inputs(in, window_, H, n_kv_heads, d);
     if (n < 1) {  // the whole prompt is the window: all protected, nothing to rank
       std::fill(scores, scores + n_kv_heads * T, 1.0f);
       return;

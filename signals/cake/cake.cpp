@@ -43,12 +43,8 @@ class Cake final : public rkv::sdk::PromptSignal {
       : window_(p.get_int("window")), tau1_(p.get_float("tau1")), tau2_(p.get_float("tau2")), host_(host) {}
 
   rkv_scorer_requirements requirements(const rkv_attention_shape& shape) override {
-    if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: n_heads must be a positive multiple of n_kv_heads");
+    const rkv_scorer_requirements r = rkv_cake::window_requirements(shape, window_);
     shape_ = shape;
-    rkv_scorer_requirements r{};
-    r.stats = RKV_STAT_KEYS | RKV_STAT_WINDOW_QUERIES;
-    r.window = window_;
     return r;
   }
 
@@ -59,11 +55,7 @@ class Cake final : public rkv::sdk::PromptSignal {
     const int64_t H = shape_.n_heads, Hkv = shape_.n_kv_heads, d = shape_.head_dim;
     if (H < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: layer_value() before requirements()");
     const int64_t T = in.prefix_tokens, w = in.window, n = T - w;
-    if (w < 1 || w > std::min(window_, T))
-      throw Error(RKV_ERROR_INVALID_ARGUMENT, "cake: window queries over " + std::to_string(w) +
-                                                  " positions, expected min(window, T) = " +
-                                                  std::to_string(std::min(window_, T)));
-    const int64_t W = rkv_cake::checked_window_inputs(in, H, Hkv, d);
+    const int64_t W = rkv_cake::checked_window_inputs(in, window_, H, Hkv, d);
     if (n < 1) return 0.0;
     const float* Q = rkv::sdk::tensor_data<const float>(in.window_queries);
     const float* K = rkv::sdk::tensor_data<const float>(in.keys);

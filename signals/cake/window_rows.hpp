@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace rkv_cake {
@@ -42,10 +43,26 @@ inline void window_rows(const float* Q, const float* K, int64_t h, int64_t G, in
   }
 }
 
-/// Reads the window queries and keys a CAKE plugin asked for: checks their shapes against the inputs (throws
-/// rkv::sdk::Error naming the tensor) and returns W, the layer's sliding window (0 when the host is older).
-inline int64_t checked_window_inputs(const rkv_scorer_inputs& in, int64_t H, int64_t H_kv, int64_t d) {
+/// What both CAKE plugins ask the host for on a model of `shape`: keys and the window queries of `window` positions
+/// (the scorer also protects them). Throws rkv::sdk::Error for a shape whose H is no positive multiple of H_kv.
+inline rkv_scorer_requirements window_requirements(const rkv_attention_shape& shape, int64_t window) {
+  if (shape.n_heads < 1 || shape.n_kv_heads < 1 || shape.n_heads % shape.n_kv_heads != 0)
+    throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "cake: n_heads must be a positive multiple of n_kv_heads");
+  rkv_scorer_requirements r{};
+  r.stats = RKV_STAT_KEYS | RKV_STAT_WINDOW_QUERIES;
+  r.window = window;
+  return r;
+}
+
+/// Reads the window queries and keys a CAKE plugin asked for: checks the window (min(window, T) queries) and their
+/// shapes against the inputs (throws rkv::sdk::Error naming the tensor) and returns W, the layer's sliding window (0
+/// when the host is older).
+inline int64_t checked_window_inputs(const rkv_scorer_inputs& in, int64_t window, int64_t H, int64_t H_kv, int64_t d) {
   const int64_t T = in.prefix_tokens, w = in.window;
+  if (w < 1 || w > std::min(window, T))
+    throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "cake: window queries over " + std::to_string(w) +
+                                                          " positions, expected min(window, T) = " +
+                                                          std::to_string(std::min(window, T)));
   rkv::sdk::require_tensor(in.keys, "keys", kDLFloat, 32, {H_kv, T, d});
   rkv::sdk::require_tensor(in.window_queries, "window_queries", kDLFloat, 32, {H, w, d});
   return RKV_HAS_FIELD(&in, rkv_scorer_inputs, attention_window) ? in.attention_window : 0;
