@@ -118,13 +118,16 @@ typedef struct rkv_generate_options {
   int64_t max_new_tokens; /**< >= 0; 0 in a struct means 0 new tokens */
   const char* compression_config; /**< path of a compression TOML, or NULL for the full cache */
   const char* profile_path;       /**< profile.json (`ripplekv profile` or a run) for an allocator that needs a
-                                       sensitivity profile (ripplekv); NULL otherwise */
+                                       sensitivity profile (ripplekv); NULL otherwise. Not read when the config's
+                                       [signal] is a per-prompt signal (cake, squeezeattention): that profile is
+                                       computed on the prompt */
   char** out_compression_json;    /**< NULL, or receives (caller frees with rkv_string_free) a JSON object
                                        {"scorer", "allocator", "heads" (the per-head allocator or null),
                                        "prompt_tokens", "budget_total", "budgets" (one per model layer,
                                        positions), "head_budgets" (per model layer and KV head, only with a
-                                       per-head allocator), "kv_bytes_full", "kv_bytes_kept", "kv_bytes_end"
-                                       (after decoding), "warnings"};
+                                       per-head allocator), "signal" and "prompt_profile" (its s_l per model
+                                       layer, only with a per-prompt signal), "kv_bytes_full", "kv_bytes_kept",
+                                       "kv_bytes_end" (after decoding), "warnings"};
                                        set only when compression_config is given and the call succeeds */
 } rkv_generate_options;
 

@@ -146,6 +146,10 @@ rkv_status rkv_generate(rkv_model* m, const rkv_generate_options* o, char** out_
       j["prompt_tokens"] = g.prompt_tokens;
       j["budget_total"] = g.budget_total;
       j["budgets"] = g.budgets;
+      if (!g.prompt_profile.empty()) {
+        j["signal"] = g.signal;
+        j["prompt_profile"] = g.prompt_profile;
+      }
       j["kv_bytes_full"] = g.bytes_full;
       j["kv_bytes_kept"] = g.bytes_kept;
       j["kv_bytes_end"] = g.bytes_end;

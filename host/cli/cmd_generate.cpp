@@ -88,6 +88,11 @@ int print_compressed_generation(rkv::Backend& backend, const rkv::Tokenizer& tok
             << 100.0 * static_cast<double>(g.bytes_kept) / static_cast<double>(g.bytes_full) << "%)]\n[budgets:";
   for (int64_t b : g.budgets) std::cerr << " " << b;
   std::cerr << "]\n[decode policy: " << g.decode << "]\n";
+  if (!g.prompt_profile.empty()) {  // a per-prompt signal's s_l, what the allocator read
+    std::cerr << "[profile of this prompt (" << g.signal << "):";
+    for (double s : g.prompt_profile) std::cerr << " " << s;
+    std::cerr << "]\n";
+  }
   if (!g.head_budgets.empty()) {  // per model layer, the entries each KV head keeps
     std::cerr << "[per-head budgets:";
     for (const auto& row : g.head_budgets) {
@@ -137,7 +142,9 @@ int run_generate(const std::vector<std::string>& args) {
       "[compression] rerotate = true re-rotates the kept keys to positions 0 .. n - 1 after compaction and decodes\n"
       "from the cache length instead of the prompt length (kvpress KeyRerotationPress; default false).\n"
       "A cell that reads a sensitivity profile (an allocator such as ripplekv, codec layer_bits = \"profile\", share\n"
-      "count = k) reads it from --profile FILE (a profile.json from `ripplekv profile` or a run).\n\noptions");
+      "count = k) reads it from --profile FILE (a profile.json from `ripplekv profile` or a run), unless its [signal]\n"
+      "is a per-prompt signal (cake, squeezeattention): that profile is computed on this prompt and --profile is not\n"
+      "read.\n\noptions");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
       "prompt", po::value(&prompt), "prompt text")("prompt-file", po::value(&prompt_file), "read the prompt from a file")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(

@@ -26,10 +26,11 @@ const char* kUsage =
     "usage: ripplekv profile CONFIG [--out FILE] [--signal ID] [--threads N] [--backend K] [--dtype D]\n"
     "                        [--no-cache] [--force] [--set KEY=VALUE]...\n\n"
     "Computes the sensitivity profile s[L] of the config's model with its [signal] plugin (the first sweep cell that\n"
-    "has one; --signal overrides it) over the calibration set [data.calibration] (N windows of prefix_tokens +\n"
-    "window_tokens tokens). Positions protected by the cell's [scorer] are never perturbed. Writes profile.json\n"
-    "(default ./profile.json; `ripplekv allocate --profile` reads it) and prints s with 95% bootstrap CIs per layer\n"
-    "and the split-half Spearman. Profiles are cached under <asset cache>/profiles; --no-cache recomputes (and\n"
+    "has one that is not per-prompt; --signal overrides it) over the calibration set [data.calibration] (N windows\n"
+    "of prefix_tokens + window_tokens tokens); a per-prompt signal (cake, squeezeattention) is computed on each\n"
+    "prompt a run compresses and is refused here. Positions protected by the cell's [scorer] are never perturbed.\n"
+    "Writes profile.json (default ./profile.json; `ripplekv allocate --profile` reads it) and prints s with 95%\n"
+    "bootstrap CIs per layer and the split-half Spearman. Profiles are cached under <asset cache>/profiles; --no-cache recomputes (and\n"
     "refreshes the cache entry). The cache is used only when its folder and files belong to you and no one else can\n"
     "write them (else a warning says why it was skipped). An existing FILE must be a ripplekv profile, and a link,\n"
     "FIFO or device there is refused: --force replaces them (never writing through a link).\n";
@@ -65,12 +66,14 @@ int run_profile(const std::vector<std::string>& args) {
   RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
   const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
+  // The first cell with a calibration signal (a per-prompt one has no profile here: the last resort, refused below
+  // by name).
   const CellConfig* cell = nullptr;
-  for (const auto& c : plan.cells)
-    if (c.config.signal) {
-      cell = &c.config;
-      break;
-    }
+  for (const bool per_prompt_too : {false, true})
+    for (const auto& c : plan.cells)
+      if (!cell && c.config.signal &&
+          (per_prompt_too || !(c.config.signal->info->descriptor->flags & RKV_FLAG_PER_PROMPT)))
+        cell = &c.config;
   if (!cell && !signal_override.empty())
     for (const auto& c : plan.cells)
       if (c.config.scorer) {

@@ -34,8 +34,10 @@ class Cake final : public rkv::sdk::PromptSignal {
         .param(Param::Int("window", 32, "observation window w in positions (its queries' attention rows)")
                    .min(1)
                    .max(1 << 16))
-        .param(Param::Float("tau1", 1.6, "temperature of the entropy (spatial dispersion)").min(1e-3).max(1e3))
-        .param(Param::Float("tau2", 0.6, "temperature of the variance (temporal shift)").min(1e-3).max(1e3))
+        .param(Param::Float("tau1", 1.6, "temperature of the entropy (spatial dispersion); below 0.1 the power "
+                            "overflows double").min(0.1).max(1e3))
+        .param(Param::Float("tau2", 0.6, "temperature of the variance (temporal shift); below 0.1 every layer's "
+                            "power underflows to 0").min(0.1).max(1e3))
         .flags(RKV_FLAG_PER_PROMPT);
   }
 

@@ -127,6 +127,9 @@ class GenerateCompress(unittest.TestCase):
         self.assertEqual(len(budgets), 30)
         self.assertGreaterEqual(min(budgets), 32, p.stderr)
         self.assertGreater(max(budgets) - min(budgets), 100, p.stderr)
+        profile = re.search(r"\[profile of this prompt \(org.ripplekv.signal.cake\):([0-9e.+\- ]+)\]", p.stderr)
+        self.assertIsNotNone(profile, p.stderr)
+        self.assertEqual(len(profile.group(1).split()), 30)
 
     def test_plugin_and_policy_errors_name_the_config(self):
         """A scorer param the plugin refuses when created (an even snapkv kernel), and a decode policy the scorer

@@ -179,6 +179,7 @@ TEST(Conformance, BuiltInsPassWithNonDefaultParams) {
            {"adakv", {{"alpha_safeguard", "0.9"}}},
            {"depth", {{"order", "descending"}}},
            {"org.ripplekv.signal.cake", {{"window", "3"}, {"tau1", "1"}, {"tau2", "2"}}},
+           {"org.ripplekv.signal.cake", {{"tau1", "0.1"}, {"tau2", "0.1"}}},  // the smallest: no overflow
            {"org.ripplekv.scorer.cake", {{"window", "3"}, {"kernel", "1"}, {"gamma", "0"}}},
            {"org.ripplekv.allocator.squeezeattention", {{"reduced_share", "0"}, {"clusters", "2"}}}}) {
     SCOPED_TRACE(id);

@@ -746,7 +746,7 @@ TEST_F(SyntheticRun, CliRefusesAnOutputFolderThatCannotBeWrittenAndOverlongPromp
   std::tie(rc, err) =
       cli_argv({"analyze", (dir / "cfg.toml").string(), "--out", (dir / "an").string(), "--fractions", "0.5"}, dir);
   EXPECT_EQ(rc, 2) << err;
-  EXPECT_NE(err.find("ripplekv analyze: no [signal] is configured"), std::string::npos) << err;
+  EXPECT_NE(err.find("ripplekv analyze: no calibration [signal] is configured"), std::string::npos) << err;
   EXPECT_EQ(err.find("analyze: analyze:"), std::string::npos) << err;
   // The same fraction twice (also written differently) is refused naming the option and the value, before any work
   // (before: each copy was measured, and here the run went on to the [signal] error).

@@ -432,6 +432,16 @@ TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotS
   }
   EXPECT_NE(error(base(between + "[compression.codec]\nformat = \"int\"\nbits = 4\n")).find("compression.codec"),
             std::string::npos);
+  // The residual cosine (the squeezeattention signal) is captured by a one-shot prefill only: chunk_tokens is
+  // refused at validate time; cake (window queries and keys) prefills in chunks.
+  const std::string squeeze =
+      "[sweep]\nmethods = [{ \"allocator.plugin\" = \"squeezeattention\", \"signal.plugin\" = \"squeezeattention\" }]\n";
+  const std::string m = error(base("[prefill]\nchunk_tokens = 64\n", squeeze));
+  EXPECT_NE(m.find("prefill.chunk_tokens = 64: 'org.ripplekv.signal.squeezeattention' reads the residual cosine"),
+            std::string::npos) << m;
+  EXPECT_EQ(load(base("[prefill]\nchunk_tokens = 64\n",
+                      "[sweep]\nmethods = [{ \"allocator.plugin\" = \"cake\", \"signal.plugin\" = \"cake\" }]\n"))
+                .cells.size(), 2u);
   // generate --compress prefills in one shot: compression between chunks is refused there, not ignored.
   const fs::path p = dir / "compress.toml";
   std::ofstream(p, std::ios::trunc) << "[scorer]\nplugin = \"snapkv\"\n[allocator]\nplugin = \"uniform\"\n"

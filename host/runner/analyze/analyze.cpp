@@ -222,7 +222,8 @@ AnalysisSelection select_analysis(const RunPlan& plan, const AnalyzeOptions& opt
   for (const Cell& c : plan.cells) {
     if (c.config.full_cache) continue;
     if (!sel.base) sel.base = &c.config;
-    if (c.config.signal &&
+    // A per-prompt signal has no calibration profile to rank D_l with: analyze leaves it out.
+    if (c.config.signal && !(c.config.signal->info->descriptor->flags & RKV_FLAG_PER_PROMPT) &&
         std::find(signal_keys.begin(), signal_keys.end(), c.config.signal->key()) == signal_keys.end()) {
       signal_keys.push_back(c.config.signal->key());
       sel.signal_cells.push_back(&c.config);
@@ -232,7 +233,9 @@ AnalysisSelection select_analysis(const RunPlan& plan, const AnalyzeOptions& opt
       sel.fractions.push_back(*c.config.budget_fraction);
   }
   if (!sel.base) throw InputError("analyze: the config has no compressed cell");
-  if (sel.signal_cells.empty()) throw InputError("analyze: no [signal] is configured; add one (or sweep \"signal.plugin\")");
+  if (sel.signal_cells.empty())
+    throw InputError("analyze: no calibration [signal] is configured (per-prompt signals are left out); add one (or "
+                     "sweep \"signal.plugin\")");
   if (sel.fractions.empty()) throw InputError("analyze: no budget fractions (give --fractions or budget.fraction)");
   std::sort(sel.fractions.begin(), sel.fractions.end());
   for (double f : sel.fractions)

@@ -107,6 +107,8 @@ CompressedGeneration generate_compressed(Backend& backend, const Tokenizer& tok,
   g.budget_total = cell.budget_total;
   g.budgets = comp.budgets;
   g.layer_bits = cell.layer_bits;
+  g.prompt_profile = cell.prompt_profile;
+  if (cc.per_prompt_signal) g.signal = cc.signal->id;
   g.share_sources = cell.share_sources;
   g.bytes_full = comp.bytes_full;
   g.bytes_kept = comp.bytes_kept;

@@ -25,6 +25,9 @@ struct CompressedGeneration {
   std::vector<int64_t> budgets;       ///< per model layer: b_l (T for a layer left whole; 0 for a shared layer)
   /// per model layer: the codec's bits when they follow the profile (codec layer_bits = "profile"); else empty
   std::vector<int64_t> layer_bits;
+  /// per model layer: the per-prompt signal's s_l on this prompt (a [signal] with RKV_FLAG_PER_PROMPT); else empty
+  std::vector<double> prompt_profile;
+  std::string signal;                 ///< that per-prompt signal's plugin id; empty without one
   /// per model layer: the layer whose cache it reads ([compression.share]; itself when it keeps its own); else empty
   std::vector<int64_t> share_sources;
   size_t bytes_full = 0;              ///< KV cache bytes of the prompt before compression

@@ -304,8 +304,16 @@ void check_cells_create_their_plugins(const TomlContext& c, const toml::table& r
       if (!created.insert(key).second) continue;
       try {
         const PluginInstance inst = PluginInstance::create(*(*choice)->info, (*choice)->params, host);
-        if ((*choice)->info->descriptor->kind == RKV_KIND_SCORER)  // what it declares, on the nominal shape (nominal_requirements)
-          query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64}, true);
+        const uint64_t flags = (*choice)->info->descriptor->flags;
+        const bool per_prompt = (*choice)->info->descriptor->kind == RKV_KIND_SIGNAL && (flags & RKV_FLAG_PER_PROMPT);
+        if ((*choice)->info->descriptor->kind == RKV_KIND_SCORER || per_prompt) {  // on the nominal shape
+          const std::optional<ScorerRequirements> req =
+              query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64}, true);
+          if (req && req->wants(RKV_STAT_RESIDUAL_COSINE) && plan.prefill.chunk_tokens > 0)
+            throw InputError("prefill.chunk_tokens = " + std::to_string(plan.prefill.chunk_tokens) + ": '" +
+                             (*choice)->id + "' reads the residual cosine (RKV_STAT_RESIDUAL_COSINE), which a "
+                             "one-shot prefill captures only; set prefill.chunk_tokens = 0");
+        }
       } catch (const InputError& e) {
         throw InputError(c.origin + ": " + e.what() + (cell.values.empty() ? "" : " (in sweep cell " + cell.values.dump() + ")"));
       }
