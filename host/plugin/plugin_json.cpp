@@ -41,6 +41,13 @@ nlohmann::json plugin_json(const PluginInfo& p) {
   j["version"] = p.descriptor->version;
   j["path"] = p.library->path;
   j["description"] = p.descriptor->description ? p.descriptor->description : "";
+  // The descriptor flags by name: what `plugins describe` prints as text.
+  const uint64_t f = p.descriptor->flags;
+  j["flags"] = nlohmann::json::array();
+  if (f & RKV_FLAG_NEEDS_PROFILE) j["flags"].push_back("needs_profile");
+  if (f & RKV_FLAG_NEEDS_SCORES) j["flags"].push_back("needs_scores");
+  if (f & RKV_FLAG_SUPPORTS_CUDA) j["flags"].push_back("supports_cuda");
+  if (f & RKV_FLAG_PER_PROMPT) j["flags"].push_back("per_prompt");
   j["params"] = nlohmann::json::array();
   if (p.descriptor->params)
     for (const rkv_param_spec* const* s = p.descriptor->params; *s; ++s) j["params"].push_back(param_spec_json(**s));

@@ -43,7 +43,12 @@ class Foundation(unittest.TestCase):
             p = plugins["org.ripplekv.allocator." + name]
             self.assertEqual(p["kind"], "allocator")
             self.assertTrue(p["path"].endswith("rkv_allocator_%s.so" % name), p["path"])
-            self.assertEqual(set(p), {"id", "kind", "version", "path", "description", "params"})
+            self.assertEqual(set(p), {"id", "kind", "version", "path", "description", "flags", "params"})
+        # the descriptor flags by name, as `describe` prints them
+        self.assertEqual(plugins["org.ripplekv.allocator.uniform"]["flags"], [])
+        self.assertEqual(plugins["org.ripplekv.allocator.ripplekv"]["flags"], ["needs_profile"])
+        self.assertEqual(plugins["org.ripplekv.allocator.global_topk"]["flags"], ["needs_scores"])
+        self.assertEqual(plugins["org.ripplekv.signal.cake"]["flags"], ["per_prompt"])
         params = {q["name"]: q for q in plugins["org.ripplekv.allocator.ripplekv"]["params"]}
         self.assertEqual(params["r"]["default"], 1.5)
         self.assertEqual(params["gamma"]["min"], 1.0)

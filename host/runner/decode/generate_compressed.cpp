@@ -20,7 +20,8 @@ namespace {
 std::vector<double> read_layer_profile(const std::string& profile_path, const std::string& who, int64_t n_layers) {
   if (profile_path.empty())
     throw InputError(who + " needs a sensitivity profile: give --profile FILE (profile_path in the C API), a "
-                     "profile.json of `ripplekv profile` or a run");
+                     "profile.json of `ripplekv profile` or a run, or a per-prompt [signal] (cake, squeezeattention) "
+                     "that computes one on the prompt");
   const ProfileFile pf = read_profile_file(profile_path);
   if (static_cast<int64_t>(pf.s.size()) != n_layers)
     throw InputError(profile_path + ": the profile has " + std::to_string(pf.s.size()) + " layers, the model " +
