@@ -30,10 +30,11 @@ const char* kUsage =
     "of prefix_tokens + window_tokens tokens); a per-prompt signal (cake, squeezeattention) is computed on each\n"
     "prompt a run compresses and is refused here. Positions protected by the cell's [scorer] are never perturbed.\n"
     "Writes profile.json (default ./profile.json; `ripplekv allocate --profile` reads it) and prints s with 95%\n"
-    "bootstrap CIs per layer and the split-half Spearman. Profiles are cached under <asset cache>/profiles; --no-cache recomputes (and\n"
-    "refreshes the cache entry). The cache is used only when its folder and files belong to you and no one else can\n"
-    "write them (else a warning says why it was skipped). An existing FILE must be a ripplekv profile, and a link,\n"
-    "FIFO or device there is refused: --force replaces them (never writing through a link).\n";
+    "bootstrap CIs per layer and the split-half Spearman. Profiles are cached under <asset cache>/profiles;\n"
+    "--no-cache recomputes (and refreshes the cache entry). The cache is used only when its folder and files belong\n"
+    "to you and no one else can write them (else a warning says why it was skipped). An existing FILE must be a\n"
+    "ripplekv profile, and a link, FIFO or device there is refused: --force replaces them (never writing through a\n"
+    "link).\n";
 
 int run_profile(const std::vector<std::string>& args) {
   po::options_description opts("options");

@@ -442,6 +442,10 @@ TEST_F(Config, PrefillSectionIsRangeCheckedAndChunkCompressionRefusesWhatCannotS
   EXPECT_EQ(load(base("[prefill]\nchunk_tokens = 64\n",
                       "[sweep]\nmethods = [{ \"allocator.plugin\" = \"cake\", \"signal.plugin\" = \"cake\" }]\n"))
                 .cells.size(), 2u);
+  // A cell whose allocator reads no profile never computes its [signal]: squeezeattention there is no reason to refuse.
+  EXPECT_EQ(load(base("[prefill]\nchunk_tokens = 64\n", "[sweep]\nmethods = [{ \"allocator.plugin\" = \"uniform\", "
+                                                       "\"signal.plugin\" = \"squeezeattention\" }]\n"))
+                .cells.size(), 2u);
   // generate --compress prefills in one shot: compression between chunks is refused there, not ignored.
   const fs::path p = dir / "compress.toml";
   std::ofstream(p, std::ios::trunc) << "[scorer]\nplugin = \"snapkv\"\n[allocator]\nplugin = \"uniform\"\n"

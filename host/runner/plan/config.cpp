@@ -305,7 +305,9 @@ void check_cells_create_their_plugins(const TomlContext& c, const toml::table& r
       try {
         const PluginInstance inst = PluginInstance::create(*(*choice)->info, (*choice)->params, host);
         const uint64_t flags = (*choice)->info->descriptor->flags;
-        const bool per_prompt = (*choice)->info->descriptor->kind == RKV_KIND_SIGNAL && (flags & RKV_FLAG_PER_PROMPT);
+        // a per-prompt signal the cell reads (the run adds its statistics to the prefill only then)
+        const bool per_prompt = (*choice)->info->descriptor->kind == RKV_KIND_SIGNAL &&
+                                (flags & RKV_FLAG_PER_PROMPT) && cell.config.per_prompt_signal;
         if ((*choice)->info->descriptor->kind == RKV_KIND_SCORER || per_prompt) {  // on the nominal shape
           const std::optional<ScorerRequirements> req =
               query_scorer_requirements(inst, rkv_attention_shape{sizeof(rkv_attention_shape), 30, 8, 2, 64}, true);
