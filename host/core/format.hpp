@@ -27,4 +27,10 @@ std::string printable_message(const std::string& message, size_t max_run = 256);
 /// "\xNN", so a name or label cannot add columns or rows; other bytes are kept.
 std::string markdown_cell(const std::string& text);
 
+/// Natural order for messages that name numbers ("layer 2" before "layer 10"): runs of ASCII digits compare by their
+/// value (leading zeros ignored, then the shorter run first), everything else byte by byte. A strict weak order.
+struct NaturalLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+
 }  // namespace rkv

@@ -1,7 +1,9 @@
 // core/format.hpp: printable_message on hand-made messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/format.hpp"
 
@@ -29,6 +31,21 @@ TEST(PrintableMessage, LongRunsAreCutAroundTheirMiddle) {
 TEST(MarkdownCell, PipesAndControlBytesCannotBreakATable) {
   EXPECT_EQ(rkv::markdown_cell("uniform + snapkv @ f=0.2"), "uniform + snapkv @ f=0.2");
   EXPECT_EQ(rkv::markdown_cell("a|b\nc\x1b"), "a\\|b\\x0ac\\x1b");
+}
+
+TEST(NaturalLess, NumbersInMessagesCompareByValue) {
+  const rkv::NaturalLess less;
+  EXPECT_TRUE(less("layer 2: x", "layer 10: x"));
+  EXPECT_FALSE(less("layer 10: x", "layer 2: x"));
+  EXPECT_TRUE(less("layers 0-9", "layers 0-17"));
+  EXPECT_TRUE(less("a", "b"));
+  EXPECT_TRUE(less("layer 7", "layer 7 and more"));
+  EXPECT_FALSE(less("layer 7", "layer 7"));
+  EXPECT_TRUE(less("x 7", "x 007"));  // equal values: fewer leading zeros first, so the order stays strict
+  EXPECT_FALSE(less("x 007", "x 7"));
+  std::vector<std::string> v = {"layer 10", "layer 1", "layer 2", "layer 0", "layer 11"};
+  std::sort(v.begin(), v.end(), less);
+  EXPECT_EQ(v, (std::vector<std::string>{"layer 0", "layer 1", "layer 2", "layer 10", "layer 11"}));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ std::string header(const std::vector<CellData>& cells, int resamples, const std:
 
 /// Every distinct warning the cells' examples recorded, with the cells that recorded it.
 std::string warnings_section(const std::vector<CellData>& cells) {
-  std::map<std::string, std::vector<std::string>> where;
+  std::map<std::string, std::vector<std::string>, NaturalLess> where;  // "layer 2" before "layer 10"
   for (const auto& c : cells) {
     std::set<std::string> own;
     for (const auto& e : c.examples) own.insert(e.warnings.begin(), e.warnings.end());
