@@ -92,11 +92,9 @@ class CriticalKV final : public rkv::sdk::Scorer {
     if (n_heads_ < 1) throw Error(RKV_ERROR_INVALID_ARGUMENT, "criticalkv: score() before requirements()");
     if (snap_) rkv_inner::kvpress_snapkv(in, scores, n_heads_, n_kv_heads, T, window_, kernel_, "criticalkv");
     else rkv_inner::knorm(in, scores, n_kv_heads, T, head_dim_);
-    const bool has_budgets = RKV_HAS_FIELD(&in, rkv_scorer_inputs, head_budgets) && in.head_budgets != nullptr;
-    if (!has_budgets) return;  // the budget-free ranking: the inner scores
-    rkv::sdk::require_tensor(in.head_budgets, "head_budgets", kDLInt, 64, {n_kv_heads});
+    const int64_t* budgets = rkv::sdk::head_budgets(in, n_kv_heads);
+    if (!budgets) return;  // the budget-free ranking: the inner scores
     rkv::sdk::require_tensor(in.value_output_norms, "value_output_norms", kDLFloat, 32, {n_heads_, T});
-    const int64_t* budgets = rkv::sdk::tensor_data<const int64_t>(in.head_budgets);
     const float* norms = rkv::sdk::tensor_data<const float>(in.value_output_norms);
     const int64_t G = n_heads_ / n_kv_heads;
     std::vector<int64_t> order(static_cast<size_t>(T));

@@ -223,10 +223,8 @@ class DefensiveKV final : public rkv::sdk::Scorer {
   /// max(0, floor(n b / T) - w) with b the mean of the head budgets (the layer's per-head budget b_l), or n without
   /// budgets.
   static int64_t stage_one_cap(const rkv_scorer_inputs& in, int64_t n_kv_heads, int64_t n, int64_t w) {
-    const bool has = RKV_HAS_FIELD(&in, rkv_scorer_inputs, head_budgets) && in.head_budgets != nullptr;
-    if (!has) return n;
-    rkv::sdk::require_tensor(in.head_budgets, "head_budgets", kDLInt, 64, {n_kv_heads});
-    const int64_t* b = rkv::sdk::tensor_data<const int64_t>(in.head_budgets);
+    const int64_t* b = rkv::sdk::head_budgets(in, n_kv_heads);
+    if (!b) return n;
     const int64_t b_l = std::accumulate(b, b + n_kv_heads, int64_t{0}) / n_kv_heads;
     return std::max<int64_t>(0, n * b_l / (n + w) - w);
   }

@@ -293,6 +293,15 @@ T* tensor_data(const DLTensor* t) {
   return reinterpret_cast<T*>(static_cast<char*>(t->data) + t->byte_offset);
 }
 
+/// The positions each KV head keeps, for a budget-dependent scorer (rkv_scorer_inputs.head_budgets, ABI minor 6):
+/// int64 [n_kv_heads] on the CPU, borrowed for the call, or nullptr when the host passed none (the scorer's
+/// budget-free ranking is asked for) or predates the field. Throws Error naming the tensor when it is misshaped.
+inline const int64_t* head_budgets(const rkv_scorer_inputs& in, int64_t n_kv_heads) {
+  if (!RKV_HAS_FIELD(&in, rkv_scorer_inputs, head_budgets) || in.head_budgets == nullptr) return nullptr;
+  require_tensor(in.head_budgets, "head_budgets", kDLInt, 64, {n_kv_heads});
+  return tensor_data<const int64_t>(in.head_budgets);
+}
+
 // ---- Plugin base classes ------------------------------------------------------------------------------------------
 
 /// Base of every SDK plugin.
