@@ -67,14 +67,9 @@ class CakeScorer final : public rkv::sdk::Scorer {
       host_.throw_if_cancelled();
       rkv_cake::window_rows(Q, K, h, G, T, w, d, W, rows);
       for (int64_t j = 0; j < n; ++j) {
-        double mean = 0.0, ss = 0.0;
-        for (int64_t t = 0; t < w; ++t) mean += rows[static_cast<size_t>(t * n + j)];
-        mean /= static_cast<double>(w);
-        for (int64_t t = 0; t < w; ++t) {
-          const double dev = rows[static_cast<size_t>(t * n + j)] - mean;
-          ss += dev * dev;
-        }
-        c[static_cast<size_t>(j)] = mean + (w > 1 ? gamma_ * ss / static_cast<double>(w - 1) : 0.0);
+        double mean = 0.0, var = 0.0;
+        rkv_cake::column_moments(rows, w, n, j, mean, var);
+        c[static_cast<size_t>(j)] = mean + gamma_ * var;
       }
       const int64_t g = h / G;
       for (int64_t j = 0; j < n; ++j) {

@@ -67,16 +67,10 @@ class Cake final : public rkv::sdk::PromptSignal {
       host_.throw_if_cancelled();
       rkv_cake::window_rows(Q, K, h, H / Hkv, T, w, d, W, rows);
       for (double a : rows) entropy -= a * std::log(a + 1e-10);
-      if (w < 2) continue;
       for (int64_t j = 0; j < n; ++j) {
-        double mean = 0.0, ss = 0.0;
-        for (int64_t t = 0; t < w; ++t) mean += rows[static_cast<size_t>(t * n + j)];
-        mean /= static_cast<double>(w);
-        for (int64_t t = 0; t < w; ++t) {
-          const double dev = rows[static_cast<size_t>(t * n + j)] - mean;
-          ss += dev * dev;
-        }
-        variance += ss / static_cast<double>(w - 1);
+        double mean = 0.0, var = 0.0;
+        rkv_cake::column_moments(rows, w, n, j, mean, var);
+        variance += var;
       }
     }
     return std::pow(std::max(entropy, 0.0), 1.0 / tau1_) * std::pow(variance, 1.0 / tau2_);

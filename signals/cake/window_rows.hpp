@@ -43,6 +43,21 @@ inline void window_rows(const float* Q, const float* K, int64_t h, int64_t G, in
   }
 }
 
+/// The mean and the unbiased variance (torch.var: 1 / (w - 1); 0 when w = 1) over the w window queries of column j
+/// of `rows` [w * n] (window_rows). Thread rule: pure.
+inline void column_moments(const std::vector<double>& rows, int64_t w, int64_t n, int64_t j, double& mean,
+                           double& variance) {
+  mean = 0.0;
+  for (int64_t t = 0; t < w; ++t) mean += rows[static_cast<size_t>(t * n + j)];
+  mean /= static_cast<double>(w);
+  double ss = 0.0;
+  for (int64_t t = 0; t < w; ++t) {
+    const double dev = rows[static_cast<size_t>(t * n + j)] - mean;
+    ss += dev * dev;
+  }
+  variance = w > 1 ? ss / static_cast<double>(w - 1) : 0.0;
+}
+
 /// What both CAKE plugins ask the host for on a model of `shape`: keys and the window queries of `window` positions
 /// (the scorer also protects them). Throws rkv::sdk::Error for a shape whose H is no positive multiple of H_kv.
 inline rkv_scorer_requirements window_requirements(const rkv_attention_shape& shape, int64_t window) {

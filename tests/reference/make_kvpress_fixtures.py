@@ -67,24 +67,30 @@ def layer_wo_scale(layer, head):
     return 1.0 + ((layer + head) % 3) / 2.0
 
 
-def load_defensivekv(root):
-    """The reference's own press classes from a FFY0/DefensiveKV checkout, imported beside the pinned kvpress 0.5.5:
-    its four modules are loaded by path under their kvpress names (kvpress.ops.vw_norm is its Triton kernel; the
-    scores below use the press's torch vwl1norm, which the file keeps beside the Triton one and which computes the
-    same formula)."""
+def load_by_path(root, names):
+    """Modules of a FFY0/DefensiveKV checkout at `root`, each loaded by path under its kvpress name (beside the
+    pinned kvpress 0.5.5, in that order, so later ones import earlier ones); the last one is returned."""
     import importlib.util
-    import types
-    sys.modules.setdefault("kvpress.ops", types.ModuleType("kvpress.ops"))
-    mods = {}
-    for name in ["kvpress.ops.vw_norm", "kvpress.presses.efficient_ada_scorer_press",
-                 "kvpress.presses.efficient_ada_global_scorer_press", "kvpress.presses.efficient_defensivekv_press"]:
+    mod = None
+    for name in names:
         path = os.path.join(root, *name.split(".")) + ".py"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
-        mods[name] = mod
-    return mods["kvpress.presses.efficient_defensivekv_press"].EfficientDefensiveKVPress
+    return mod
+
+
+def load_defensivekv(root):
+    """The reference's own press classes from a FFY0/DefensiveKV checkout, imported beside the pinned kvpress 0.5.5:
+    its four modules are loaded by path under their kvpress names (kvpress.ops.vw_norm is its Triton kernel; the
+    scores below use the press's torch vwl1norm, which the file keeps beside the Triton one and which computes the
+    same formula)."""
+    import types
+    sys.modules.setdefault("kvpress.ops", types.ModuleType("kvpress.ops"))
+    return load_by_path(root, ["kvpress.ops.vw_norm", "kvpress.presses.efficient_ada_scorer_press",
+                               "kvpress.presses.efficient_ada_global_scorer_press",
+                               "kvpress.presses.efficient_defensivekv_press"]).EfficientDefensiveKVPress
 
 
 def defensivekv_cases(root, config, module, hidden_states, k_t, v_t, wo_i8, kwargs, kept_positions, scores_list):
@@ -152,16 +158,8 @@ CAKE_QUERY_SCALES = [[1.0, 0.5, 0.25, 2.0], [0.25, 1.0, 2.0, 0.5], [2.0, 4.0, 0.
 def load_cake(root):
     """FFY0/DefensiveKV's CAKE port (its CakeScorerPress and CakeGlobalPress), loaded by path under their kvpress names
     beside the pinned kvpress 0.5.5."""
-    import importlib.util
-    mods = {}
-    for name in ["kvpress.presses.cake_scorer_press", "kvpress.presses.cake_global_press"]:
-        path = os.path.join(root, *name.split(".")) + ".py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        mods[name] = mod
-    return mods["kvpress.presses.cake_global_press"].CakeGlobalPress
+    return load_by_path(root, ["kvpress.presses.cake_scorer_press",
+                               "kvpress.presses.cake_global_press"]).CakeGlobalPress
 
 
 def cake_cases(root, module, hidden_states, k_t, v_t, kwargs):
