@@ -192,7 +192,11 @@ typedef struct rkv_run_options {
  *  ...). When cancel returns nonzero the run stops before its next example or cell (or inside a plugin call that
  *  polls the host's is_cancelled()) and returns RKV_ERROR_CANCELLED: finished cells stay in out_dir/cells and the
  *  examples every unfinished cell finished in out_dir/partial (each written atomically or flushed line by line), the
- *  merged outputs (results.jsonl, ...) are not written, and nothing is half-written; rerun with resume to continue. */
+ *  merged outputs (results.jsonl, ...) are not written, and nothing is half-written; rerun with resume to continue.
+ *  A config whose [sweep] sweeps "model.path" or "data.eval.seed" runs each value as a run of its own into
+ *  out_dir/runs/<name>/ (out_dir/runs.json lists them; label then starts with the run's name) and writes the runs
+ *  side by side in out_dir/report.md; out_dir/results.jsonl is then each run's own (rkv_results_json takes a run's
+ *  folder). */
 rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* options);
 
 /** Reads out_dir/results.jsonl and returns its records as one JSON array text in *out_json (freed with

@@ -109,6 +109,7 @@ int run_analyze(const std::vector<std::string>& args) {
   if (vm.count("route-fraction")) o.route_fraction = vm["route-fraction"].as<double>();
   RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
+  note_first_run(plan, "analyze");
   run_analysis(plan, o);
   return 0;
 }

@@ -66,6 +66,7 @@ int run_profile(const std::vector<std::string>& args) {
   check_profile_output(out, force);  // before hours of work: a target that would be refused at the end is refused now
   RunPlan plan = load_run_plan(vm["config"].as<std::string>(), set_overrides(vm));
   apply_backend_options(vm, plan);
+  note_first_run(plan, "profile");
   const std::string signal_override = vm.count("signal") ? vm["signal"].as<std::string>() : "";
   // The first cell with a calibration signal (a per-prompt one has no profile here: the last resort, refused below
   // by name).

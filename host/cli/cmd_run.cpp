@@ -64,8 +64,11 @@ const char* kRunUsage =
     "every cell (docs/DECISIONS.md). [prefill] chunk_tokens = C prefills each prompt in chunks of at most C\n"
     "tokens (the same cache as one shot); compress_between_chunks = true makes every compressed cell prefill again\n"
     "in chunks, evicting to its budgets after each (docs/DECISIONS.md \"Chunked prefill\"). [sweep] methods = [{...}, ...] is one\n"
-    "axis of named methods, each table setting several keys. A sweep may have at most [output] max_cells cells\n"
-    "(default 10000);\n"
+    "axis of named methods, each table setting several keys. [sweep] \"model.path\" = [...] and\n"
+    "\"data.eval.seed\" = [...] make runs, not cells: each value (each combination) is an ordinary run of the rest of\n"
+    "the config in DIR/runs/<name>/ (one model loaded at a time), then DIR/report.md puts the runs side by side as\n"
+    "`ripplekv compare` does (DIR/runs.json lists them; --shard is refused). A sweep may have at most [output]\n"
+    "max_cells cells (default 10000);\n"
     "--threads above 4 per core is lowered to that, with a warning.\n"
     "One process writes DIR at a time (DIR/.ripplekv.lock): a second one exits 2 naming the first one's pid. A\n"
     "non-empty DIR that holds no ripplekv run is refused; --force writes there anyway, and in a folder that holds a\n"
@@ -152,7 +155,8 @@ int run_run(const std::vector<std::string>& args) {
   } catch (const Cancelled&) {
     std::error_code ec;
     const bool kept = std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "cells", ec) ||
-                      std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "partial", ec);
+                      std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "partial", ec) ||
+                      (!plan.runs.empty() && std::filesystem::is_directory(std::filesystem::path(o.out_dir) / "runs", ec));
     if (kept)
       std::cerr << "ripplekv run: cancelled; finished cells and examples are kept in " << o.out_dir
                 << " (continue with --resume)\n";
@@ -172,8 +176,37 @@ const char* kValidateUsage =
     "(model.backend / --backend, model.dtype / --dtype). Then, from the model's headers alone (no weights; a few MB),\n"
     "that every sequence fits the model's context length and every cell suits the model (its head dim, sliding\n"
     "windows, layers), as a run checks right after loading it, and that [output] baseline selects swept values some\n"
-    "cell has. Errors name the TOML line. Prints the cells of the sweep and the report's baseline.\n"
+    "cell has. Errors name the TOML line. Prints the cells of the sweep and the report's baseline (and, for a [sweep]\n"
+    "over model.path or data.eval.seed, each run with its values, every run's model checked).\n"
     "--set KEY=VALUE overrides a key as `run --set` does (the effective config is what is checked).\n";
+
+/// validate's check and listing of a sweep over run-level keys: every run's model headers, then per run its name,
+/// values and cell count (the cells are the first run's listing; every run has the same sweep).
+int validate_runs(const RunPlan& plan) {
+  std::vector<RunPlan> runs;
+  for (size_t k = 0; k < plan.runs.size(); ++k) {
+    RunPlan run = load_run_plan_from_string(plan.runs[k].config_text, plan.config_path, plan.base_dir);
+    run.backend = plan.backend, run.dtype = plan.dtype;
+    try {
+      if (!check_run_plan_with_model_headers(run))
+        std::cerr << "validate: " << run.model_path << " is not there: lengths and cells not checked against it\n";
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) + " (in run " + plan.runs[k].name + " of the sweep: " +
+                       plan.runs[k].values.dump() + ")");
+    }
+    runs.push_back(std::move(run));
+  }
+  std::cout << plan.config_path << ": ok (" << runs.size() << " runs over ";
+  for (size_t i = 0; i < plan.run_axis_keys.size(); ++i) std::cout << (i ? " and " : "") << plan.run_axis_keys[i];
+  std::cout << ", written to runs/<name>/ and compared side by side)\n";
+  for (size_t k = 0; k < runs.size(); ++k)
+    std::cout << "  run " << plan.runs[k].name << "  " << plan.runs[k].values.dump() << "  run id " << runs[k].run_id
+              << ", " << runs[k].cells.size() << " cells\n";
+  std::cout << "cells of each run:\n";
+  for (const auto& c : plan.cells) std::cout << "  " << c.id << "  " << c.label << "  " << c.values.dump() << "\n";
+  std::cout << "report baseline: " << plan.report_baseline.describe() << "\n";
+  return 0;
+}
 
 int run_validate(const std::vector<std::string>& args) {
   po::options_description opts("options");
@@ -193,6 +226,7 @@ int run_validate(const std::vector<std::string>& args) {
   check_plan_backend(plan, plan_backend_options(plan));  // a backend this machine cannot run is an error here too
   // Task settings no model can run, then (when the model is there) what its headers rule out: lengths beyond its
   // context, cells it cannot run.
+  if (!plan.runs.empty()) return validate_runs(plan);  // every run's model, not only the first's
   if (!check_run_plan_with_model_headers(plan))
     std::cerr << "validate: " << plan.model_path << " is not there: lengths and cells not checked against the model\n";
   std::cout << plan.config_path << ": ok (run id " << plan.run_id << ", " << plan.cells.size() << " cells)\n";

@@ -2,6 +2,7 @@
 #pragma once
 #include <boost/program_options.hpp>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,18 @@ void apply_backend_options(const boost::program_options::variables_map& vm, Plan
   if (vm.count("backend")) plan.backend = vm["backend"].template as<std::string>();
   if (vm.count("dtype")) plan.dtype = vm["dtype"].template as<std::string>();
   if (vm.count("backend") || vm.count("dtype")) plan.backend_from_command_line = true;
+}
+
+/// profile's and analyze's note on a config whose [sweep] sweeps model.path / data.eval.seed into several runs: they
+/// work on one model and one set of examples, the first run's (the plan is that run's).
+template <typename Plan>
+void note_first_run(const Plan& plan, const std::string& command) {
+  if (plan.runs.size() < 2) return;
+  std::string keys;
+  for (const auto& k : plan.run_axis_keys) keys += (keys.empty() ? "" : " and ") + k;
+  std::cerr << command << ": " << plan.config_path << " sweeps " << keys << " into " << plan.runs.size()
+            << " runs; this is the first run's (" << plan.runs[0].name << ", " << plan.model_path
+            << "); choose another with --set 'sweep.\"" << plan.run_axis_keys[0] << "\"=[...]' (one value)\n";
 }
 
 }  // namespace rkv::cli

@@ -654,7 +654,10 @@ TEST_F(Config, SweepOverAnUnknownKey) {
   const std::string e = error(base("", "[sweep]\n\"scorer.snapkv.windw\" = [16, 32]\n"));
   EXPECT_NE(e.find("plugin 'org.ripplekv.scorer.snapkv' has no parameter 'windw'"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'window'?"), std::string::npos) << e;
-  EXPECT_NE(error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n")).find("cannot be swept"), std::string::npos);
+  // model.path is a run-level sweep key now (each value a run of its own); other [model] keys cannot be swept
+  EXPECT_NE(error(base("", "[sweep]\n\"model.threads\" = [1, 2]\n")).find("cannot be swept"), std::string::npos);
+  const std::string a = error(base("", "[sweep]\n\"model.path\" = [\"a\"]\n"));
+  EXPECT_NE(a.find("'model.path': '" + (dir / "a").string() + "' does not exist"), std::string::npos) << a;
 }
 
 // Regression: "allocator.plugin." (an empty component) silently overrode the "allocator.plugin" axis while
@@ -1073,4 +1076,79 @@ TEST(ConfigKeys, ChangedKeysNameWhatDiffersOutsideTheSweep) {
                                          "scorer.plugin: unset then, 'h2o' now"}));
   EXPECT_TRUE(rkv::changed_config_keys("[a]\nb = 1\n", "[a]\nb = 1\n").empty());
   EXPECT_TRUE(rkv::changed_config_keys("not toml [", "[a]\nb = 1\n").empty());
+}
+
+// ---- [sweep] over the run-level keys model.path and data.eval.seed (runner/plan/run_axes.hpp; issue 40) -----------
+
+TEST_F(Config, RunLevelSweepKeysMakeOneRunPerCombinationEachAnOrdinaryConfig) {
+  fs::create_directories(dir / "other");
+  std::ofstream(dir / "other" / "model.gguf") << "another model";
+  std::ofstream(dir / "m-2.gguf") << "a third";
+  const rkv::RunPlan p = load(base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.2]\n"
+                                       "\"model.path\" = [\"model.gguf\", \"other/model.gguf\", \"m-2.gguf\"]\n"
+                                       "\"data.eval.seed\" = [3, 5]\n"));
+  ASSERT_EQ(p.runs.size(), 6u);  // 3 models x 2 seeds, the seed fastest (whatever [sweep]'s order)
+  EXPECT_EQ(p.run_axis_keys, (std::vector<std::string>{"data.eval.seed", "model.path"}));
+  // names: the file name without .gguf, then the seed; a repeated name gets "-2"
+  const std::vector<std::string> names = {"model_seed-3",   "model_seed-5",   "model_seed-3-2",
+                                          "model_seed-5-2", "m-2_seed-3",     "m-2_seed-5"};
+  for (size_t k = 0; k < names.size(); ++k) EXPECT_EQ(p.runs[k].name, names[k]) << k;
+  EXPECT_EQ(p.runs[3].values, (nlohmann::json{{"model.path", "other/model.gguf"}, {"data.eval.seed", 5}}));
+  // The plan itself is the first run's: its model, its seed, its cells (full cache + 2 budgets).
+  EXPECT_EQ(p.model_path, (dir / "model.gguf").string());
+  EXPECT_EQ(p.eval.seed, 3u);
+  EXPECT_EQ(p.cells.size(), 3u);
+  EXPECT_NE(p.config_text.find("\"model.path\" = [\"model.gguf\""), std::string::npos);  // the sweep's own text
+  // Each run's config text is an ordinary config: its values set, no run-level sweep key, the other sweep kept.
+  for (size_t k = 0; k < p.runs.size(); ++k) {
+    const rkv::RunPlan r = rkv::load_run_plan_from_string(p.runs[k].config_text, "cfg.toml", p.base_dir);
+    EXPECT_TRUE(r.runs.empty());
+    EXPECT_EQ(r.eval.seed, k % 2 == 0 ? 3u : 5u) << k;
+    EXPECT_EQ(r.model_path, (dir / (k < 2 ? "model.gguf" : k < 4 ? "other/model.gguf" : "m-2.gguf")).string());
+    EXPECT_EQ(r.cells.size(), 3u);
+    EXPECT_EQ(r.config_text.rfind("# run " + names[k] + " of the sweep in cfg.toml: ", 0), 0u) << r.config_text;
+    EXPECT_EQ(r.config_text.find("model.path\" ="), std::string::npos);
+  }
+  // Runs of the same sweep differ in their base config (what --resume compares), so each is a run of its own.
+  EXPECT_NE(rkv::load_run_plan_from_string(p.runs[0].config_text, "cfg.toml", p.base_dir).base_sha256,
+            rkv::load_run_plan_from_string(p.runs[1].config_text, "cfg.toml", p.base_dir).base_sha256);
+  // Only run-level keys swept: [sweep] is gone from each run's config; one value is one run.
+  const rkv::RunPlan one = load(base("", "[sweep]\n\"data.eval.seed\" = [9]\n"));
+  ASSERT_EQ(one.runs.size(), 1u);
+  EXPECT_EQ(one.runs[0].name, "seed-9");
+  EXPECT_EQ(one.runs[0].config_text.find("[sweep]"), std::string::npos);
+  EXPECT_TRUE(load(base()).runs.empty());  // an ordinary config has no runs
+  // A repeat's "-2" that is another run's own name is numbered on.
+  std::ofstream(dir / "model-2.gguf") << "a fourth";
+  const rkv::RunPlan rep = load(base("", "[sweep]\n\"model.path\" = [\"model.gguf\", \"other/model.gguf\", "
+                                         "\"model-2.gguf\"]\n"));
+  ASSERT_EQ(rep.runs.size(), 3u);
+  EXPECT_EQ(rep.runs[0].name, "model");
+  EXPECT_EQ(rep.runs[1].name, "model-2");
+  EXPECT_EQ(rep.runs[2].name, "model-2-2");
+}
+
+TEST_F(Config, RunLevelSweepKeysAreCheckedNamingTheKeyAndTheRun) {
+  auto err = [&](const std::string& sweep) { return error(base("", "[sweep]\n" + sweep)); };
+  EXPECT_NE(err("\"data.eval.seed\" = []\n").find("'sweep.\"data.eval.seed\"' must be a non-empty array of seeds"),
+            std::string::npos);
+  EXPECT_NE(err("\"data.eval.seed\" = [1, 1]\n").find("'1' is listed twice"), std::string::npos);
+  EXPECT_NE(err("\"data.eval.seed\" = [-1]\n").find("every value must be an integer seed"), std::string::npos);
+  EXPECT_NE(err("\"data.eval.seed\" = [1.5]\n").find("every value must be an integer seed"), std::string::npos);
+  EXPECT_NE(err("\"model.path\" = [\"\"]\n").find("every value must be a non-empty string"), std::string::npos);
+  EXPECT_NE(err("\"model.path\" = 3\n").find("must be a non-empty array of model paths"), std::string::npos);
+  // A path that is not there: the model.path error, naming the run.
+  const std::string missing = err("\"model.path\" = [\"model.gguf\", \"gone.gguf\"]\n");
+  EXPECT_NE(missing.find("'model.path': '" + (dir / "gone.gguf").string() + "' does not exist"), std::string::npos)
+      << missing;
+  EXPECT_NE(missing.find("(in run gone of the sweep: {\"model.path\":\"gone.gguf\"})"), std::string::npos) << missing;
+  // Not inside a method, and no other run-level key.
+  EXPECT_NE(err("methods = [{ \"model.path\" = \"model.gguf\" }]\n").find("is a run-level key: sweep it on its own"),
+            std::string::npos);
+  EXPECT_NE(err("\"data.eval.examples\" = [1, 2]\n").find("or are the run-level keys model.path and data.eval.seed"),
+            std::string::npos);
+  // The whole sweep (runs x cells) within [output] max_cells.
+  const std::string big = error(base("[output]\nmax_cells = 5\n", "[sweep]\n\"budget.fraction\" = [0.1, 0.2]\n"
+                                                                 "\"data.eval.seed\" = [1, 2]\n"));
+  EXPECT_NE(big.find("[sweep] makes 2 runs of 3 cells, more than [output] max_cells = 5"), std::string::npos) << big;
 }

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import unittest
 
 BIN = os.environ["RIPPLEKV_BIN"]
@@ -156,6 +157,70 @@ class CiTinyRun(unittest.TestCase):
         p = run("compare", self.full, short, "--out", short, check=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("is the input", p.stderr)
+
+    def test_sweep_over_models_and_seeds_runs_each_and_compares_them(self):
+        # [sweep] "model.path" x "data.eval.seed": one ordinary run per combination under runs/, then the runs side by
+        # side. The second model is the same file under another name (a link), so its runs must equal the first's
+        # example for example (paired, zero difference); another seed draws other windows (unpaired). The run of
+        # seed 1 on SmolLM2 is ci-tiny's own run with a smaller sweep: its cell equals the full run's cell exactly.
+        link = os.path.join(self.tmp, "smol-link.gguf")
+        if not os.path.exists(link):
+            os.symlink(MODEL, link)
+        out = os.path.join(self.tmp, "sweep")
+        sets = ["--set", 'sweep."model.path"=["%s", "%s"]' % (MODEL, link), "--set", 'sweep."data.eval.seed"=[1, 2]',
+                "--set", 'sweep."allocator.plugin"=["uniform"]', "--set", 'sweep."budget.fraction"=[0.2]']
+        p = run("validate", CONFIG, *sets)
+        self.assertIn("4 runs over data.eval.seed and model.path", p.stdout)
+        run("run", CONFIG, "--out", out, "--quiet", *sets)
+        names = ["SmolLM2-135M-Instruct.Q4_1_seed-1", "SmolLM2-135M-Instruct.Q4_1_seed-2", "smol-link_seed-1",
+                 "smol-link_seed-2"]
+        with open(os.path.join(out, "runs.json")) as f:
+            record = json.load(f)
+        self.assertEqual([r["name"] for r in record["runs"]], names)
+        self.assertEqual(record["runs"][3]["values"], {"model.path": link, "data.eval.seed": 2})
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "runs"))), sorted(names))
+        with open(os.path.join(out, "runs", names[3], "config.toml"), "rb") as f:
+            cfg = tomllib.load(f)
+        self.assertEqual(cfg["data"]["eval"]["seed"], 2)
+        self.assertEqual(cfg["model"]["path"], link)
+        self.assertEqual(cfg["sweep"], {"allocator.plugin": ["uniform"], "budget.fraction": [0.2]})
+        label = "uniform + snapkv @ f=0.2"
+        full = {(r["task"], r["metric"]): r["value"] for r in results(self.full) if r["cell"] == label}
+        own = {(r["task"], r["metric"]): r["value"] for r in results(os.path.join(out, "runs", names[0]))
+               if r["cell"] == label}
+        self.assertEqual(own, full)
+        with open(os.path.join(out, "comparison.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        by = {(r["run"], r["cell"], r["task"], r["metric"]): r for r in rows}
+        for task, metric in (("lm_fidelity", "kl"), ("needle", "accuracy")):
+            link1 = by[(names[2], label, task, metric)]["difference"]
+            self.assertTrue(link1["paired"])
+            self.assertEqual(link1["value"], 0.0)
+            # needle draws its prompts with its own seed ([tasks.needle] seed), so only lm_fidelity changes with
+            # data.eval.seed
+            self.assertEqual(by[(names[1], label, task, metric)]["difference"]["paired"], task == "needle")
+        self.assertNotEqual(by[(names[1], label, "lm_fidelity", "kl")]["value"],
+                            by[(names[0], label, "lm_fidelity", "kl")]["value"])
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| run | data.eval.seed | model.path |\n", report)
+        self.assertIn("| smol-link_seed-2 | 2 | %s |\n" % link, report)
+        self.assertIn("| cell | %s |" % " | ".join(names), report)
+        # --resume computes nothing; a second run into the folder without it is refused; --shard is refused
+        p = run("run", CONFIG, "--out", out, "--resume", *sets)
+        self.assertIn("0 cells computed, 8 skipped", p.stderr)
+        p = run("run", CONFIG, "--out", out, *sets, check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("already holds a sweep of runs (runs.json)", p.stderr)
+        # a sweep stopped before its comparison: runs.json alone makes the folder ripplekv's, --resume completes it
+        for name in ("compare.json", "report.md", "comparison.jsonl"):
+            os.remove(os.path.join(out, name))
+        p = run("run", CONFIG, "--out", out, "--resume", *sets)
+        self.assertIn("0 cells computed", p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, "report.md")))
+        p = run("run", CONFIG, "--out", os.path.join(self.tmp, "sweep-shard"), "--shard", "1/2", *sets, check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--shard splits one run's cells", p.stderr)
 
     def test_resume_does_no_work(self):
         p = run("run", CONFIG, "--out", self.full, "--resume")

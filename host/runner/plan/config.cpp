@@ -17,6 +17,7 @@
 #include "runner/plan/compression_sections.hpp"
 #include "runner/plan/config_overrides.hpp"
 #include "runner/plan/report_baseline.hpp"
+#include "runner/plan/run_axes.hpp"
 #include "runner/plan/sweep.hpp"
 #include "runner/plan/task_settings.hpp"
 #include "runner/plan/toml_reader.hpp"
@@ -346,6 +347,42 @@ RunPlan build_plan(toml::table root, const std::string& text, const TomlContext&
   return plan;
 }
 
+/// The plan of a config whose [sweep] sweeps run-level keys (runner/plan/run_axes.hpp): each run's plan built from
+/// the file's text again (so its errors name the file's lines) with the run's values set, the first one kept as the
+/// plan, every run's config text recorded. Errors name the run.
+RunPlan plan_of_runs(const std::string& text, const std::vector<std::string>& overrides,
+                     const TomlContext& c, const std::vector<SweepAxis>& axes) {
+  const std::vector<std::string> names = run_names(axes);
+  RunPlan first;
+  std::vector<SweepRun> runs;
+  for (size_t k = 0; k < names.size(); ++k) {
+    toml::table root = parse_toml(text, c.origin);
+    apply_config_overrides(root, overrides);
+    take_run_axes(c, root);
+    set_run_values(root, axes, k);
+    SweepRun run{names[k], run_values(axes, k), ""};
+    run.config_text = run_config_text(root, c.origin, run.name, run.values, overrides);
+    try {
+      RunPlan p = build_plan(std::move(root), run.config_text, c);
+      if (k == 0) {
+        // every run has about the first one's cells: the whole sweep within [output] max_cells, checked before
+        // the other runs are built
+        if (names.size() * p.cells.size() > static_cast<size_t>(p.max_cells))
+          throw InputError(c.origin + ": [sweep] makes " + std::to_string(names.size()) + " runs of " +
+                           std::to_string(p.cells.size()) + " cells, more than [output] max_cells = " +
+                           std::to_string(p.max_cells));
+        first = std::move(p);
+      }
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) + " (in run " + run.name + " of the sweep: " + run.values.dump() + ")");
+    }
+    runs.push_back(std::move(run));
+  }
+  for (const SweepAxis& a : axes) first.run_axis_keys.push_back(a.key);
+  first.runs = std::move(runs);
+  return first;
+}
+
 }  // namespace
 
 RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir,
@@ -354,8 +391,15 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
   toml::table root = parse_toml(text, origin);
   c.overridden = apply_config_overrides(root, overrides);
   const std::string effective = effective_config_text(root, origin, overrides);  // "" without overrides
-  RunPlan plan = build_plan(std::move(root), effective.empty() ? text : effective, c);
+  const std::vector<SweepAxis> run_axes = take_run_axes(c, root);
+  RunPlan plan = run_axes.empty() ? build_plan(std::move(root), effective.empty() ? text : effective, c)
+                                  : plan_of_runs(text, overrides, c, run_axes);
+  if (!run_axes.empty()) {  // the sweep's own config (each run's is in plan.runs)
+    plan.config_text = effective.empty() ? text : effective;
+    plan.config_sha256 = sha256_hex(plan.config_text.data(), plan.config_text.size());
+  }
   plan.config_path = origin;
+  plan.base_dir = base_dir;
   return plan;
 }
 

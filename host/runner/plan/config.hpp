@@ -69,7 +69,9 @@
 //                 budgets after every chunk; chunk-capable scorers only) -- run-level, not sweepable
 //   [sweep]       "dotted.key" = [values...]: the run is the cartesian product (e.g. "allocator.plugin",
 //                 "budget.fraction", "scorer.snapkv.window", "compression.decode.policy"); methods = [{...}, ...] is
-//                 one axis whose tables each set several dotted keys together (named methods; sweep.hpp)
+//                 one axis whose tables each set several dotted keys together (named methods; sweep.hpp);
+//                 "model.path" = [..] and "data.eval.seed" = [..] are run-level: each value (each combination) is a run
+//                 of its own, side by side in one report (run_axes.hpp; runner/run/sweep_of_runs.hpp)
 //   [output]      dir (relative to the config file; unset: run writes ./runs/<config name>), bootstrap_resamples,
 //                 max_cells = 10000 (the largest sweep accepted; at most 100,000)
 //

@@ -115,8 +115,15 @@ std::string effective_config_text(const toml::table& root, const std::string& or
   std::ostringstream os;
   os << "# the effective config: " << origin << " with";
   for (const std::string& o : overrides) os << " --set " << o;
-  os << "\n" << root << "\n";
-  return os.str();
+  std::ostringstream out;
+  out << one_line(os.str()) << "\n" << root << "\n";
+  return out.str();
+}
+
+std::string one_line(std::string text) {
+  for (char& ch : text)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return text;
 }
 
 std::vector<std::string> changed_config_keys(const std::string& then_text, const std::string& now_text, size_t limit) {

@@ -25,6 +25,10 @@ std::set<std::string> apply_config_overrides(toml::table& root, const std::vecto
 std::string effective_config_text(const toml::table& root, const std::string& origin,
                                   const std::vector<std::string>& overrides);
 
+/// `text` with every line break replaced by a space: a comment line that stays one line whatever a file name or an
+/// override's value holds (a newline in one would start TOML of its own in a recorded config.toml).
+std::string one_line(std::string text);
+
 /// The dotted keys whose values differ between two configs (TOML texts; [sweep] ignored), each as
 /// "key: <then> then, <now> now" (or "... then, unset now", "unset then, ... now"), in key order, at most `limit`
 /// (then "and N more"). Empty

@@ -99,6 +99,14 @@ struct Cell {
   CellConfig config;
 };
 
+/// One run of a sweep over run-level keys ([sweep] "model.path" and "data.eval.seed"; runner/plan/run_axes.hpp): each
+/// such run is an ordinary run of its own model and examples, in its own folder <out>/runs/<name>/.
+struct SweepRun {
+  std::string name;         ///< its folder under runs/ and its column heading: "SmolLM2-135M-Instruct.Q4_1_seed-2"
+  nlohmann::json values;    ///< its run-level values: {"model.path": "...", "data.eval.seed": 2}
+  std::string config_text;  ///< its effective config: these values set, the run-level sweep keys gone (no --set left)
+};
+
 /// A validated run: the shared (non-swept) settings and the cells.
 struct RunPlan {
   std::string config_path;
@@ -135,6 +143,12 @@ struct RunPlan {
   ReportBaseline report_baseline;  ///< [output] baseline: what the report's paired comparisons compare each cell with
   std::vector<Cell> cells;        ///< the full-cache reference first, then the sweep's cartesian product
   std::shared_ptr<PluginRegistry> registry;
+  /// A [sweep] over "model.path" and/or "data.eval.seed": the runs of their cartesian product (first key fastest), each
+  /// validated as a whole; empty for an ordinary run. The rest of this plan is then the first run's (its model, its
+  /// examples, its cells) except config_text and config_sha256, which are the sweep's own.
+  std::vector<SweepRun> runs;
+  std::vector<std::string> run_axis_keys;  ///< the run-level keys swept, in [sweep]'s order
+  std::string base_dir;  ///< the folder the config's relative paths resolve against (each run's config_text too)
 };
 
 /// A compression config (`ripplekv generate --compress`, rkv_generate): one cell of the run schema and the settings

@@ -13,6 +13,7 @@
 #include "runner/plan/cell_labels.hpp"
 #include "runner/plan/compression_sections.hpp"
 #include "runner/plan/damage_signal_spec.hpp"
+#include "runner/plan/run_axes.hpp"
 #include "runner/plan/scorer_route.hpp"
 
 namespace rkv {
@@ -64,9 +65,13 @@ std::string check_sweep_key(const TomlContext& c, const toml::node& where_node, 
   if (parts[0] == "prefill")
     fail("[prefill] is a run-level setting and cannot be swept (one prefill per example serves every cell); run one "
          "config per prefill mode");
+  if (is_run_axis_key(key))  // a method's key: [sweep]'s own run-level keys never reach here (runner/plan/run_axes.hpp)
+    fail("is a run-level key: sweep it on its own, [sweep] \"" + key + "\" = [...] (each value a run of its own, "
+         "reported side by side), not inside a method");
   if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end())
     fail("cannot be swept; sweep keys start with one of: signal, scorer, allocator, budget, compression.decode, "
-         "compression.codec, compression.share, compression.joint (did you mean '" + closest_match(parts[0], sections) + "'?)");
+         "compression.codec, compression.share, compression.joint, or are the run-level keys model.path and "
+         "data.eval.seed (did you mean '" + closest_match(parts[0], sections) + "'?)");
   if (parts[0] == "compression") {
     const std::vector<std::string>& keys = compression_table_keys(parts.size() == 3 ? parts[1] : "");
     if (keys.empty() || std::find(keys.begin(), keys.end(), parts[2]) == keys.end())

@@ -106,6 +106,14 @@ bool is_ripplekv_record(const std::string& record, const std::string& schema) {
     }
     return true;
   }
+  if (schema == kRunsSchema) {  // a sweep of runs: its runs' names and folders
+    if (!j.contains("schema") || !j.contains("runs") || !j["runs"].is_array()) return false;
+    for (const auto& r : j["runs"])
+      if (!r.is_object() || !r.contains("name") || !r["name"].is_string() || !r.contains("folder") ||
+          !r["folder"].is_string())
+        return false;
+    return true;
+  }
   if (schema == kAnalysisSchema)
     return is_hex(j.value("model_sha256", nlohmann::json()), 64) && j.contains("fractions") &&
            j["fractions"].is_array() && j.contains("D") && j["D"].is_array();
@@ -115,7 +123,8 @@ bool is_ripplekv_record(const std::string& record, const std::string& schema) {
 bool is_ripplekv_output_folder(const Folder& out) {
   for (const auto& [file, schema] : {std::pair{"run.json", kRunSchema}, std::pair{"merge.json", kMergeSchema},
                                      std::pair{"analysis.json", kAnalysisSchema},
-                                     std::pair{"compare.json", kCompareSchema}}) {
+                                     std::pair{"compare.json", kCompareSchema},
+                                     std::pair{"runs.json", kRunsSchema}}) {
     if (out.kind(file) != Folder::Kind::regular) continue;
     try {
       if (is_ripplekv_record(out.read(file, "record", 64 << 20), schema)) return true;
@@ -130,7 +139,7 @@ Folder open_ripplekv_folder(const std::string& out, bool force, const std::strin
   if (force || folder.empty_except({".ripplekv.lock"}) || is_ripplekv_output_folder(folder)) return folder;
   std::vector<std::string> names = folder.list_files();
   throw InputError(what + ": output folder '" + out + "' is not empty and holds no ripplekv run (no run.json, " +
-                   "merge.json, analysis.json or compare.json that is ripplekv's own record" +
+                   "merge.json, analysis.json, compare.json or runs.json that is ripplekv's own record" +
                    (names.empty() ? std::string("") : "; it has '" + names.front() + "'") +
                    "); its files would be overwritten. Choose an empty or new folder, or pass --force");
 }

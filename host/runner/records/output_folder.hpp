@@ -10,6 +10,11 @@
 //   profile.json             the sensitivity profile (profiles/<signal>-<key>.json when several signals are swept)
 //   results.jsonl, examples.jsonl, budgets.json, report.md, plots/   assembled from the cells (runner/report/)
 //   dumps/                   with --dump (runner/records/dumps.hpp)
+// A sweep over the run-level keys ([sweep] "model.path", "data.eval.seed"; runner/plan/run_axes.hpp) writes instead:
+//   runs.json                its runs: name, folder (runs/<name>) and run-level values
+//   config.toml              the sweep's config
+//   runs/<name>/             each run's own folder, laid out as above
+//   report.md, comparison.jsonl, compare.json, plots/   the runs side by side (runner/report/compare_runs.hpp)
 //
 // Every file is created, renamed and removed through the folder's descriptor (core/folder.hpp), so nothing planted
 // in it (links, FIFOs, foreign folders) can redirect a write outside it.
@@ -70,15 +75,18 @@ inline constexpr const char* kRunSchema = "ripplekv.run/1";
 inline constexpr const char* kMergeSchema = "ripplekv.merge/1";
 inline constexpr const char* kAnalysisSchema = "ripplekv.analysis/1";
 inline constexpr const char* kCompareSchema = "ripplekv.compare/1";
+inline constexpr const char* kRunsSchema = "ripplekv.runs/1";
 
 /// True when `record` is the JSON text of ripplekv's own run.json (`schema` kRunSchema: a run_id of 16 hex digits,
 /// config and base sha256 of 64, a cells array), merge.json (kMergeSchema: an inputs array of strings) or
-/// analysis.json (kAnalysisSchema: a model sha256 of 64 hex digits, fractions and D arrays) or compare.json
-/// (kCompareSchema: the schema key, and inputs and names arrays of strings). `schema` selects which.
+/// analysis.json (kAnalysisSchema: a model sha256 of 64 hex digits, fractions and D arrays), compare.json
+/// (kCompareSchema: the schema key, and inputs and names arrays of strings) or runs.json (kRunsSchema, a sweep over
+/// run-level keys, runner/run/run_axes.hpp: the schema key and a runs array of objects with string name and folder).
+/// `schema` selects which.
 /// Records written before the schema key existed are recognised by the same fields. Never throws.
 bool is_ripplekv_record(const std::string& record, const std::string& schema);
 
-/// True when `out` holds a run.json, merge.json, analysis.json or compare.json that is ripplekv's own record (is_ripplekv_record):
+/// True when `out` holds a run.json, merge.json, analysis.json, compare.json or runs.json that is ripplekv's own record (is_ripplekv_record):
 /// only then is a non-empty folder ripplekv's to write in.
 bool is_ripplekv_output_folder(const Folder& out);
 

@@ -406,9 +406,15 @@ void compare_runs(const std::vector<std::string>& folders, const std::vector<std
     throw InputError("compare: output folder '" + out_dir + "' holds a run or merge of its own (run.json, cells/ or "
                      "merge.json) whose report.md would be overwritten. Write into a new folder, or pass --force");
   const OutputFolderLock lock(out);
+  write_comparison(runs, folders, out, quiet, "");
+}
+
+void write_comparison(const std::vector<ComparedRun>& runs, const std::vector<std::string>& folders,
+                      const Folder& out, bool quiet, const std::string& preface) {
   const int resamples = report_resamples(runs[0].cells);
   nlohmann::json rows = nlohmann::json::array();
-  const std::string report = comparison_report(runs, resamples, &rows) + comparison_figures(runs, resamples, out);
+  std::string report = comparison_report(runs, resamples, &rows) + comparison_figures(runs, resamples, out);
+  if (!preface.empty()) report.insert(report.find("\n\n") + 2, preface);  // under the title
   nlohmann::json record = {{"schema", kCompareSchema}, {"inputs", folders}, {"names", nlohmann::json::array()}};
   for (const auto& r : runs) record["names"].push_back(r.name);
   out.write_atomically("compare.json", record.dump(2) + "\n");

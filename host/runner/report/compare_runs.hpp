@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/folder.hpp"
 #include "runner/records/cell_files.hpp"
 
 namespace rkv {
@@ -62,6 +63,12 @@ std::vector<ComparedRun> read_compared_runs(const std::vector<std::string>& fold
 /// other run's difference from the first, paired or unpaired. Appends one JSON object per run, cell, task and metric
 /// to `rows` (an array) when not null. `resamples`: bootstrap resamples of every CI. Pure.
 std::string comparison_report(const std::vector<ComparedRun>& runs, int resamples, nlohmann::json* rows);
+
+/// Writes the comparison of `runs` (read_compared_runs of `folders`) into `out`: report.md, plots/, comparison.jsonl
+/// and compare.json (which records `folders` and the run names); `preface` (markdown, may be empty) goes under
+/// report.md's title. The caller holds `out`'s OutputFolderLock. Prints "wrote <path>" on stderr unless `quiet`.
+void write_comparison(const std::vector<ComparedRun>& runs, const std::vector<std::string>& folders,
+                      const Folder& out, bool quiet, const std::string& preface);
 
 /// `ripplekv compare`: reads the runs (read_compared_runs), writes report.md, comparison.jsonl and compare.json into
 /// out_dir (created; opened once and written through its descriptor under its OutputFolderLock). Refused with

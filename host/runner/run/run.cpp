@@ -18,6 +18,7 @@
 #include "runner/run/cells.hpp"
 #include "runner/run/examples.hpp"
 #include "runner/run/run_state.hpp"
+#include "runner/run/sweep_of_runs.hpp"
 #include "runner/tasks/task.hpp"
 
 namespace rkv {
@@ -134,6 +135,7 @@ bool check_run_plan_with_model_headers(const RunPlan& plan) {
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // Model loading, reading and tokenizing texts and drawing windows poll this (core/cancel.hpp), not only the
   // per-example loops: a cancelled run stops within a fraction of a second in every phase.
+  if (!plan.runs.empty()) return run_sweep_of_runs(plan, opt);  // [sweep] over model.path / data.eval.seed
   const CancelScope cancel_scope(opt.cancel);
   const auto t_run = SteadyClock::now();
   if (opt.out_dir.empty()) throw InputError("run: an output folder is required (--out DIR or [output] dir)");

@@ -48,7 +48,8 @@ struct RunSummary {
   double seconds = 0;
 };
 
-/// Runs `plan` into options.out_dir. Throws rkv::InputError for bad input (e.g. --resume over a different config),
+/// Runs `plan` into options.out_dir; a plan with runs ([sweep] over model.path / data.eval.seed) runs each of them
+/// (runner/run/sweep_of_runs.hpp). Throws rkv::InputError for bad input (e.g. --resume over a different config),
 /// rkv::Cancelled when cancelled (finished cells stay on disk).
 RunSummary run_ablation(const RunPlan& plan, const RunOptions& options);
 
