@@ -195,12 +195,13 @@ typedef struct rkv_run_options {
  *  merged outputs (results.jsonl, ...) are not written, and nothing is half-written; rerun with resume to continue.
  *  A config whose [sweep] sweeps "model.path" or "data.eval.seed" runs each value as a run of its own into
  *  out_dir/runs/<name>/ (out_dir/runs.json lists them; label then starts with the run's name) and writes the runs
- *  side by side in out_dir/report.md; out_dir/results.jsonl is then each run's own (rkv_results_json takes a run's
- *  folder). */
+ *  side by side in out_dir/report.md; each run has its own results.jsonl there (rkv_results_json gathers them). */
 rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* options);
 
 /** Reads out_dir/results.jsonl and returns its records as one JSON array text in *out_json (freed with
- *  rkv_string_free). A missing file (e.g. a cancelled run) or a bad line is RKV_ERROR_INVALID_ARGUMENT. */
+ *  rkv_string_free). In the folder of a sweep of runs (out_dir/runs.json, no results.jsonl) the records of every
+ *  run's results.jsonl, in run order, each with "run": its name. A missing file (e.g. a cancelled run), a bad line or
+ *  a runs.json that is not ripplekv's is RKV_ERROR_INVALID_ARGUMENT. */
 rkv_status rkv_results_json(rkv_context* ctx, const char* out_dir, char** out_json);
 
 #ifdef __cplusplus

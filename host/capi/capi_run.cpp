@@ -121,24 +121,60 @@ rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* o) {
   });
 }
 
+namespace {
+
+/// Appends the records of `folder`/results.jsonl to `all`, each with "run": `run` when it is not empty.
+void append_results(const std::filesystem::path& folder, const std::string& run, nlohmann::json& all) {
+  const std::string path = (folder / "results.jsonl").string();
+  std::ifstream in(path);
+  if (!in) throw rkv::InputError(path + ": cannot open (no finished run in this folder?)");
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json record = nlohmann::json::parse(line);
+      if (!run.empty() && record.is_object()) record["run"] = run;
+      all.push_back(std::move(record));
+    } catch (const nlohmann::json::exception& e) {
+      throw rkv::InputError(path + ":" + std::to_string(n) + ": not a JSON record: " + e.what());
+    }
+  }
+}
+
+/// The runs a sweep folder's runs.json lists (name each), or empty when `out` holds no runs.json. Only names of
+/// plain folders under runs/ are accepted (a runs.json cannot point the reader elsewhere).
+std::vector<std::string> sweep_runs(const std::filesystem::path& out) {
+  const std::filesystem::path path = out / "runs.json";
+  std::ifstream in(path);
+  if (!in) return {};
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("schema", "") != "ripplekv.runs/1" || !j.contains("runs") || !j["runs"].is_array())
+    throw rkv::InputError(path.string() + ": not ripplekv's record of a sweep of runs");
+  std::vector<std::string> names;
+  for (const auto& r : j["runs"]) {
+    const std::string name = r.is_object() ? r.value("name", "") : "";
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        r.value("folder", "") != "runs/" + name)
+      throw rkv::InputError(path.string() + ": a run that is not a folder under runs/: " + r.dump());
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
 rkv_status rkv_results_json(rkv_context* ctx, const char* out_dir, char** out_json) {
   if (!ctx) return RKV_ERROR_INVALID_ARGUMENT;
   return guarded(ctx->last_error, [&] {
     require(out_dir, "out_dir");
     require(out_json, "out_json");
-    const std::string path = (std::filesystem::path(out_dir) / "results.jsonl").string();
-    std::ifstream in(path);
-    if (!in) throw rkv::InputError(path + ": cannot open (no finished run in this folder?)");
+    const std::filesystem::path out(out_dir);
     nlohmann::json all = nlohmann::json::array();
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      try {
-        all.push_back(nlohmann::json::parse(line));
-      } catch (const nlohmann::json::exception& e) {
-        throw rkv::InputError(path + ":" + std::to_string(n) + ": not a JSON record: " + e.what());
-      }
-    }
+    std::error_code ec;
+    const std::vector<std::string> runs =
+        std::filesystem::exists(out / "results.jsonl", ec) ? std::vector<std::string>{} : sweep_runs(out);
+    if (runs.empty()) append_results(out, "", all);
+    for (const std::string& name : runs) append_results(out / "runs" / name, name, all);
     *out_json = rkv::capi::copy_string(all.dump());
   });
 }

@@ -259,7 +259,8 @@ def run(config=None, out=None, progress=None, cancel=None, config_text=None, thr
 
 
 def results(out):
-    """The records of out/results.jsonl as a list of dicts (keys as README "Results")."""
+    """The records of out/results.jsonl as a list of dicts (keys as README "Results"); in the folder of a sweep over
+    model.path / data.eval.seed (out/runs.json), every run's records, each with "run": the run's name."""
     with _Context() as ctx:
         s = ctypes.c_void_p()
         ctx.check(_lib.rkv_results_json(ctx.handle, _cpath("results: out", out), ctypes.byref(s)))

@@ -272,6 +272,25 @@ class WithModel(unittest.TestCase):
                            or "libripplekv-cuda" in line})
         self.assertEqual(cuda, [], "a CPU-only run of ci-tiny mapped " + ", ".join(cuda))
 
+    def test_run_a_sweep_of_seeds(self):
+        # [sweep] "data.eval.seed": a run per seed under out/runs/; progress labels name the run, results() gathers
+        # every run's records with "run" set.
+        with open(CONFIG) as f:
+            text = f.read()
+        text = text[:text.index("[sweep]")] + '[sweep]\n"allocator.plugin" = ["uniform"]\n"data.eval.seed" = [1, 2]\n' + \
+            text[text.index("[output]"):]
+        seen = []
+        with tempfile.TemporaryDirectory() as out:
+            rows = ripplekv.run(config_text=text, out=out, progress=lambda d, t, label: seen.append(label), threads=2)
+            self.assertEqual([label.split(":")[0] for label in seen], ["seed-1"] * 4 + ["seed-2"] * 4)
+            self.assertEqual(sorted({r["run"] for r in rows}), ["seed-1", "seed-2"])
+            for name in ("seed-1", "seed-2"):  # each run's own records, in run order
+                own = [dict(r, run=name) for r in ripplekv.results(os.path.join(out, "runs", name))]
+                self.assertEqual([r for r in rows if r["run"] == name], own)
+                self.assertEqual(len({r["cell_id"] for r in own}), 2)  # the full cache and uniform
+            self.assertEqual(rows, ripplekv.results(out))
+            self.assertTrue(os.path.exists(os.path.join(out, "report.md")))  # the two runs side by side
+
     def test_cancel_after_first_example(self):
         state = {"examples": 0}
 

@@ -36,7 +36,7 @@ std::string name_part(const std::string& key, const toml::node& v) {
 }
 
 /// `s` as a folder name: letters, digits, '.', '-', '_' kept, anything else '-'; never empty, "." or "..", and never
-/// starting with '.' (a hidden folder); at most 80 characters.
+/// starting with '.' or '-'; at most 80 characters (and "run" before).
 std::string folder_safe(const std::string& s) {
   std::string out;
   for (char ch : s) {
@@ -44,7 +44,7 @@ std::string folder_safe(const std::string& s) {
     out += (std::isalnum(u) || ch == '.' || ch == '-' || ch == '_') ? ch : '-';
   }
   if (out.size() > 80) out.resize(80);
-  if (out.empty() || out.front() == '.') out = "run" + out;
+  if (out.empty() || out.front() == '.' || out.front() == '-') out = "run" + out;  // no hidden name, no option-like one
   return out;
 }
 
