@@ -148,7 +148,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BuiltIn{"org.ripplekv.signal.cake", &kPromptSignalCases},
                       BuiltIn{"org.ripplekv.allocator.cake", &kAllocatorCases},
                       BuiltIn{"org.ripplekv.signal.squeezeattention", &kPromptSignalCases},
-                      BuiltIn{"org.ripplekv.allocator.squeezeattention", &kAllocatorCases}),
+                      BuiltIn{"org.ripplekv.allocator.squeezeattention", &kAllocatorCases},
+                      BuiltIn{"org.ripplekv.allocator.dynamickv", &kHeadAllocatorCases}),
     [](const ::testing::TestParamInfo<BuiltIn>& i) {
       const std::string id = i.param.id;
       return id.substr(id.rfind('.') + 1) + "_" + std::to_string(i.index);
@@ -181,7 +182,8 @@ TEST(Conformance, BuiltInsPassWithNonDefaultParams) {
            {"org.ripplekv.signal.cake", {{"window", "3"}, {"tau1", "1"}, {"tau2", "2"}}},
            {"org.ripplekv.signal.cake", {{"tau1", "0.1"}, {"tau2", "0.1"}}},  // the smallest: no overflow
            {"org.ripplekv.scorer.cake", {{"window", "3"}, {"kernel", "1"}, {"gamma", "0"}}},
-           {"org.ripplekv.allocator.squeezeattention", {{"reduced_share", "0"}, {"clusters", "2"}}}}) {
+           {"org.ripplekv.allocator.squeezeattention", {{"reduced_share", "0"}, {"clusters", "2"}}},
+           {"org.ripplekv.allocator.dynamickv", {{"interval", "1"}, {"ratio_max", "0.5"}}}}) {
     SCOPED_TRACE(id);
     const auto cases = check(id, params);
     EXPECT_TRUE(rkv::all_passed(cases)) << table(cases);

@@ -27,6 +27,7 @@ BUILTIN_IDS = {
     "org.ripplekv.signal.depth", "org.ripplekv.signal.layer_local", "org.ripplekv.signal.perturbation_kl",
     "org.ripplekv.signal.cake", "org.ripplekv.allocator.cake", "org.ripplekv.scorer.cake",
     "org.ripplekv.signal.squeezeattention", "org.ripplekv.allocator.squeezeattention",
+    "org.ripplekv.allocator.dynamickv",
 }
 BUILTIN_LIBS = {
     "rkv_allocator_adakv.so", "rkv_allocator_pyramid.so", "rkv_allocator_ripplekv.so", "rkv_allocator_uniform.so",
@@ -37,7 +38,7 @@ BUILTIN_LIBS = {
     "rkv_scorer_defensivekv.so", "rkv_allocator_global_topk.so",
     "rkv_scorer_snapkv.so", "rkv_scorer_streamingllm.so", "rkv_signal_depth.so", "rkv_signal_layer_local.so",
     "rkv_signal_perturbation_kl.so", "rkv_signal_cake.so", "rkv_allocator_cake.so", "rkv_scorer_cake.so",
-    "rkv_signal_squeezeattention.so", "rkv_allocator_squeezeattention.so",
+    "rkv_signal_squeezeattention.so", "rkv_allocator_squeezeattention.so", "rkv_allocator_dynamickv.so",
 }
 
 
