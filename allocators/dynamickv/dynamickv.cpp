@@ -59,7 +59,8 @@ class DynamicKV final : public rkv::sdk::HeadAllocator {
         .param(rkv::sdk::Param::Int("interval", 4, "layers between two decisions (the reference: 4)").min(1).max(100000))
         .param(rkv::sdk::Param::Float("ratio_max", 10.0,
                                       "a layer keeps at most ratio_max x (c - w) positions before the first decision "
-                                      "(the reference's radio_max)")
+                                      "(c: the budget per layer, w: the scorer's protected positions; the "
+                                      "reference's radio_max)")
                    .min(0.01)
                    .max(1e6))
         .flags(RKV_FLAG_NEEDS_SCORES);
@@ -75,6 +76,8 @@ class DynamicKV final : public rkv::sdk::HeadAllocator {
     if (!r.scores) throw rkv::sdk::Error(RKV_ERROR_INVALID_ARGUMENT, "dynamickv needs the scorer's scores");
     const int64_t L = r.n_layers, H = r.n_kv_heads;
     if (r.layer_budgets) {  // after another layer allocator: DynamicKV gives every head of a layer the same budget
+      diag.warning("dynamickv after a layer allocator splits each layer's budget evenly over its heads (the same as "
+                   "heads = \"none\"): DynamicKV decides layer budgets; use it as [allocator] plugin");
       for (int64_t l = 0; l < L; ++l)
         for (int64_t h = 0; h < H; ++h) budgets[l * H + h] = static_cast<double>(r.layer_budgets[l]);
       return;
@@ -111,7 +114,8 @@ class DynamicKV final : public rkv::sdk::HeadAllocator {
       std::vector<int64_t> fix;
       if (!decide(r, u, base, budget_size, t_past, fix)) {
         diag.warning("dynamickv: no layer gets a share of the budget after layer " + std::to_string(u) +
-                     " (too small a budget); split uniformly");
+                     " (budget_size = min(ratio_max (c - w), T - w) = " + std::to_string(budget_size) +
+                     " positions: too small a budget or ratio_max); split uniformly");
         return uniform;
       }
       for (int64_t l = 0; l <= u; ++l)

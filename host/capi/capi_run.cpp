@@ -6,9 +6,11 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "capi/capi_handles.hpp"
+#include "core/regular_file.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/profile/profile.hpp"
 #include "runner/run/run.hpp"
@@ -123,11 +125,14 @@ rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* o) {
 
 namespace {
 
-/// Appends the records of `folder`/results.jsonl to `all`, each with "run": `run` when it is not empty.
+/// Appends the records of `folder`/results.jsonl to `all`, each with "run": `run` when it is not empty. The file must
+/// be a regular file of at most 1 GiB (a FIFO, a device or a link to one is refused, never read).
 void append_results(const std::filesystem::path& folder, const std::string& run, nlohmann::json& all) {
   const std::string path = (folder / "results.jsonl").string();
-  std::ifstream in(path);
-  if (!in) throw rkv::InputError(path + ": cannot open (no finished run in this folder?)");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw rkv::InputError(path + ": cannot open (no finished run in this folder?)");
+  std::istringstream in(rkv::read_regular_file(path, "results", uint64_t{1} << 30));
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -145,17 +150,24 @@ void append_results(const std::filesystem::path& folder, const std::string& run,
 /// plain folders under runs/ are accepted (a runs.json cannot point the reader elsewhere).
 std::vector<std::string> sweep_runs(const std::filesystem::path& out) {
   const std::filesystem::path path = out / "runs.json";
-  std::ifstream in(path);
-  if (!in) return {};
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || j.value("schema", "") != "ripplekv.runs/1" || !j.contains("runs") || !j["runs"].is_array())
-    throw rkv::InputError(path.string() + ": not ripplekv's record of a sweep of runs");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const nlohmann::json j = nlohmann::json::parse(rkv::read_regular_file(path.string(), "sweep record", 64 << 20),
+                                                 nullptr, false);
+  auto text = [](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  if (text(j, "schema") != "ripplekv.runs/1" || !j.contains("runs") || !j["runs"].is_array() || j["runs"].empty())
+    throw rkv::InputError(path.string() + ": not ripplekv's record of a sweep of runs (schema ripplekv.runs/1, a "
+                          "non-empty runs array)");
   std::vector<std::string> names;
   for (const auto& r : j["runs"]) {
-    const std::string name = r.is_object() ? r.value("name", "") : "";
+    const std::string name = text(r, "name");
+    const std::filesystem::path folder = out / "runs" / name;
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        r.value("folder", "") != "runs/" + name)
-      throw rkv::InputError(path.string() + ": a run that is not a folder under runs/: " + r.dump());
+        text(r, "folder") != "runs/" + name || std::filesystem::is_symlink(folder, ec) ||
+        std::filesystem::is_symlink(out / "runs", ec))
+      throw rkv::InputError(path.string() + ": a run that is not a folder under runs/ (nor a link): " + r.dump());
     names.push_back(name);
   }
   return names;

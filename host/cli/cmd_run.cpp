@@ -196,7 +196,7 @@ int validate_runs(const RunPlan& plan) {
     }
     runs.push_back(std::move(run));
   }
-  std::cout << plan.config_path << ": ok (" << runs.size() << " runs over ";
+  std::cout << plan.config_path << ": ok (" << runs.size() << (runs.size() == 1 ? " run" : " runs") << " over ";
   for (size_t i = 0; i < plan.run_axis_keys.size(); ++i) std::cout << (i ? " and " : "") << plan.run_axis_keys[i];
   std::cout << ", written to runs/<name>/ and compared side by side)\n";
   for (size_t k = 0; k < runs.size(); ++k)

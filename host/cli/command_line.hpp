@@ -67,7 +67,9 @@ void note_first_run(const Plan& plan, const std::string& command) {
   for (const auto& k : plan.run_axis_keys) keys += (keys.empty() ? "" : " and ") + k;
   std::cerr << command << ": " << plan.config_path << " sweeps " << keys << " into " << plan.runs.size()
             << " runs; this is the first run's (" << plan.runs[0].name << ", " << plan.model_path
-            << "); choose another with --set 'sweep.\"" << plan.run_axis_keys[0] << "\"=[...]' (one value)\n";
+            << "); choose another by giving the sweep one value of each:";
+  for (const auto& k : plan.run_axis_keys) std::cerr << " --set 'sweep.\"" << k << "\"=[...]'";
+  std::cerr << "\n";
 }
 
 }  // namespace rkv::cli

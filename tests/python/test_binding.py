@@ -43,6 +43,46 @@ class Unit(unittest.TestCase):
                 f.write('{"task": "lm_fidelity", "example": 0, "layer": 1, "head": 0, "T": 8, "positions": [0, 5, 7]}\n')
             self.assertEqual([r["positions"] for r in ripplekv.read_kept(kept)], [[0, 5, 7]])
 
+    def test_results_of_a_sweep_folder_read_only_its_runs(self):
+        # results() on a folder with runs.json (a sweep over model.path / data.eval.seed) reads runs/<name>/results.jsonl
+        # of each listed run, adding "run"; anything else in runs.json, a linked run folder, a FIFO or a device as
+        # results.jsonl is refused by name, never followed or read.
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("a", "b"):
+                os.makedirs(os.path.join(tmp, "runs", name))
+                with open(os.path.join(tmp, "runs", name, "results.jsonl"), "w") as f:
+                    f.write(json.dumps({"cell": "c", "value": name}) + "\n")
+
+            def record(runs):
+                with open(os.path.join(tmp, "runs.json"), "w") as f:
+                    json.dump({"schema": "ripplekv.runs/1", "runs": runs}, f)
+
+            def refused(fragment):
+                with self.assertRaises(ripplekv.Error) as e:
+                    ripplekv.results(tmp)
+                self.assertEqual(e.exception.status, ripplekv.ERROR_INVALID_ARGUMENT, e.exception.message)
+                self.assertIn(fragment, e.exception.message)
+
+            record([{"name": "a", "folder": "runs/a"}, {"name": "b", "folder": "runs/b"}])
+            self.assertEqual(ripplekv.results(tmp), [{"cell": "c", "value": "a", "run": "a"},
+                                                     {"cell": "c", "value": "b", "run": "b"}])
+            for bad in ({"name": "a", "folder": "/etc"}, {"name": "..", "folder": "runs/.."},
+                        {"name": "a", "folder": 5}, {"name": None, "folder": "runs/a"}):
+                record([bad])
+                refused("a run that is not a folder under runs/")
+            record([])
+            refused("runs.json: not ripplekv's record of a sweep of runs")
+            os.symlink(os.path.join(tmp, "runs", "a"), os.path.join(tmp, "runs", "c"))
+            record([{"name": "c", "folder": "runs/c"}])
+            refused("nor a link")
+            os.remove(os.path.join(tmp, "runs", "b", "results.jsonl"))
+            os.mkfifo(os.path.join(tmp, "runs", "b", "results.jsonl"))
+            record([{"name": "b", "folder": "runs/b"}])
+            refused("is a FIFO (named pipe); expected a regular file")  # at once: never opened for reading
+            os.remove(os.path.join(tmp, "runs", "b", "results.jsonl"))
+            os.symlink("/dev/zero", os.path.join(tmp, "runs", "b", "results.jsonl"))
+            refused("expected a regular file")
+
     def test_version(self):
         self.assertRegex(ripplekv.version(), r"^\d+\.\d+\.\d+")
 

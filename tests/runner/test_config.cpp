@@ -8,9 +8,11 @@
 
 #include "common/assets.hpp"
 #include "core/errors.hpp"
+#include "core/fnv1a.hpp"
 #include "runner/compress/codec_step.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/plan/config_overrides.hpp"
+#include "runner/plan/sweep.hpp"
 #include "runner/compress/plan_backend.hpp"
 #include "runner/compress/budgets.hpp"
 
@@ -993,6 +995,20 @@ TEST_F(Config, LabelsNameEverySweptSettingThatDiffersAndAreUnique) {
   EXPECT_EQ(q.cells[4].label, "ripplekv(perturbation_kl(alpha=0.02)) + snapkv @ f=0.2, decode rolling(sinks=4)");
 }
 
+// A param only one `methods` table sets tells that method apart: it is named in its label (the methods that leave it
+// at its base value name nothing). Regression: the three perturbation_kl methods of configs/signals.toml were all
+// labelled "ripplekv(perturbation_kl) + snapkv @ f=0.1 []".
+TEST_F(Config, AParamOnlyOneMethodSetsIsNamedInItsLabel) {
+  const rkv::RunPlan p = load(base("", "[sweep]\nmethods = [{ \"signal.plugin\" = \"perturbation_kl\" },\n"
+                                        "{ \"signal.perturbation_kl.draws\" = 8 },\n"
+                                        "{ \"signal.perturbation_kl.alpha\" = 0.2 },\n"
+                                        "{ \"signal.plugin\" = \"depth\" }]\n"));
+  EXPECT_EQ(labels_of(p), (std::vector<std::string>{"full cache", "ripplekv(perturbation_kl) + snapkv @ f=0.2",
+                                                    "ripplekv(perturbation_kl(draws=8)) + snapkv @ f=0.2",
+                                                    "ripplekv(perturbation_kl(alpha=0.2)) + snapkv @ f=0.2",
+                                                    "ripplekv(depth) + snapkv @ f=0.2"}));
+}
+
 TEST_F(Config, CellsThatWouldShareALabelGainTheSweptValuesThatSetThemApart) {
   // snapkv's window does not touch the h2o cells: without the fallback both h2o cells would read "uniform + h2o @
   // f=0.2" (one zig-zag line in the plot).
@@ -1089,9 +1105,12 @@ TEST_F(Config, RunLevelSweepKeysMakeOneRunPerCombinationEachAnOrdinaryConfig) {
                                        "\"data.eval.seed\" = [3, 5]\n"));
   ASSERT_EQ(p.runs.size(), 6u);  // 3 models x 2 seeds, the seed fastest (whatever [sweep]'s order)
   EXPECT_EQ(p.run_axis_keys, (std::vector<std::string>{"data.eval.seed", "model.path"}));
-  // names: the file name without .gguf, then the seed; a repeated name gets "-2"
-  const std::vector<std::string> names = {"model_seed-3",   "model_seed-5",   "model_seed-3-2",
-                                          "model_seed-5-2", "m-2_seed-3",     "m-2_seed-5"};
+  // names: the file name without .gguf, then the seed; two paths of one file name each get 6 hex digits of a hash of
+  // the path as written (so a reordered list keeps each model's folder)
+  const std::string a = "model-" + rkv::hex16(rkv::fnv1a64(std::string("model.gguf"))).substr(0, 6);
+  const std::string b = "model-" + rkv::hex16(rkv::fnv1a64(std::string("other/model.gguf"))).substr(0, 6);
+  const std::vector<std::string> names = {a + "_seed-3", a + "_seed-5", b + "_seed-3",
+                                          b + "_seed-5", "m-2_seed-3",  "m-2_seed-5"};
   for (size_t k = 0; k < names.size(); ++k) EXPECT_EQ(p.runs[k].name, names[k]) << k;
   EXPECT_EQ(p.runs[3].values, (nlohmann::json{{"model.path", "other/model.gguf"}, {"data.eval.seed", 5}}));
   // The plan itself is the first run's: its model, its seed, its cells (full cache + 2 budgets).
@@ -1118,14 +1137,15 @@ TEST_F(Config, RunLevelSweepKeysMakeOneRunPerCombinationEachAnOrdinaryConfig) {
   EXPECT_EQ(one.runs[0].name, "seed-9");
   EXPECT_EQ(one.runs[0].config_text.find("[sweep]"), std::string::npos);
   EXPECT_TRUE(load(base()).runs.empty());  // an ordinary config has no runs
-  // A repeat's "-2" that is another run's own name is numbered on.
-  std::ofstream(dir / "model-2.gguf") << "a fourth";
-  const rkv::RunPlan rep = load(base("", "[sweep]\n\"model.path\" = [\"model.gguf\", \"other/model.gguf\", "
-                                         "\"model-2.gguf\"]\n"));
-  ASSERT_EQ(rep.runs.size(), 3u);
-  EXPECT_EQ(rep.runs[0].name, "model");
-  EXPECT_EQ(rep.runs[1].name, "model-2");
-  EXPECT_EQ(rep.runs[2].name, "model-2-2");
+  // The order of the list changes no name; a name never starts with '-' or '.', and a run of other characters (a
+  // UTF-8 letter's bytes, spaces) is one '-'.
+  const rkv::RunPlan rev = load(base("", "[sweep]\n\"model.path\" = [\"other/model.gguf\", \"model.gguf\"]\n"));
+  ASSERT_EQ(rev.runs.size(), 2u);
+  EXPECT_EQ(rev.runs[0].name, b);
+  EXPECT_EQ(rev.runs[1].name, a);
+  std::ofstream(dir / "-x \xc3\xa9t\xc3\xa9 y.gguf") << "a fourth";
+  const rkv::RunPlan odd = load(base("", "[sweep]\n\"model.path\" = [\"-x \xc3\xa9t\xc3\xa9 y.gguf\"]\n"));
+  EXPECT_EQ(odd.runs[0].name, "run-x-t-y");
 }
 
 TEST_F(Config, RunLevelSweepKeysAreCheckedNamingTheKeyAndTheRun) {
@@ -1147,6 +1167,10 @@ TEST_F(Config, RunLevelSweepKeysAreCheckedNamingTheKeyAndTheRun) {
             std::string::npos);
   EXPECT_NE(err("\"data.eval.examples\" = [1, 2]\n").find("or are the run-level keys model.path and data.eval.seed"),
             std::string::npos);
+  // Two spellings of one file would run one model twice.
+  const std::string twice = err("\"model.path\" = [\"model.gguf\", \"./model.gguf\"]\n");
+  EXPECT_NE(twice.find("names the file '" + (dir / "model.gguf").string() + "' twice ('model.gguf' and "
+                       "'./model.gguf')"), std::string::npos) << twice;
   // The whole sweep (runs x cells) within [output] max_cells.
   const std::string big = error(base("[output]\nmax_cells = 5\n", "[sweep]\n\"budget.fraction\" = [0.1, 0.2]\n"
                                                                  "\"data.eval.seed\" = [1, 2]\n"));

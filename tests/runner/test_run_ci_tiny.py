@@ -160,12 +160,12 @@ class CiTinyRun(unittest.TestCase):
 
     def test_sweep_over_models_and_seeds_runs_each_and_compares_them(self):
         # [sweep] "model.path" x "data.eval.seed": one ordinary run per combination under runs/, then the runs side by
-        # side. The second model is the same file under another name (a link), so its runs must equal the first's
+        # side. The second model is a copy of the file under another name, so its runs must equal the first's
         # example for example (paired, zero difference); another seed draws other windows (unpaired). The run of
         # seed 1 on SmolLM2 is ci-tiny's own run with a smaller sweep: its cell equals the full run's cell exactly.
-        link = os.path.join(self.tmp, "smol-link.gguf")
+        link = os.path.join(self.tmp, "smol-link.gguf")  # a copy: a link to the same file is refused as a repeat
         if not os.path.exists(link):
-            os.symlink(MODEL, link)
+            shutil.copyfile(MODEL, link)
         out = os.path.join(self.tmp, "sweep")
         sets = ["--set", 'sweep."model.path"=["%s", "%s"]' % (MODEL, link), "--set", 'sweep."data.eval.seed"=[1, 2]',
                 "--set", 'sweep."allocator.plugin"=["uniform"]', "--set", 'sweep."budget.fraction"=[0.2]']
@@ -212,6 +212,27 @@ class CiTinyRun(unittest.TestCase):
         p = run("run", CONFIG, "--out", out, *sets, check=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("already holds a sweep of runs (runs.json)", p.stderr)
+        # a refused --resume (a changed key) leaves runs.json as it was; the list reversed resumes into the same folders
+        with open(os.path.join(out, "runs.json"), "rb") as f:
+            before = f.read()
+        p = run("run", CONFIG, "--out", out, "--resume", *sets, "--set", "tasks.lm_fidelity.continuation_tokens=8",
+                check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("(run SmolLM2-135M-Instruct.Q4_1_seed-1 of the sweep)", p.stderr)
+        with open(os.path.join(out, "runs.json"), "rb") as f:
+            self.assertEqual(f.read(), before)
+        reversed_sets = list(sets)
+        reversed_sets[1] = 'sweep."model.path"=["%s", "%s"]' % (link, MODEL)
+        p = run("run", CONFIG, "--out", out, "--resume", *reversed_sets)
+        self.assertIn("0 cells computed, 8 skipped", p.stderr)
+        # an ordinary run, or a comparison, into the sweep's folder would overwrite its report: refused
+        p = run("run", CONFIG, "--out", out, check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("holds a sweep of runs (runs.json)", p.stderr)
+        p = run("compare", os.path.join(out, "runs", names[0]), os.path.join(out, "runs", names[1]), "--out", out,
+                check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("holds a run, merge or sweep of runs of its own", p.stderr)
         # a sweep stopped before its comparison: runs.json alone makes the folder ripplekv's, --resume completes it
         for name in ("compare.json", "report.md", "comparison.jsonl"):
             os.remove(os.path.join(out, name))

@@ -355,6 +355,7 @@ RunPlan plan_of_runs(const std::string& text, const std::vector<std::string>& ov
   const std::vector<std::string> names = run_names(axes);
   RunPlan first;
   std::vector<SweepRun> runs;
+  std::map<std::string, std::string> models;  // the model file, canonical -> its value as written
   for (size_t k = 0; k < names.size(); ++k) {
     toml::table root = parse_toml(text, c.origin);
     apply_config_overrides(root, overrides);
@@ -371,8 +372,16 @@ RunPlan plan_of_runs(const std::string& text, const std::vector<std::string>& ov
           throw InputError(c.origin + ": [sweep] makes " + std::to_string(names.size()) + " runs of " +
                            std::to_string(p.cells.size()) + " cells, more than [output] max_cells = " +
                            std::to_string(p.max_cells));
-        first = std::move(p);
       }
+      // Two spellings of one file ("m/./a.gguf", "${RIPPLEKV_CACHE}/..." and "~/...") would run one model twice.
+      std::error_code ec;
+      const std::string file = fs::weakly_canonical(p.model_path, ec).string();
+      const std::string written = run.values.value("model.path", std::string());
+      const auto [it, fresh] = models.emplace(ec ? p.model_path : file, written);
+      if (!fresh && it->second != written)
+        throw InputError(c.origin + ": [sweep] \"model.path\" names the file '" + it->first + "' twice ('" +
+                         it->second + "' and '" + written + "'); each model makes one run");
+      if (k == 0) first = std::move(p);
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + " (in run " + run.name + " of the sweep: " + run.values.dump() + ")");
     }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/fnv1a.hpp"
 #include "runner/plan/config_overrides.hpp"
 
 namespace rkv {
@@ -41,7 +42,9 @@ std::string folder_safe(const std::string& s) {
   std::string out;
   for (char ch : s) {
     const unsigned char u = static_cast<unsigned char>(ch);
-    out += (std::isalnum(u) || ch == '.' || ch == '-' || ch == '_') ? ch : '-';
+    const bool keep = (u < 0x80 && std::isalnum(u)) || ch == '.' || ch == '-' || ch == '_';
+    if (keep) out += ch;
+    else if (out.empty() || out.back() != '-') out += '-';  // one '-' for a run of others (a UTF-8 letter's bytes)
   }
   if (out.size() > 80) out.resize(80);
   if (out.empty() || out.front() == '.' || out.front() == '-') out = "run" + out;  // no hidden name, no option-like one
@@ -129,19 +132,31 @@ void set_run_values(toml::table& root, const std::vector<SweepAxis>& axes, size_
 }
 
 std::vector<std::string> run_names(const std::vector<SweepAxis>& axes) {
+  // Each value's part of a name: folder-safe, and where two values' parts would be equal ("x y.gguf", "x-y.gguf", or
+  // one file name in two folders) each gets 6 hex digits of a hash of its own value, so a path keeps its name
+  // whatever the order of the list (a reordered --resume finds each model's folder).
+  std::map<std::string, std::vector<std::string>> parts;  // key -> part per value index
+  for (const SweepAxis& a : axes) {
+    std::map<std::string, int> uses;
+    std::vector<std::string>& p = parts[a.key];
+    for (const toml::node& v : a.values) p.push_back(folder_safe(name_part(a.key, v)));
+    for (const std::string& s : p) ++uses[s];
+    for (size_t i = 0; i < p.size(); ++i)
+      if (uses[p[i]] > 1) {
+        const std::string raw = a.values.get(i)->value_or<std::string>("");
+        p[i] += "-" + hex16(fnv1a64(raw)).substr(0, 6);
+      }
+  }
   std::vector<std::string> names;
-  std::map<std::string, int> uses;
   for (size_t k = 0; k < run_count(axes); ++k) {
     const std::vector<size_t> idx = value_indices(axes, k);
     std::string name;
     for (const std::string key : {"model.path", "data.eval.seed"})  // the model first, then the seed
       for (size_t i = 0; i < axes.size(); ++i)
-        if (axes[i].key == key) name += (name.empty() ? "" : "_") + name_part(key, *axes[i].values.get(idx[i]));
-    name = folder_safe(name);
-    const int n = ++uses[name];
-    names.push_back(n == 1 ? name : name + "-" + std::to_string(n));
+        if (axes[i].key == key) name += (name.empty() ? "" : "_") + parts[key][idx[i]];
+    names.push_back(folder_safe(name));
   }
-  // a repeat's "-2" could equal another run's own name ("a" twice and "a-2"): number until unique
+  // 6 hex digits could still meet (or cut names meet): number what is left, in run order
   std::set<std::string> taken;
   for (std::string& name : names) {
     const std::string stem = name;

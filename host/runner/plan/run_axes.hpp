@@ -39,8 +39,10 @@ nlohmann::json run_values(const std::vector<SweepAxis>& axes, size_t k);
 void set_run_values(toml::table& root, const std::vector<SweepAxis>& axes, size_t k);
 
 /// Every run's name, in run order: its model file's name without ".gguf" (a model folder's name) and "seed-N", joined
-/// by "_"; characters other than letters, digits, '.', '-' and '_' replaced by '-', at most 80 characters, "run"
-/// before a name that would start with '.' or '-', and "-2", "-3" appended to repeats. A name is a folder under <out>/runs/ and a column heading of the report.
+/// by "_"; each run of characters other than ASCII letters, digits, '.', '-' and '_' replaced by one '-', at most 80
+/// characters, "run" before a name that would start with '.' or '-'. Two model paths whose names would be equal
+/// each get "-" and 6 hex digits of fnv1a64 of the path as written, so a name does not depend on the list's order;
+/// "-2", "-3" only where that still meets another name. A name is a folder under <out>/runs/ and a column heading of the report.
 std::vector<std::string> run_names(const std::vector<SweepAxis>& axes);
 
 /// Run `name`'s config text: a comment naming `origin`, the run and the --set `overrides` that made it, then

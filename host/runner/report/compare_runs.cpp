@@ -352,6 +352,9 @@ std::vector<ComparedRun> read_compared_runs(const std::vector<std::string>& fold
       if (what.rfind("merge: ", 0) == 0) what = what.substr(7);
       throw InputError("compare: " + what);
     }
+    if (r.cells.empty() && fs::exists(fs::path(folders[i]) / "runs.json"))
+      throw InputError("compare: '" + folders[i] + "' holds a sweep of runs (runs.json), already compared in its "
+                       "report.md; compare its runs, '" + folders[i] + "/runs/<name>'");
     if (r.cells.empty()) throw InputError("compare: '" + folders[i] + "' holds no finished cells (cells/*.json)");
     r.missing = missing_cells(r.cells, order, labels);
     if (!r.missing.empty()) std::cerr << "warning: compare: '" << folders[i] << "': " << r.missing << "\n";
@@ -401,10 +404,12 @@ void compare_runs(const std::vector<std::string>& folders, const std::vector<std
       throw InputError("compare: the output folder '" + out_dir + "' is the input '" + f +
                        "'; its report would be overwritten. Write the comparison into a new folder");
   const bool holds_run = out.kind("run.json") != Folder::Kind::missing ||
-                         out.kind("cells") != Folder::Kind::missing || out.kind("merge.json") != Folder::Kind::missing;
+                         out.kind("cells") != Folder::Kind::missing || out.kind("merge.json") != Folder::Kind::missing ||
+                         out.kind("runs.json") != Folder::Kind::missing;
   if (holds_run && !force)
-    throw InputError("compare: output folder '" + out_dir + "' holds a run or merge of its own (run.json, cells/ or "
-                     "merge.json) whose report.md would be overwritten. Write into a new folder, or pass --force");
+    throw InputError("compare: output folder '" + out_dir + "' holds a run, merge or sweep of runs of its own (run.json, "
+                     "cells/, merge.json or runs.json) whose report.md would be overwritten. Write into a new folder, or "
+                     "pass --force");
   const OutputFolderLock lock(out);
   write_comparison(runs, folders, out, quiet, "");
 }

@@ -152,6 +152,9 @@ RunSummary run_ablation(const RunPlan& plan, const RunOptions& opt) {
   // nothing planted in it can redirect a write (core/folder.hpp).
   s.out = open_ripplekv_folder(opt.out_dir, opt.force, "run");
   s.lock = std::make_unique<OutputFolderLock>(*s.out);  // one writer per folder: a second run or merge stops here
+  if (s.out->kind("runs.json") != Folder::Kind::missing && !opt.force)  // runner/run/sweep_of_runs.hpp
+    throw InputError("run: output folder '" + opt.out_dir + "' holds a sweep of runs (runs.json) whose report.md and "
+                     "config.toml this run would overwrite. Choose a new folder, or pass --force");
   open_output_folder(s, backend_kind);
 
   RunSummary summary;

@@ -100,6 +100,16 @@ RunSummary run_sweep_of_runs(const RunPlan& plan, const RunOptions& opt) {
   const Folder top = open_ripplekv_folder(opt.out_dir, opt.force, "run");
   const OutputFolderLock lock(top);
   check_sweep_folder(plan, opt, top);
+  // Every run folder already there must take its run (--resume: the same base config; else empty or --force), checked
+  // before runs.json is written, so a refused resume leaves the sweep's record as it was.
+  for (size_t k = 0; k < n; ++k)
+    if (const std::optional<Folder> folder = top.find_sub("runs/" + plan.runs[k].name)) {
+      try {
+        prepare_output_folder(plan_of_run(plan, k), *folder, opt.resume, opt.force);
+      } catch (const InputError& e) {
+        throw InputError(std::string(e.what()) + " (run " + plan.runs[k].name + " of the sweep)");
+      }
+    }
   top.write_atomically("runs.json", runs_record(plan));
   top.write_atomically("config.toml", plan.config_text);
   top.sub("runs");
