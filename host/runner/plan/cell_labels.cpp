@@ -121,10 +121,34 @@ std::string budget_label(const CellConfig& cc) {
 
 }  // namespace
 
-void label_cells(std::vector<Cell>& cells, bool rerotate, const PrefillSpec& prefill) {
+namespace {
+
+/// The distinct values of each key over `cells` (the full-cache cell aside), a cell that does not set the key counting
+/// as one more value ("methods" tables set different keys: a key only one method sets tells that method apart).
+template <typename CellRange, typename Get>
+std::map<std::string, std::set<std::string>> values_by_key(const CellRange& cells, Get cell_of) {
   std::map<std::string, std::set<std::string>> values_of;
-  for (const Cell& c : cells)
+  size_t compressed = 0;
+  for (const auto& item : cells) {
+    const Cell& c = cell_of(item);
+    if (c.config.full_cache) continue;
+    ++compressed;
     for (const auto& [key, value] : c.values.items()) values_of[key].insert(value.dump());
+  }
+  for (auto& [key, values] : values_of) {
+    size_t setting = 0;
+    for (const auto& item : cells)
+      if (!cell_of(item).config.full_cache && cell_of(item).values.contains(key)) ++setting;
+    if (setting < compressed) values.insert("<unset>");
+  }
+  return values_of;
+}
+
+}  // namespace
+
+void label_cells(std::vector<Cell>& cells, bool rerotate, const PrefillSpec& prefill) {
+  const std::map<std::string, std::set<std::string>> values_of =
+      values_by_key(cells, [](const Cell& c) -> const Cell& { return c; });
   std::set<std::string> varying;
   for (const auto& [key, values] : values_of)
     if (values.size() > 1) varying.insert(key);
@@ -141,13 +165,14 @@ void label_cells(std::vector<Cell>& cells, bool rerotate, const PrefillSpec& pre
   for (Cell& c : cells) by_label[c.label].push_back(&c);
   for (auto& [label, same] : by_label) {
     if (same.size() < 2) continue;
-    std::map<std::string, std::set<std::string>> values_here;  // the keys that set these cells apart
-    for (const Cell* c : same)
-      for (const auto& [key, value] : c->values.items()) values_here[key].insert(value.dump());
+    // the keys that set these cells apart
+    const std::map<std::string, std::set<std::string>> values_here =
+        values_by_key(same, [](const Cell* c) -> const Cell& { return *c; });
     for (Cell* c : same) {
       std::string extra;
       for (const auto& [key, value] : c->values.items())
-        if (values_here[key].size() > 1) extra += (extra.empty() ? "" : ", ") + key + "=" + label_value(value);
+        if (values_here.at(key).size() > 1) extra += (extra.empty() ? "" : ", ") + key + "=" + label_value(value);
+      if (extra.empty()) continue;  // the one cell of the set that sets none of the keys the others set
       c->label += " [" + extra + "]";
       c->group += " [" + extra + "]";
     }

@@ -13,7 +13,8 @@ namespace rkv {
 
 /// Labels and plot groups of every cell: "<group> @ <budget>", where the group names the allocator (and its signal,
 /// where the cell reads a profile), the per-head allocator, the scorer and its route, each with the swept params that
-/// differ between cells, the decode policy, the codec, sharing or the joint plan, and any other swept setting that
+/// differ between cells (a key that some cells set and others do not, as one `methods` table's param, differs), the
+/// decode policy, the codec, sharing or the joint plan, and any other swept setting that
 /// differs; with `rerotate` (a run-level setting) ", rerotated keys"; with [prefill] compress_between_chunks
 /// ", compressed between chunks of C" (another computation than compressing after the prompt). Cells that would still share a label (e.g. two
 /// values of a param that none of their plugins reads) gain " [key=value, ...]" of the swept values that set them
