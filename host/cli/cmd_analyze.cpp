@@ -26,6 +26,8 @@ const char* kUsage =
     "configured signal (the [signal] and any swept \"signal.plugin\"), Spearman rho (signed) against D at each fraction f\n"
     "(each once; default: the config's budget fractions) with bootstrap CIs over evaluation examples, and last the oracle row: the\n"
     "builtin \"damage\" signal, the same D at each f (with the config's [scorer]) measured on the calibration set.\n"
+    "Each row gives the profile's cost: its seconds on the calibration set and those in prefill-equivalents (one\n"
+    "prefill of a calibration-length window, timed here).\n"
     "Writes analysis.json, analysis.md and plots/analysis_damage.png|svg in DIR. A non-empty DIR that holds no\n"
     "ripplekv record (run.json, merge.json or analysis.json of ripplekv's own) is refused unless --force; a link or\n"
     "another kind of file where one of these files goes is refused always (nothing is written through a link).\n\n"

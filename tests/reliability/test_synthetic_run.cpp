@@ -1708,6 +1708,18 @@ TEST_F(SyntheticRun, DamageSignalIsAnalyzesDamageOnTheCalibrationSplit) {
   }
   const std::string md = rkv::read_file((dir / "analysis" / "analysis.md").string());
   EXPECT_NE(md.find("| **damage (oracle: calibration D_l at the same f)** |"), std::string::npos) << md;
+  // Profiling cost (issue 32 step 3): each profile's seconds over one timed calibration-length prefill.
+  const double unit = j.at("calibration_prefill_seconds").get<double>();
+  ASSERT_GT(unit, 0.0);
+  const auto& sig = j.at("signals")[0];
+  EXPECT_GT(sig.at("profile_seconds").get<double>(), 0.0);
+  EXPECT_NEAR(sig.at("cost_prefills").get<double>(), sig.at("profile_seconds").get<double>() / unit,
+              1e-12 * sig.at("cost_prefills").get<double>());
+  ASSERT_EQ(j.at("oracle").at("cost_prefills").size(), 1u);  // one oracle profile per fraction
+  EXPECT_NEAR(j.at("oracle").at("cost_prefills")[0].get<double>(),
+              j.at("oracle").at("profile_seconds")[0].get<double>() / unit,
+              1e-12 * j.at("oracle").at("cost_prefills")[0].get<double>());
+  EXPECT_NE(md.find("| f = 0.5 | profiling cost (s = prefills) |"), std::string::npos) << md;
 }
 
 // [signal.damage] of = "sharing": s_l = the sharing damage of layer l on the calibration split, worked out here with

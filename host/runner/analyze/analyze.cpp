@@ -286,7 +286,8 @@ class SignalRows {
              int resamples)
       : d_(d), D_(D), resamples_(resamples) {}
 
-  /// The row of signal `name` whose profile at fraction index fi is s_of(fi): its JSON, and its markdown cells in `md`.
+  /// The row of signal `name` whose profile at fraction index fi is s_of(fi): its JSON, and its markdown cells in `md`
+  /// (the caller ends the line).
   nlohmann::json row(const std::string& name, const nlohmann::json& params,
                      const std::function<const std::vector<double>&(size_t)>& s_of, std::ostringstream& md) const {
     nlohmann::json sj;
@@ -305,7 +306,6 @@ class SignalRows {
       sj["ci_high"].push_back(num(ci.high));
       md << " " << fmt(rho, 3) << " [" << fmt(ci.low, 3) << ", " << fmt(ci.high, 3) << "] |";
     }
-    md << "\n";
     return sj;
   }
 
@@ -323,10 +323,27 @@ class SignalRows {
   int resamples_;
 };
 
+/// Seconds of one prefill of a calibration-length window (prefix_tokens of [data.calibration], the first window its
+/// seed draws), timed on the second of two runs so the first's allocations are not counted: the unit of the signal
+/// table's profiling cost ("prefill-equivalents"; issue 32 step 3).
+double calibration_prefill_seconds(const RunPlan& plan, const Tokenizer& tok, Backend& backend) {
+  const auto w = draw_text_windows(tok, plan.calibration.files, 1, plan.calibration.prefix_tokens, plan.calibration.seed);
+  backend.prefill(w.front().tokens, PrefillRequest{});
+  const auto t0 = SteadyClock::now();
+  backend.prefill(w.front().tokens, PrefillRequest{});
+  return seconds_since(t0);
+}
+
+/// A profile's cost cell: "S s = P prefills" (", cached" when it was read from the profile cache: S is then the
+/// seconds it took when it was computed).
+std::string cost_cell(const SensitivityProfile& p, double prefill_seconds) {
+  return fmt(p.seconds, 3) + " s = " + fmt(p.seconds / prefill_seconds, 3) + (p.from_cache ? " (cached)" : "");
+}
+
 /// The signal table of analysis.md and analysis.json "signals" and "oracle".
 void signal_table(const RunPlan& plan, const AnalysisSelection& sel, const std::vector<SensitivityProfile>& profiles,
-                  const std::vector<SensitivityProfile>& oracle, const SignalRows& rows, int64_t N, nlohmann::json& j,
-                  std::ostringstream& md) {
+                  const std::vector<SensitivityProfile>& oracle, const SignalRows& rows, int64_t N,
+                  double prefill_seconds, nlohmann::json& j, std::ostringstream& md) {
   const int64_t T = plan.eval.prefix_tokens;
   md << "# ripplekv analysis: do signals predict compression damage?\n\n"
      << "Compression damage D_l(f): only layer l compressed with " << sel.base->scorer->id
@@ -334,22 +351,39 @@ void signal_table(const RunPlan& plan, const AnalysisSelection& sel, const std::
      << "over " << plan.continuation_tokens << " continuation tokens, averaged over " << N << " evaluation examples. "
      << "rho is Spearman's (average ranks) between the signal's profile and D(f), signed (negative: the signal ranks "
      << "the damaged layers lowest); 95% CIs of rho resample evaluation examples (" << plan.bootstrap_resamples
-     << " resamples).\n\n| signal |";
+     << " resamples). Profiling cost: the profile's wall time on the calibration split (" << plan.calibration.examples
+     << " windows of " << plan.calibration.prefix_tokens << " tokens) and that time in prefill-equivalents, one "
+     << "prefill of a " << plan.calibration.prefix_tokens << "-token window taking " << fmt(prefill_seconds, 3)
+     << " s here.\n\n| signal |";
   for (double f : sel.fractions) md << " f = " << f << " |";
-  md << "\n|---|";
+  md << " profiling cost (s = prefills) |\n|---|";
   for (size_t k = 0; k < sel.fractions.size(); ++k) md << "---|";
-  md << "\n";
+  md << "---|\n";
   j["signals"] = nlohmann::json::array();
   for (const SensitivityProfile& p : profiles) {
-    md << "| " << p.signal << " |";
+    md << "| " << p.signal << (p.params.empty() ? "" : " (" + p.params.dump() + ")") << " |";
     nlohmann::json sj = rows.row(p.signal, p.params, [&](size_t) -> const std::vector<double>& { return p.s; }, md);
+    md << " " << cost_cell(p, prefill_seconds) << " |\n";
     sj["s"] = p.s;
+    sj["profile_seconds"] = p.seconds;
+    sj["cost_prefills"] = p.seconds / prefill_seconds;
+    sj["profile_from_cache"] = p.from_cache;
     j["signals"].push_back(sj);
   }
   md << "| **damage (oracle: calibration D_l at the same f)** |";
   j["oracle"] = rows.row(kDamageSignalId, nullptr, [&](size_t fi) -> const std::vector<double>& { return oracle[fi].s; }, md);
+  std::string costs;
+  for (const auto& o : oracle) costs += (costs.empty() ? "" : "; ") + cost_cell(o, prefill_seconds);
+  md << " " << costs << " (one per f) |\n";
   j["oracle"]["s"] = nlohmann::json::array();
-  for (const auto& o : oracle) j["oracle"]["s"].push_back(o.s);
+  j["oracle"]["profile_seconds"] = nlohmann::json::array();
+  j["oracle"]["cost_prefills"] = nlohmann::json::array();
+  for (const auto& o : oracle) {
+    j["oracle"]["s"].push_back(o.s);
+    j["oracle"]["profile_seconds"].push_back(o.seconds);
+    j["oracle"]["cost_prefills"].push_back(o.seconds / prefill_seconds);
+  }
+  j["calibration_prefill_seconds"] = prefill_seconds;
   md << "\nThe oracle row allocates nothing: it is the damage signal (" << kDamageSignalId
      << ") measured on the calibration split at each f: how well damage itself carries over from calibration to "
      << "evaluation text, the reference a sensitivity signal's rho is read against.\n";
@@ -409,6 +443,7 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   std::vector<SensitivityProfile> profiles, oracle;
   const Progress progress(opt.quiet, {});
   analysis_profiles(plan, sel, model, tok, *backend, note, progress, &profiles, &oracle);
+  const double prefill_seconds = calibration_prefill_seconds(plan, tok, *backend);
 
   // Compression damage per scorer, fraction, evaluation example and layer (runner/profile/compression_damage.hpp, the
   // loop the damage signal shares); d is the config's [scorer]'s.
@@ -439,7 +474,8 @@ void run_analysis(const RunPlan& plan, const AnalyzeOptions& opt) {
   j["D"] = D;
   j["D_per_example"] = d;
   std::ostringstream md;
-  signal_table(plan, sel, profiles, oracle, SignalRows(d, D, static_cast<int>(plan.bootstrap_resamples)), N, j, md);
+  signal_table(plan, sel, profiles, oracle, SignalRows(d, D, static_cast<int>(plan.bootstrap_resamples)), N,
+               prefill_seconds, j, md);
   const std::string dat = damage_table(sel.fractions, D, md);
   j["seconds"] = seconds_since(t0);
   j["schema"] = kAnalysisSchema;
