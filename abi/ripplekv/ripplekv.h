@@ -194,7 +194,8 @@ typedef struct rkv_run_options {
  *  examples every unfinished cell finished in out_dir/partial (each written atomically or flushed line by line), the
  *  merged outputs (results.jsonl, ...) are not written, and nothing is half-written; rerun with resume to continue.
  *  A config whose [sweep] sweeps "model.path" or "data.eval.seed" runs each value as a run of its own into
- *  out_dir/runs/<name>/ (out_dir/runs.json lists them; label then starts with the run's name) and writes the runs
+ *  out_dir/runs/<name>/ (out_dir/runs.json lists them; progress then counts the examples of every run, and label
+ *  starts with the run's name) and writes the runs
  *  side by side in out_dir/report.md; each run has its own results.jsonl there (rkv_results_json gathers them). */
 rkv_status rkv_run(rkv_context* ctx, const rkv_run_options* options);
 

@@ -321,8 +321,11 @@ class WithModel(unittest.TestCase):
             text[text.index("[output]"):]
         seen = []
         with tempfile.TemporaryDirectory() as out:
-            rows = ripplekv.run(config_text=text, out=out, progress=lambda d, t, label: seen.append(label), threads=2)
-            self.assertEqual([label.split(":")[0] for label in seen], ["seed-1"] * 4 + ["seed-2"] * 4)
+            rows = ripplekv.run(config_text=text, out=out, progress=lambda d, t, label: seen.append((d, t, label)),
+                                threads=2)
+            # the sweep's 8 examples counted through both runs, each step naming its run
+            self.assertEqual([(d, t) for d, t, _ in seen], [(d, 8) for d in range(1, 9)])
+            self.assertEqual([label.split(":")[0] for _, _, label in seen], ["seed-1"] * 4 + ["seed-2"] * 4)
             self.assertEqual(sorted({r["run"] for r in rows}), ["seed-1", "seed-2"])
             for name in ("seed-1", "seed-2"):  # each run's own records, in run order
                 own = [dict(r, run=name) for r in ripplekv.results(os.path.join(out, "runs", name))]

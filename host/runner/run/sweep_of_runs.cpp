@@ -121,9 +121,9 @@ RunSummary run_sweep_of_runs(const RunPlan& plan, const RunOptions& opt) {
     const SweepRun& r = plan.runs[k];
     RunOptions o = opt;
     o.out_dir = (std::filesystem::path(opt.out_dir) / "runs" / r.name).string();
-    if (opt.progress)  // the caller's sink learns which run a step belongs to
-      o.progress = [&opt, name = r.name](int64_t done, int64_t all, const std::string& what) {
-        opt.progress(done, all, name + ": " + what);
+    if (opt.progress)  // the caller's sink counts the sweep's examples (every run has as many) and names the run
+      o.progress = [&opt, name = r.name, k, n](int64_t done, int64_t all, const std::string& what) {
+        opt.progress(static_cast<int64_t>(k) * all + done, static_cast<int64_t>(n) * all, name + ": " + what);
       };
     progress.note("run: [" + std::to_string(k + 1) + "/" + std::to_string(n) + "] " + r.name + " (" + r.values.dump() +
                   ") into " + o.out_dir);
