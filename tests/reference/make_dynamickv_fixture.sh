@@ -12,11 +12,7 @@ requirements=$repo/scripts/requirements-kvpress.txt
 
 . "$repo/tests/reference/reference_venv.sh"
 reference_venv "$venv" "$requirements" make_dynamickv_fixture "about 4 GB download, once"
-commit=8ab3c08
 src=${RIPPLEKV_DYNAMICKV_SRC:-$cache/src/DynamicKV}
-if [ ! -f "$src/kv_compression/token_drop/methods/dynamic_v11.py" ]; then
-  echo "make_dynamickv_fixture: cloning DreamMr/DynamicKV at $commit into $src (once)"
-  git clone --quiet https://github.com/DreamMr/DynamicKV "$src"
-  git -C "$src" checkout --quiet "$commit"
-fi
+reference_checkout "$src" DreamMr/DynamicKV 8ab3c08 kv_compression/token_drop/methods/dynamic_v11.py \
+  make_dynamickv_fixture
 exec "$venv/bin/python" "$repo/tests/reference/make_dynamickv_fixture.py" --src "$src" "$@"

@@ -14,11 +14,7 @@ requirements=$repo/scripts/requirements-kvpress.txt
 . "$repo/tests/reference/reference_venv.sh"
 reference_venv "$venv" "$requirements" make_kvpress_fixtures "about 4 GB download, once"
 # The DefensiveKV reference (FFY0/DefensiveKV, not on PyPI): a checkout at the pinned commit, cloned once.
-dkv_commit=9251b95e7e282a6c18dd98ef6318dd489e639a58
 dkv=${RIPPLEKV_DEFENSIVEKV_SRC:-$cache/src/DefensiveKV}
-if [ ! -f "$dkv/kvpress/presses/efficient_defensivekv_press.py" ]; then
-  echo "make_kvpress_fixtures: cloning FFY0/DefensiveKV at $dkv_commit into $dkv (once)"
-  git clone --quiet https://github.com/FFY0/DefensiveKV "$dkv"
-  git -C "$dkv" checkout --quiet "$dkv_commit"
-fi
+reference_checkout "$dkv" FFY0/DefensiveKV 9251b95e7e282a6c18dd98ef6318dd489e639a58 \
+  kvpress/presses/efficient_defensivekv_press.py make_kvpress_fixtures
 exec "$venv/bin/python" "$repo/tests/reference/make_kvpress_fixtures.py" --defensivekv "$dkv" "$@"

@@ -12,11 +12,6 @@ requirements=$repo/scripts/requirements-squeezeattention.txt
 
 . "$repo/tests/reference/reference_venv.sh"
 reference_venv "$venv" "$requirements" make_squeezeattention_fixture "about 60 MB, once"
-commit=a1933d1
 src=${RIPPLEKV_SQUEEZEATTENTION_SRC:-$cache/src/SqueezeAttention}
-if [ ! -f "$src/utils_hh/modify_llama_drop.py" ]; then
-  echo "make_squeezeattention_fixture: cloning hetailang/SqueezeAttention at $commit into $src (once)"
-  git clone --quiet https://github.com/hetailang/SqueezeAttention "$src"
-  git -C "$src" checkout --quiet "$commit"
-fi
+reference_checkout "$src" hetailang/SqueezeAttention a1933d1 utils_hh/modify_llama_drop.py make_squeezeattention_fixture
 exec "$venv/bin/python" "$repo/tests/reference/make_squeezeattention_fixture.py" --src "$src" "$@"
