@@ -185,8 +185,7 @@ const char* kValidateUsage =
 int validate_runs(const RunPlan& plan) {
   std::vector<RunPlan> runs;
   for (size_t k = 0; k < plan.runs.size(); ++k) {
-    RunPlan run = load_run_plan_from_string(plan.runs[k].config_text, plan.config_path, plan.base_dir);
-    run.backend = plan.backend, run.dtype = plan.dtype;
+    RunPlan run = load_sweep_run(plan, k);
     try {
       if (!check_run_plan_with_model_headers(run))
         std::cerr << "validate: " << run.model_path << " is not there: lengths and cells not checked against it\n";

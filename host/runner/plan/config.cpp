@@ -412,6 +412,14 @@ RunPlan load_run_plan_from_string(const std::string& text, const std::string& or
   return plan;
 }
 
+RunPlan load_sweep_run(const RunPlan& sweep, size_t k) {
+  RunPlan run = load_run_plan_from_string(sweep.runs.at(k).config_text, sweep.config_path, sweep.base_dir);
+  run.backend = sweep.backend;
+  run.dtype = sweep.dtype;
+  run.backend_from_command_line = sweep.backend_from_command_line;
+  return run;
+}
+
 CompressionConfig load_compression_config(const std::string& path) {
   // Only a regular file of at most kMaxConfigBytes: a FIFO, /dev/zero or a folder is refused, naming the path.
   const std::string text = read_regular_file(path, "compression config", kMaxConfigBytes);

@@ -104,6 +104,11 @@ RunPlan load_run_plan(const std::string& path, const std::vector<std::string>& o
 RunPlan load_run_plan_from_string(const std::string& text, const std::string& origin, const std::string& base_dir,
                                   const std::vector<std::string>& overrides = {});
 
+/// Run k of a sweep over run-level keys (`sweep.runs[k]`, runner/plan/run_axes.hpp): its plan, built from its config
+/// text as any config is, with the sweep's backend and dtype (which --backend / --dtype may have set). Errors as
+/// load_run_plan_from_string's (none for a sweep that loaded: each run was validated then).
+RunPlan load_sweep_run(const RunPlan& sweep, size_t k);
+
 /// Reads a compression config: the cell sections of the run schema ([scorer] with its routes, [allocator], [budget],
 /// [compression.decode], .codec, .share, .joint), [compression] rerotate and plugin_paths; the other sections of the
 /// run schema are allowed and ignored, a misspelt one is an error. No [signal] is needed: a cell that uses a profile

@@ -17,15 +17,6 @@ namespace rkv {
 
 namespace {
 
-/// Run k's plan, built from its recorded config text as any config is; --backend / --dtype carry over.
-RunPlan plan_of_run(const RunPlan& plan, size_t k) {
-  RunPlan run = load_run_plan_from_string(plan.runs[k].config_text, plan.config_path, plan.base_dir);
-  run.backend = plan.backend;
-  run.dtype = plan.dtype;
-  run.backend_from_command_line = plan.backend_from_command_line;
-  return run;
-}
-
 std::string joined(const std::vector<std::string>& keys) {
   std::string out;
   for (const auto& k : keys) out += (out.empty() ? "" : " and ") + k;
@@ -87,11 +78,13 @@ RunSummary run_sweep_of_runs(const RunPlan& plan, const RunOptions& opt) {
                      joined(plan.run_axis_keys) + " into " + std::to_string(n) + " runs; run the sweep whole, or one "
                      "run at a time by giving the key one value (e.g. --set 'sweep.\"" + plan.run_axis_keys[0] +
                      "\"=[...]') in a folder of its own");
-  // Every run's model suits its cells and lengths before any run starts (headers only: a few MB each).
+  // Every run's plan, and its model suits its cells and lengths before any run starts (headers only: a few MB each).
+  std::vector<RunPlan> plans;
   for (size_t k = 0; k < n; ++k) {
     throw_if_cancelled();
     try {
-      check_run_plan_with_model_headers(plan_of_run(plan, k));
+      plans.push_back(load_sweep_run(plan, k));
+      check_run_plan_with_model_headers(plans.back());
     } catch (const InputError& e) {
       throw InputError(std::string(e.what()) + " (in run " + plan.runs[k].name + " of the sweep: " +
                        plan.runs[k].values.dump() + ")");
@@ -105,7 +98,7 @@ RunSummary run_sweep_of_runs(const RunPlan& plan, const RunOptions& opt) {
   for (size_t k = 0; k < n; ++k)
     if (const std::optional<Folder> folder = top.find_sub("runs/" + plan.runs[k].name)) {
       try {
-        prepare_output_folder(plan_of_run(plan, k), *folder, opt.resume, opt.force);
+        prepare_output_folder(plans[k], *folder, opt.resume, opt.force);
       } catch (const InputError& e) {
         throw InputError(std::string(e.what()) + " (run " + plan.runs[k].name + " of the sweep)");
       }
@@ -128,7 +121,7 @@ RunSummary run_sweep_of_runs(const RunPlan& plan, const RunOptions& opt) {
     progress.note("run: [" + std::to_string(k + 1) + "/" + std::to_string(n) + "] " + r.name + " (" + r.values.dump() +
                   ") into " + o.out_dir);
     lock.check_held();
-    const RunSummary s = run_ablation(plan_of_run(plan, k), o);
+    const RunSummary s = run_ablation(plans[k], o);
     total.cells_total += s.cells_total;
     total.cells_computed += s.cells_computed;
     total.cells_skipped += s.cells_skipped;
