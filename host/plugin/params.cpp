@@ -73,11 +73,23 @@ ParamValue default_of(const rkv_param_spec& s) {
   }
 }
 
-std::string range_text(const rkv_param_spec& s) {
+/// A bound as the message shows it: an int param's (or any whole number's below 2^53) as an integer, 1048576 rather
+/// than 1.04858e+06; other floats with up to 6 significant digits.
+std::string bound_text(double v, bool integer) {
+  if ((integer || std::fabs(v) < 9007199254740992.0) && std::isfinite(v) && v == std::floor(v) &&
+      std::fabs(v) < 9.2e18)
+    return std::to_string(static_cast<long long>(v));
   std::ostringstream os;
-  if (s.has_min && s.has_max) os << "between " << s.min << " and " << s.max;
-  else if (s.has_min) os << ">= " << s.min;
-  else if (s.has_max) os << "<= " << s.max;
+  os << v;
+  return os.str();
+}
+
+std::string range_text(const rkv_param_spec& s) {
+  const bool integer = s.type == RKV_PARAM_INT;
+  std::ostringstream os;
+  if (s.has_min && s.has_max) os << "between " << bound_text(s.min, integer) << " and " << bound_text(s.max, integer);
+  else if (s.has_min) os << ">= " << bound_text(s.min, integer);
+  else if (s.has_max) os << "<= " << bound_text(s.max, integer);
   return os.str();
 }
 

@@ -222,6 +222,14 @@ TEST_F(Config, ABaseValueTheSweepOverridesIsRangeChecked) {
   // A valid base under the same axis loads, and each cell has its swept value.
   const rkv::RunPlan ok = load(base("", "[sweep]\n\"budget.fraction\" = [0.1, 0.3]\n"));
   EXPECT_EQ(ok.cells.size(), 3u);
+  // A bad value the sweep does not touch is every cell's: named as the first cell's, without the base-value note;
+  // an int param's bounds print as integers.
+  const std::string w = error(base("[scorer.snapkv]\nwindow = 0\n", "[sweep]\n\"budget.fraction\" = [0.1, 0.3]\n")
+                                  .replace(base().find("[scorer.snapkv]\nwindow = 16\n"), 28, ""));
+  EXPECT_NE(w.find("parameter 'window' (cfg.toml:17): 0 is out of range; allowed: between 1 and 1048576 (in sweep"),
+            std::string::npos) << w;
+  EXPECT_NE(w.find("(in sweep cell {\"budget.fraction\":0.1})"), std::string::npos) << w;
+  EXPECT_EQ(w.find("a base value"), std::string::npos) << w;
 }
 
 TEST_F(Config, APerHeadAllocatorWithARouteProtectingOtherPositionsFailsAtValidate) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -257,11 +258,13 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
   // refused where it is read rather than silently replaced.
   bool base_complete = !axes.empty();
   for (const SweepAxis& axis : axes) base_complete = base_complete && axis.key != "methods" && root.at_path(axis.key).node();
+  // Its error is raised after the cells parsed: a value every cell shares then fails in the first cell (named as
+  // such), and the base's own error is left to a swept key's base value, which is what its note says.
+  std::optional<std::string> base_error;
   if (base_complete) try {
       parse_cell(c, root, reg);
     } catch (const InputError& e) {
-      throw InputError(std::string(e.what()) + " (a base value: the sweep overrides it, but every value of a config "
-                       "must be valid)");
+      base_error = e.what();
     }
   // A method's keys must not leak into the next cell, which may not set them: before each cell every key some method
   // sets is put back as the base config has it (or removed), in place, so every node keeps its source line.
@@ -313,6 +316,8 @@ std::vector<Cell> expand_sweep(const TomlContext& c, toml::table& root, const st
     }
     if (a == axes.size()) break;
   }
+  if (base_error)
+    throw InputError(*base_error + " (a base value: the sweep overrides it, but every value of a config must be valid)");
   return cells;
 }
 
