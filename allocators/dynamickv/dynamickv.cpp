@@ -204,7 +204,6 @@ class DynamicKV final : public rkv::sdk::HeadAllocator {
     int64_t total = 0;
     for (int64_t& f : fix) total += (f = static_cast<int64_t>(py_floordiv(static_cast<double>(f), ss)));
     fix[static_cast<size_t>(u)] += need - total;
-    (void)t_past;
     return true;
   }
 
