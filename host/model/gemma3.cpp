@@ -57,7 +57,7 @@ void read_gemma3_config(const GgufFile& f, const std::string& src, ModelConfig& 
   if (cap < 0.0f || !std::isfinite(cap)) throw InputError(src + ": " + a + "final_logit_softcapping must be >= 0");
   c.final_logit_softcap = cap;
   c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
-  c.qk_norm = true;
+  c.qk_norm = QkNorm::per_head;
   c.post_norms = true;
   c.ffn_act = FfnActivation::gelu_tanh;
 }

@@ -4,6 +4,7 @@
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
+#include "model/architectures.hpp"
 #include "model/dequant.hpp"
 #include "model/gemma3.hpp"
 #include "model/ggml_types.hpp"
@@ -101,7 +102,7 @@ struct GgufLoader {
 void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeights& w) {
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
   const std::string p = "blk." + std::to_string(l) + ".";
-  w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
+  if (c.pre_norms) w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
   ld.load_matrix(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
   ld.load_matrix(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
   ld.load_matrix(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
@@ -111,19 +112,22 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
     w.bv = ld.load(p + "attn_v.bias", {Hkv * d}, "value bias");
   }
   ld.load_matrix(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
-  w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
+  if (c.pre_norms) w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
   ld.load_matrix(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
   ld.load_matrix(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
   ld.load_matrix(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
-  if (c.qk_norm) {
+  if (c.qk_norm == QkNorm::per_head) {
     w.q_norm = ld.load(p + "attn_q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
     w.k_norm = ld.load(p + "attn_k_norm.weight", {d}, "per-head key RMSNorm weight [head_dim]");
+  } else if (c.qk_norm == QkNorm::whole) {
+    w.q_norm = ld.load(p + "attn_q_norm.weight", {H * d}, "query RMSNorm weight [heads*head_dim]");
+    w.k_norm = ld.load(p + "attn_k_norm.weight", {Hkv * d}, "key RMSNorm weight [kv_heads*head_dim]");
   }
   if (c.post_norms) {
     w.post_attn_norm = ld.load(p + "post_attention_norm.weight", {D}, "RMSNorm weight after attention [hidden]");
     w.post_ffn_norm = ld.load(p + "post_ffw_norm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
   }
-  if (c.architecture == "llama" && !ld.check_only) {  // undo llama.cpp's Q/K row permutation (see model.hpp)
+  if (find_architecture(c.architecture)->gguf_permuted_qk && !ld.check_only) {  // undo llama.cpp's permutation (model.hpp)
     if (w.quant.wq.empty()) {
       unpermute_qk_rows(w.wq, H, d, D);
     } else {  // the reordered copy replaces the view: its mapped pages are not read again
@@ -174,9 +178,7 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   ModelConfig& c = m.config;
   c.architecture = f.get_string_or("general.architecture", "");
   if (c.architecture.empty()) throw InputError(src + ": missing GGUF metadata key 'general.architecture'");
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "gemma3") {
-    throw InputError(src + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2, gemma3)");
-  }
+  set_architecture_features(c, src);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   const std::string a = c.architecture + ".";
   c.n_layers = ld.hparam(a + "block_count");
   c.d_model = ld.hparam(a + "embedding_length");
@@ -215,7 +217,6 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw InputError(src + ": missing tensor 'token_embd.weight' (the token embeddings, [vocab, " + std::to_string(D) + "])");
   c.vocab_size = ld.hparam(a + "vocab_size", embd->ne.size() == 2 ? embd->ne[1] : 0);
-  c.qkv_bias = c.architecture == "qwen2";
 
   std::vector<float> freq_factors;
   if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {

@@ -1,6 +1,7 @@
 // Loading a model from a Hugging Face folder: config.json + model.safetensors, or shards listed in
 // model.safetensors.index.json ("weight_map": {tensor name: file name}). Tensor names follow transformers'
-// LlamaForCausalLM / Qwen2ForCausalLM (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head).
+// LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / Olmo2ForCausalLM (model.embed_tokens,
+// model.layers.N.self_attn.q_proj, ..., lm_head; model/architectures.hpp says which norms each has).
 // With WeightStorage::quantized the F16 and BF16 matrices (embeddings, LM head, Q/K/V/O, gate, up, down) whose rows
 // are whole blocks of 32 are requantized to Q8_0 at load, as the GGUF loader requantizes F16/BF16 GGUF matrices;
 // F32 matrices, norms and biases stay float32 (model.hpp).
@@ -15,6 +16,7 @@
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
+#include "model/architectures.hpp"
 #include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
@@ -114,12 +116,13 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   }
   if (model_type == "llama" || model_type == "mistral") {
     c.architecture = "llama";
-  } else if (model_type == "qwen2") {
-    c.architecture = "qwen2";
+  } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2") {
+    c.architecture = model_type;
   } else {
     throw InputError(csrc + ": unsupported architecture '" + (arch_name.empty() ? "(no model_type)" : arch_name) +
-                     "' (supported model_type: llama, mistral, qwen2)");
+                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2)");
   }
+  set_architecture_features(c, csrc);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   c.n_layers = cfg_int(cfg, "num_hidden_layers", csrc);
   c.d_model = cfg_int(cfg, "hidden_size", csrc);
   c.d_ff = cfg_int(cfg, "intermediate_size", csrc);
@@ -132,14 +135,15 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
   c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
   c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, false);
-  c.qkv_bias = c.architecture == "qwen2";
-  if (c.architecture == "llama") {
-    if (cfg_bool(cfg, "attention_bias", csrc, false)) throw InputError(csrc + ": attention_bias = true is not supported for llama");
-    if (cfg_bool(cfg, "mlp_bias", csrc, false)) throw InputError(csrc + ": mlp_bias = true is not supported");
+  if (!c.qkv_bias && cfg_bool(cfg, "attention_bias", csrc, false)) {
+    throw InputError(csrc + ": attention_bias = true is not supported for " + model_type);
   }
-  if (model_type == "mistral") {
+  if (cfg_bool(cfg, "mlp_bias", csrc, false)) throw InputError(csrc + ": mlp_bias = true is not supported");
+  if (model_type == "mistral") {  // every layer slides (transformers MistralAttention), with the one RoPE
     c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
-  } else if (model_type == "qwen2" && cfg_bool(cfg, "use_sliding_window", csrc, false)) {
+    if (c.sliding_window < 0) throw InputError(csrc + ": 'sliding_window' must be positive or null");
+    if (c.sliding_window > 0) c.layer_sliding.assign(static_cast<size_t>(c.n_layers), 1);
+  } else if ((model_type == "qwen2" || model_type == "qwen3") && cfg_bool(cfg, "use_sliding_window", csrc, false)) {
     c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
   }
   if (cfg.contains("hidden_act") && cfg["hidden_act"] != "silu") {
@@ -222,7 +226,7 @@ struct HfLoader {
   void load_layer(const ModelConfig& c, int64_t l, LayerWeights& w) {
     const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
+    if (c.pre_norms) w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
     load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
     load_matrix(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
     load_matrix(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
@@ -232,7 +236,19 @@ struct HfLoader {
       w.bv = load(p + "self_attn.v_proj.bias", {Hkv * d}, "value bias");
     }
     load_matrix(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
-    w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
+    if (c.pre_norms) {  // transformers names the norm before the MLP "post_attention_layernorm"
+      w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
+    } else {  // olmo2: the norms after attention and after the MLP
+      w.post_attn_norm = load(p + "post_attention_layernorm.weight", {D}, "RMSNorm weight after attention [hidden]");
+      w.post_ffn_norm = load(p + "post_feedforward_layernorm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
+    }
+    if (c.qk_norm == QkNorm::per_head) {
+      w.q_norm = load(p + "self_attn.q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
+      w.k_norm = load(p + "self_attn.k_norm.weight", {d}, "per-head key RMSNorm weight [head_dim]");
+    } else if (c.qk_norm == QkNorm::whole) {
+      w.q_norm = load(p + "self_attn.q_norm.weight", {H * d}, "query RMSNorm weight [heads*head_dim]");
+      w.k_norm = load(p + "self_attn.k_norm.weight", {Hkv * d}, "key RMSNorm weight [kv_heads*head_dim]");
+    }
     load_matrix(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
     load_matrix(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
     load_matrix(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);

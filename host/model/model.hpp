@@ -1,17 +1,19 @@
 // A decoder-only transformer held in float32: configuration and weights, loaded from a GGUF file or a Hugging Face
 // folder (config.json + *.safetensors).
 //
-// Supported architectures: `llama` (Llama 2/3/3.1 incl. llama3 rope scaling, Mistral, SmolLM), `qwen2` (Q/K/V
-// biases) and `gemma3` (GGUF only: sliding-window and global layers with their own RoPE bases, per-head Q/K RMSNorm,
-// norms after attention and after the MLP, GELU-tanh gated MLP, embeddings scaled by sqrt(D), optional final logit
-// soft-capping). Anything else is an rkv::InputError naming the architecture.
+// Supported architectures (model/architectures.hpp has the table): `llama` (Llama 2/3/3.1 incl. llama3 rope scaling,
+// Mistral, SmolLM), `qwen2` (Q/K/V biases), `qwen3` (per-head Q/K RMSNorm), `olmo2` (norms after attention and after
+// the MLP instead of before, Q/K RMSNorm over the whole projection) and `gemma3` (GGUF only: sliding-window and
+// global layers with their own RoPE bases, per-head Q/K RMSNorm, norms after attention and after the MLP, GELU-tanh
+// gated MLP, embeddings scaled by sqrt(D), optional final logit soft-capping). Anything else is an rkv::InputError
+// naming the architecture.
 //
 // Canonical weight layout (both sources give bit-for-bit the same layout for the same weights):
 // - every matrix is row-major [out_features, in_features] (PyTorch nn.Linear layout), so y = x W^T;
 // - Q and K rows are in the Hugging Face order, where RoPE pairs dimension i with i + d/2 ("rotate_half").
 //   llama.cpp's converter permutes llama Q/K rows for its adjacent-pair RoPE (convert_hf_to_gguf.py `permute`:
 //   GGUF row h*d + 2j + s holds HF row h*d + s*d/2 + j, s in {0,1}, j < d/2); the GGUF loader undoes this.
-//   qwen2 GGUFs are not permuted (llama.cpp uses NeoX RoPE for qwen2).
+//   qwen2, qwen3, olmo2 and gemma3 GGUFs are not permuted (llama.cpp uses NeoX RoPE for them).
 // - With WeightStorage::f32 every weight is dequantized to float32 at load. With WeightStorage::quantized the
 //   matrices (Q, K, V, O, gate, up, down, embeddings, LM head) are kept in ggml blocks instead
 //   (model/quant_matrix.hpp: Q8_0, Q4_0, Q4_1 as stored in a GGUF, other GGUF types and a Hugging Face folder's
@@ -36,9 +38,16 @@ enum class FfnActivation {
   gelu_tanh,  ///< GeGLU (gemma): gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
 };
 
+/// Where the RMSNorm of q and k before RoPE runs (model/architectures.hpp).
+enum class QkNorm {
+  none,      ///< no Q/K norm (llama, qwen2)
+  per_head,  ///< each head's d values, weights [d] shared by the heads (qwen3, gemma3)
+  whole,     ///< the whole projection row: q over H*d values (weights [H*d]), k over H_kv*d (olmo2)
+};
+
 /// Hyperparameters of a loaded model.
 struct ModelConfig {
-  std::string architecture;      ///< "llama", "qwen2" or "gemma3"
+  std::string architecture;      ///< "llama", "qwen2", "qwen3", "olmo2" or "gemma3" (model/architectures.hpp)
   int64_t n_layers = 0;          ///< L
   int64_t d_model = 0;           ///< D (hidden size)
   int64_t n_heads = 0;           ///< H (query heads)
@@ -53,16 +62,19 @@ struct ModelConfig {
   bool rope_freq_factors = false;  ///< GGUF carried rope_freqs.weight (llama3 factors as divisors)
   bool tied_embeddings = false;  ///< LM head shares token_embd
   bool qkv_bias = false;         ///< Q/K/V projections have biases (qwen2)
+  bool pre_norms = true;         ///< RMSNorm of the residual before attention and before the MLP (all but olmo2)
   /// W > 0: the model was trained with a sliding window of W tokens. The layers listed in layer_sliding attend to
   /// a key iff q_pos - k_pos < W; with layer_sliding empty the forward refuses contexts longer than W instead.
   int64_t sliding_window = 0;
   std::vector<uint8_t> layer_sliding;  ///< [L] 1 for a sliding-window layer (gemma3), or empty (every layer global)
-  double rope_theta_swa = 10000.0;     ///< RoPE base of the sliding-window layers (gemma3 rope.freq_base_swa)
+  /// RoPE base of the sliding-window layers (gemma3 rope.freq_base_swa, no scaling); 0: they use the global layers'
+  /// RoPE (mistral, whose every layer slides).
+  double rope_theta_swa = 0.0;
   float attn_scale = 0.0f;             ///< scale of q.k before softmax; 0 means 1/sqrt(head_dim) (attention_scale())
   float embed_scale = 1.0f;            ///< the embeddings are multiplied by this (gemma3: sqrt(D), in float32)
   float final_logit_softcap = 0.0f;    ///< c > 0: logits = c tanh(logits / c) (gemma final_logit_softcapping)
-  bool qk_norm = false;                ///< RMSNorm of each head's q and k (weights [d]) before RoPE (gemma3)
-  bool post_norms = false;             ///< RMSNorm of the attention and MLP outputs before each residual add (gemma3)
+  QkNorm qk_norm = QkNorm::none;       ///< RMSNorm of q and k before RoPE (qwen3, gemma3 per head; olmo2 whole)
+  bool post_norms = false;             ///< RMSNorm of the attention and MLP outputs before each residual add (gemma3, olmo2)
   FfnActivation ffn_act = FfnActivation::silu;
 
   int64_t group_size() const { return n_heads / n_kv_heads; }  ///< G = H / H_kv
@@ -87,7 +99,7 @@ struct ModelConfig {
 
 /// Weights of one transformer block, float32, row-major [out, in].
 struct LayerWeights {
-  std::vector<float> attn_norm;  ///< [D]
+  std::vector<float> attn_norm;  ///< [D]; empty without pre-norms (olmo2)
   std::vector<float> wq;         ///< [H*d, D]
   std::vector<float> wk;         ///< [H_kv*d, D]
   std::vector<float> wv;         ///< [H_kv*d, D]
@@ -95,14 +107,14 @@ struct LayerWeights {
   std::vector<float> bk;         ///< [H_kv*d] or empty
   std::vector<float> bv;         ///< [H_kv*d] or empty
   std::vector<float> wo;         ///< [D, H*d]
-  std::vector<float> ffn_norm;   ///< [D]
+  std::vector<float> ffn_norm;   ///< [D]; empty without pre-norms (olmo2)
   std::vector<float> w_gate;     ///< [F, D]
   std::vector<float> w_up;       ///< [F, D]
   std::vector<float> w_down;     ///< [D, F]
-  std::vector<float> q_norm;     ///< [d] per-head query RMSNorm weight, or empty (gemma3 only)
-  std::vector<float> k_norm;     ///< [d] per-head key RMSNorm weight, or empty (gemma3 only)
-  std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma3 only)
-  std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma3 only)
+  std::vector<float> q_norm;     ///< query RMSNorm weight: [d] per head, [H*d] whole (ModelConfig::qk_norm), or empty
+  std::vector<float> k_norm;     ///< key RMSNorm weight: [d] per head, [H_kv*d] whole, or empty
+  std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma3, olmo2)
+  std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma3, olmo2)
   /// The same matrices in ggml blocks (Model::weights == quantized; same shapes and row order, Q/K rows unpermuted).
   /// A matrix is either here or in its float vector above, never both.
   struct Quant {
@@ -130,6 +142,7 @@ struct Model {
   QuantMatrix lm_head_q;   ///< [V, D] in ggml blocks when quantized and untied (then lm_head is empty)
   std::vector<double> rope_inv_freq;  ///< [d/2], scaling and GGUF freq factors applied (global layers)
   std::vector<double> rope_inv_freq_swa;  ///< [d/2] of the sliding-window layers (base rope_theta_swa); empty if none
+                                          ///< or rope_theta_swa is 0
 
   std::string path;    ///< the GGUF file or the HF folder given to load_model
   std::string format;  ///< "gguf" or "safetensors"

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "model/architectures.hpp"
 
 namespace rkv::detail {
 
@@ -21,8 +22,9 @@ void check_shape(const std::string& source, const std::string& name, const std::
 }
 
 void check_sizes(const ModelConfig& c, const std::string& source) {
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "gemma3") {
-    throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: llama, qwen2, gemma3)");
+  if (!find_architecture(c.architecture)) {
+    throw InputError(source + ": unsupported architecture '" + c.architecture + "' (supported: " +
+                     supported_architectures() + ")");
   }
   if (!c.layer_sliding.empty() && static_cast<int64_t>(c.layer_sliding.size()) != c.n_layers) {
     throw InputError(source + ": the sliding-window pattern has " + std::to_string(c.layer_sliding.size()) +
@@ -65,7 +67,7 @@ void finish_config(Model& m, const std::string& source, const std::vector<float>
     m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
     // Sliding-window layers (gemma3) have their own base and no scaling (llama.cpp: rope_freq_scale_train_swa = 1).
     m.rope_inv_freq_swa.clear();
-    if (!c.layer_sliding.empty()) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
+    if (!c.layer_sliding.empty() && c.rope_theta_swa > 0.0) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
     if (!freq_factors.empty()) {
       if (freq_factors.size() != m.rope_inv_freq.size()) {
         throw InputError("rope_freqs has " + std::to_string(freq_factors.size()) + " entries, expected " +

@@ -50,8 +50,8 @@ void print_layer_types(const ModelConfig& c, std::ostream& os) {
     }
   }
   os << "layer types:       " << n_sliding << " sliding-window (window " << c.sliding_window << ": key visible iff "
-     << "q_pos - k_pos < " << c.sliding_window << "), " << c.n_layers - n_sliding << " global (layers " << globals
-     << ")\n";
+     << "q_pos - k_pos < " << c.sliding_window << "), " << c.n_layers - n_sliding << " global"
+     << (globals.empty() ? std::string() : " (layers " + globals + ")") << "\n";
   const int64_t entry_bytes = c.n_kv_heads * (2 * c.head_dim * 4 + 4);
   for (const int64_t T : {1024, 4096, 32768}) {
     const int64_t local = span_bytes(c, T, true), global = span_bytes(c, T, false);
@@ -83,6 +83,18 @@ std::string native_formats_note(const Model& m) {
   return s + " (model.weights = \"quantized\", the default; \"f32\" dequantizes all)";
 }
 
+/// The block's features in words (model/architectures.hpp): norms, Q/K norm, biases, MLP activation.
+std::string layer_features(const ModelConfig& c) {
+  std::string s = c.pre_norms && c.post_norms ? "RMSNorm before and after attention and the MLP"
+                  : c.post_norms              ? "RMSNorm after attention and after the MLP (none before)"
+                                              : "RMSNorm before attention and before the MLP";
+  if (c.qk_norm == QkNorm::per_head) s += ", Q/K RMSNorm per head before RoPE";
+  if (c.qk_norm == QkNorm::whole) s += ", Q/K RMSNorm over the whole projection before RoPE";
+  if (c.qkv_bias) s += ", Q/K/V biases";
+  s += c.ffn_act == FfnActivation::gelu_tanh ? ", GELU-tanh gated MLP" : ", SiLU gated MLP (SwiGLU)";
+  return s;
+}
+
 }  // namespace
 
 void print_model_info(const Model& m, std::ostream& os) {
@@ -101,7 +113,7 @@ void print_model_info(const Model& m, std::ostream& os) {
      << "vocab size:        " << c.vocab_size << "\n"
      << "context length:    " << c.context_length << "\n"
      << "rope:              theta " << c.rope_theta;
-  if (!c.layer_sliding.empty()) os << " (global layers), " << c.rope_theta_swa << " (sliding-window layers)";
+  if (!c.layer_sliding.empty() && c.rope_theta_swa > 0.0) os << " (global layers), " << c.rope_theta_swa << " (sliding-window layers)";
   os << ", rotate_half (NeoX) pairs, scaling " << c.rope_scaling.type;
   if (c.rope_scaling.type == "linear") os << " (factor " << c.rope_scaling.factor << ")";
   if (c.rope_scaling.type == "llama3") {
@@ -123,9 +135,7 @@ void print_model_info(const Model& m, std::ostream& os) {
      << ")" << (c.attn_scale > 0.0f ? "" : ": the head dim") << ")\n";
   if (c.embed_scale != 1.0f) os << "embedding scale:   " << c.embed_scale << " (sqrt(hidden size))\n";
   if (c.final_logit_softcap > 0.0f) os << "logit soft-cap:    " << c.final_logit_softcap << " (c tanh(logits / c))\n";
-  if (c.architecture == "gemma3") {
-    os << "layer:             per-head Q/K RMSNorm, norms after attention and MLP, GELU-tanh gated MLP\n";
-  }
+  os << "layer:             " << layer_features(c) << "\n";
   std::map<std::string, int> types;
   for (const auto& t : m.source_tensors) ++types[t.type];
   os << "tensor types:      ";

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/architectures.hpp"
 #include "model/gemma3.hpp"
 #include "model/rope.hpp"
 
@@ -38,7 +39,7 @@ ModelConfig synthetic_config(const std::string& arch, int64_t H, int64_t Hkv, in
   c.rms_eps = 1e-5f;
   c.rope_theta = 10000.0;
   c.tied_embeddings = true;
-  c.qkv_bias = arch == "qwen2";
+  set_architecture_features(c, "synthetic model");  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   if (arch == "gemma3") {
     c.sliding_window = 16;
     c.layer_sliding = sliding_pattern(layers, 3);
@@ -47,8 +48,6 @@ ModelConfig synthetic_config(const std::string& arch, int64_t H, int64_t Hkv, in
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model / H));  // not 1/sqrt(d): the field must be used
     c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
     c.final_logit_softcap = 3.0f;
-    c.qk_norm = true;
-    c.post_norms = true;
     c.ffn_act = FfnActivation::gelu_tanh;
   }
   return c;
@@ -68,7 +67,7 @@ Model synthetic_model(const ModelConfig& c, uint64_t seed) {
   if (!c.tied_embeddings) m.lm_head = synthetic_uniform(r, V * D, sD);
   m.layers.resize(static_cast<size_t>(c.n_layers));
   for (auto& w : m.layers) {
-    w.attn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
+    if (c.pre_norms) w.attn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
     w.wq = synthetic_uniform(r, H * d * D, 2.0f * sD);
     w.wk = synthetic_uniform(r, Hkv * d * D, 2.0f * sD);
     w.wv = synthetic_uniform(r, Hkv * d * D, sD);
@@ -78,13 +77,14 @@ Model synthetic_model(const ModelConfig& c, uint64_t seed) {
       w.bv = synthetic_uniform(r, Hkv * d, 0.5f);
     }
     w.wo = synthetic_uniform(r, D * H * d, sHd);
-    w.ffn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
+    if (c.pre_norms) w.ffn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
     w.w_gate = synthetic_uniform(r, F * D, 2.0f * sD);
     w.w_up = synthetic_uniform(r, F * D, 2.0f * sD);
     w.w_down = synthetic_uniform(r, D * F, sF);
-    if (c.qk_norm) {
-      w.q_norm = synthetic_uniform(r, d, 0.2f, 1.0f);
-      w.k_norm = synthetic_uniform(r, d, 0.2f, 1.0f);
+    if (c.qk_norm != QkNorm::none) {
+      const size_t whole = c.qk_norm == QkNorm::whole;
+      w.q_norm = synthetic_uniform(r, whole ? H * d : d, 0.2f, 1.0f);
+      w.k_norm = synthetic_uniform(r, whole ? Hkv * d : d, 0.2f, 1.0f);
     }
     if (c.post_norms) {
       w.post_attn_norm = synthetic_uniform(r, D, 0.2f, 1.0f);
@@ -92,7 +92,7 @@ Model synthetic_model(const ModelConfig& c, uint64_t seed) {
     }
   }
   m.rope_inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  if (!c.layer_sliding.empty()) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
+  if (!c.layer_sliding.empty() && c.rope_theta_swa > 0.0) m.rope_inv_freq_swa = rope_inv_freq(c.head_dim, c.rope_theta_swa, RopeScaling{});
   return m;
 }
 

@@ -98,8 +98,9 @@ rkv::DecodePolicy policy_of(const std::string& policy, std::vector<int64_t> budg
   return rkv::DecodePolicy(spec, std::move(budgets), std::move(heads));
 }
 
-/// Run on two synthetic models (the test parameter): "llama" (SmolLM2's shapes) and "gemma3" (head dim 64, window
-/// 16 on layers l % 3 < 2, so the 100-token prompt reaches far past the window: model/synthetic_model.hpp).
+/// Run on four synthetic models (the test parameter): "llama" (SmolLM2's shapes), "gemma3" (head dim 64, window
+/// 16 on layers l % 3 < 2, so the 100-token prompt reaches far past the window: model/synthetic_model.hpp), "qwen3"
+/// (per-head Q/K norms, head dim 128) and "olmo2" (Q/K norms over the whole projection, norms after the sublayers).
 class BackendConformance : public GpuTest, public testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
@@ -108,6 +109,10 @@ class BackendConformance : public GpuTest, public testing::WithParamInterface<st
     const Sizes z = sizes();
     if (GetParam() == "gemma3") {
       rkv::ModelConfig c = rkv::synthetic_config("gemma3", 4, 2, 64, std::max<int64_t>(3, z.layers));
+      c.vocab_size = z.vocab;
+      model = rkv::synthetic_model(c, 42);
+    } else if (GetParam() != "llama") {  // qwen3 (per-head Q/K norms, head dim 128), olmo2 (whole Q/K norms, post norms)
+      rkv::ModelConfig c = rkv::synthetic_config(GetParam(), 4, 2, GetParam() == "qwen3" ? 128 : 64, z.layers);
       c.vocab_size = z.vocab;
       model = rkv::synthetic_model(c, 42);
     } else {
@@ -912,7 +917,7 @@ TEST_P(BackendConformance, ErrorsNameTheirArgument) {
   EXPECT_THROW(cpu->download_layer(*b.cache, 0), rkv::InputError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BackendConformance, testing::Values("llama", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Models, BackendConformance, testing::Values("llama", "gemma3", "qwen3", "olmo2"),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -7,7 +7,8 @@
 //  - needle accuracy identical (identical greedy tokens);
 //  - the perturbation-KL profile within 1e-3 relative per layer (docs/ARCHITECTURE.md "perturbation_kl": across backends).
 // Then `generate --compress`'s code path (generate_compressed) gives identical greedy tokens on both backends.
-// Label model (needs the SmolLM2 asset); several minutes under the emulator.
+// The same run on each model family's random model (tests/fixtures/families). Label model (needs the SmolLM2 and
+// Austen assets); several minutes under the emulator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "common/assets.hpp"
+#include "common/family_fixtures.hpp"
 #include "runner/decode/generate_compressed.hpp"
 #include "runner/plan/config.hpp"
 #include "runner/profile/profile.hpp"
@@ -56,12 +58,11 @@ void expect_close(double got, double want, double rel, const std::string& what) 
   EXPECT_LE(std::fabs(got - want), rel * std::max(std::fabs(want), 1e-12)) << what << ": " << got << " vs " << want;
 }
 
-TEST_F(EmulatedCudaRun, CiTinyOnTheCudaCodePathEqualsTheCpuRun) {
-  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
-  RKV_REQUIRE_ASSET(rkv_test::austen_dir());
-  const fs::path tmp = fs::temp_directory_path() / ("rkv-emu-run-" + std::to_string(::getpid()));
+/// Runs `plan` on the CPU and on the emulated device into tmp/cpu and tmp/cuda (each profile computed afresh on its
+/// backend) and checks the two agree as the top of this file says. Returns the worst relative difference of a metric
+/// and of a profile layer.
+std::pair<double, double> expect_runs_agree(rkv::RunPlan plan, const fs::path& tmp) {
   fs::remove_all(tmp);
-  rkv::RunPlan plan = rkv::load_run_plan(std::string(RKV_TEST_SOURCE_DIR) + "/configs/ci-tiny.toml");
   plan.weights = rkv::WeightStorage::f32;  // the CPU side is the f32 oracle the device (always f32 weights) must match
   rkv::RunOptions o;
   o.quiet = true;
@@ -87,16 +88,19 @@ TEST_F(EmulatedCudaRun, CiTinyOnTheCudaCodePathEqualsTheCpuRun) {
     rkv::run_ablation(plan, o);
   }
   const auto cpu = cells_of(tmp / "cpu"), dev = cells_of(tmp / "cuda");
-  ASSERT_EQ(cpu.size(), dev.size());
-  ASSERT_GE(cpu.size(), 6u);
+  EXPECT_EQ(cpu.size(), dev.size());
+  EXPECT_GE(cpu.size(), 6u);
   for (const auto& [id, a] : cpu) {
-    ASSERT_TRUE(dev.count(id)) << id;
+    if (!dev.count(id)) {
+      ADD_FAILURE() << id << " is missing from the cuda run";
+      continue;
+    }
     const nlohmann::json& b = dev.at(id);
     EXPECT_EQ(a["backend"], "cpu");
     EXPECT_EQ(b["backend"], "cuda");
     EXPECT_EQ(b["compute_dtype"], "f32");
-    ASSERT_EQ(a["examples"].size(), b["examples"].size()) << id;
-    for (size_t i = 0; i < a["examples"].size(); ++i) {
+    EXPECT_EQ(a["examples"].size(), b["examples"].size()) << id;
+    for (size_t i = 0; i < std::min(a["examples"].size(), b["examples"].size()); ++i) {
       const nlohmann::json &ea = a["examples"][i], &eb = b["examples"][i];
       const std::string what = a["label"].get<std::string>() + " " + ea["task"].get<std::string>() + " #" +
                                std::to_string(ea["example"].get<int64_t>());
@@ -116,16 +120,44 @@ TEST_F(EmulatedCudaRun, CiTinyOnTheCudaCodePathEqualsTheCpuRun) {
     }
   }
   const nlohmann::json pa = read_json(tmp / "cpu" / "profile.json"), pb = read_json(tmp / "cuda" / "profile.json");
-  ASSERT_EQ(pa["s"].size(), pb["s"].size());
+  EXPECT_EQ(pa["s"].size(), pb["s"].size());
   double worst_profile = 0;
-  for (size_t l = 0; l < pa["s"].size(); ++l) {
+  for (size_t l = 0; l < std::min(pa["s"].size(), pb["s"].size()); ++l) {
     const double x = pa["s"][l].get<double>(), y = pb["s"][l].get<double>();
     expect_close(y, x, 1e-3, "profile layer " + std::to_string(l));
     worst_profile = std::max(worst_profile, std::fabs(y - x) / std::fabs(x));
   }
+  fs::remove_all(tmp);
+  return {worst, worst_profile};
+}
+
+fs::path temp_run_dir(const std::string& what) {
+  return fs::temp_directory_path() / ("rkv-emu-run-" + what + "-" + std::to_string(::getpid()));
+}
+
+TEST_F(EmulatedCudaRun, CiTinyOnTheCudaCodePathEqualsTheCpuRun) {
+  RKV_REQUIRE_ASSET(rkv_test::smollm2_gguf());
+  RKV_REQUIRE_ASSET(rkv_test::austen_dir());
+  const auto [worst, worst_profile] = expect_runs_agree(
+      rkv::load_run_plan(std::string(RKV_TEST_SOURCE_DIR) + "/configs/ci-tiny.toml"), temp_run_dir("smollm2"));
   std::printf("[ emulated cuda vs cpu ] ci-tiny: worst metric relative difference %.3g, worst profile %.3g\n", worst,
               worst_profile);
-  fs::remove_all(tmp);
+}
+
+/// configs/ci-tiny.toml on each family's random model (tests/fixtures/families, the Hugging Face folder): the
+/// compression pipeline sees each family's features (Q/K norms in the scorers' statistics, post norms, Mistral's
+/// window in the spans) the same way on both backends: identical budgets and bytes, metrics within 1e-3.
+TEST_F(EmulatedCudaRun, CiTinyOnEveryFamilyEqualsTheCpuRun) {
+  RKV_REQUIRE_ASSET(rkv_test::austen_dir());
+  for (const auto& f : rkv_test::family_fixtures()) {
+    SCOPED_TRACE(f.name);
+    const std::string set = "model.path = '" + f.hf().string() + "'";
+    const rkv::RunPlan plan =
+        rkv::load_run_plan(std::string(RKV_TEST_SOURCE_DIR) + "/configs/ci-tiny.toml", {set});
+    const auto [worst, worst_profile] = expect_runs_agree(plan, temp_run_dir(f.name));
+    std::printf("[ emulated cuda vs cpu ] ci-tiny on %s: worst metric relative difference %.3g, worst profile %.3g\n",
+                f.name.c_str(), worst, worst_profile);
+  }
 }
 
 TEST_F(EmulatedCudaRun, GenerateCompressedGivesTheSameTokens) {

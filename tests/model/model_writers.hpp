@@ -84,7 +84,7 @@ inline GgufWriter gguf_writer_for(const rkv::Model& m, uint32_t matrix_type = 0,
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const auto& L = m.layers[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
-    w.add_tensor_f32(p + "attn_norm.weight", {D}, L.attn_norm);
+    if (c.pre_norms) w.add_tensor_f32(p + "attn_norm.weight", {D}, L.attn_norm);
     matrix(p + "attn_q.weight", {D, Hd}, perm ? permute_for_gguf(L.wq, c.n_heads, c.head_dim, c.d_model) : L.wq,
            matrix_type);
     matrix(p + "attn_k.weight", {D, Kd}, perm ? permute_for_gguf(L.wk, c.n_kv_heads, c.head_dim, c.d_model) : L.wk,
@@ -96,13 +96,13 @@ inline GgufWriter gguf_writer_for(const rkv::Model& m, uint32_t matrix_type = 0,
       w.add_tensor_f32(p + "attn_v.bias", {Kd}, L.bv);
     }
     matrix(p + "attn_output.weight", {Hd, D}, L.wo, matrix_type);
-    w.add_tensor_f32(p + "ffn_norm.weight", {D}, L.ffn_norm);
+    if (c.pre_norms) w.add_tensor_f32(p + "ffn_norm.weight", {D}, L.ffn_norm);
     matrix(p + "ffn_gate.weight", {D, F}, L.w_gate, matrix_type);
     matrix(p + "ffn_up.weight", {D, F}, L.w_up, matrix_type);
     matrix(p + "ffn_down.weight", {F, D}, L.w_down, down);
-    if (c.qk_norm) {
-      w.add_tensor_f32(p + "attn_q_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.q_norm);
-      w.add_tensor_f32(p + "attn_k_norm.weight", {static_cast<uint64_t>(c.head_dim)}, L.k_norm);
+    if (c.qk_norm != rkv::QkNorm::none) {
+      w.add_tensor_f32(p + "attn_q_norm.weight", {static_cast<uint64_t>(L.q_norm.size())}, L.q_norm);
+      w.add_tensor_f32(p + "attn_k_norm.weight", {static_cast<uint64_t>(L.k_norm.size())}, L.k_norm);
     }
     if (c.post_norms) {
       w.add_tensor_f32(p + "post_attention_norm.weight", {D}, L.post_attn_norm);

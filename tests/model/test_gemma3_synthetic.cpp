@@ -123,7 +123,7 @@ TEST(Gemma3Synthetic, GgufLoadsBackWithItsConfig) {
   EXPECT_FLOAT_EQ(c.embed_scale, 4.0f);        // sqrt(16)
   EXPECT_FLOAT_EQ(c.final_logit_softcap, 3.0f);
   EXPECT_EQ(c.rope_theta_swa, 1e4);
-  EXPECT_TRUE(c.qk_norm && c.post_norms && c.tied_embeddings);
+  EXPECT_TRUE(c.qk_norm == rkv::QkNorm::per_head && c.post_norms && c.tied_embeddings);
   EXPECT_EQ(c.ffn_act, rkv::FfnActivation::gelu_tanh);
   ASSERT_EQ(m.rope_inv_freq_swa.size(), 4u);
   EXPECT_NEAR(m.rope_inv_freq_swa[1], std::pow(1e4, -0.25), 1e-15);  // theta^(-2i/d), i = 1, d = 8

@@ -80,7 +80,7 @@ const Workspace::Rope& rope_for(const Model& model, int64_t layer, const int64_t
 }
 
 /// q, k, v of the n rows h[n, D] into ws.q [n, H*d], ws.k, ws.v [n, H_kv*d]: projections (+ biases), per-head
-/// RMSNorm of q and k (gemma3), RoPE at `positions`, then the queries regrouped per KV head into ws.qg
+/// RMSNorm of q and k (per head: qwen3, gemma3; whole rows: olmo2), RoPE at `positions`, then the queries regrouped per KV head into ws.qg
 /// [H_kv, n, G, d] and the keys, values and positions appended to every KV head of kv (which has room for them).
 /// With kv null (a shared layer, which reads another layer's cache) only the queries are computed.
 void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, const int64_t* positions, LayerKV* kv,
@@ -111,8 +111,10 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
       float* ki = k + i * Hkv * d;
       float* vi = v + i * Hkv * d;
       if (!w.bq.empty()) add_bias(qi, w.bq.data(), H * d);
-      if (!w.q_norm.empty())  // gemma3: RMSNorm of each head's query (and key, below)
+      if (c.qk_norm == QkNorm::per_head)  // qwen3, gemma3: RMSNorm of each head's query (and key, below)
         for (int64_t hh = 0; hh < H; ++hh) rmsnorm_row(qi + hh * d, w.q_norm.data(), c.rms_eps, d, qi + hh * d);
+      else if (c.qk_norm == QkNorm::whole)  // olmo2: RMSNorm of the whole query row (and key row, below)
+        rmsnorm_row(qi, w.q_norm.data(), c.rms_eps, H * d, qi);
       for (int64_t hh = 0; hh < H; ++hh) rope_rotate_half(qi + hh * d, half, cs + i * half, sn + i * half);
       // Queries regrouped per KV head: qg[g][i][j] = q[i][g*G + j].
       for (int64_t g = 0; g < Hkv; ++g) {
@@ -123,8 +125,10 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
         add_bias(ki, w.bk.data(), Hkv * d);
         add_bias(vi, w.bv.data(), Hkv * d);
       }
-      if (!w.k_norm.empty())
+      if (c.qk_norm == QkNorm::per_head)
         for (int64_t g = 0; g < Hkv; ++g) rmsnorm_row(ki + g * d, w.k_norm.data(), c.rms_eps, d, ki + g * d);
+      else if (c.qk_norm == QkNorm::whole)
+        rmsnorm_row(ki, w.k_norm.data(), c.rms_eps, Hkv * d, ki);
       for (int64_t g = 0; g < Hkv; ++g) rope_rotate_half(ki + g * d, half, cs + i * half, sn + i * half);
       // Append key, value and position of row i at cache index head_length(g) + i of every KV head g.
       for (int64_t g = 0; g < Hkv; ++g) {
@@ -140,7 +144,22 @@ void project_qkv(const Model& model, int64_t layer, const float* h, int64_t n, c
   for (int64_t& len : kv->head_lengths) len += n;
 }
 
-/// RMSNorm of every row of y[n, D] in place with weight `w` [D] (gemma3's post-attention / post-MLP norms).
+/// The input of a sublayer in ws.h [n, D]: RMSNorm(x) * w row by row, or x itself when the model has no pre-norms
+/// (olmo2: `w` empty).
+float* pre_norm_rows(const ModelConfig& c, const std::vector<float>& w, const float* x, int64_t n, Workspace& ws) {
+  const int64_t D = c.d_model;
+  float* h = grow(ws.h, static_cast<size_t>(n * D));
+  if (w.empty()) {
+    std::memcpy(h, x, static_cast<size_t>(n * D) * sizeof(float));
+    return h;
+  }
+  parallel_for(n, 16, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.data(), c.rms_eps, D, h + i * D);
+  });
+  return h;
+}
+
+/// RMSNorm of every row of y[n, D] in place with weight `w` [D] (gemma3's and olmo2's post-attention / post-MLP norms).
 void rmsnorm_rows(const ModelConfig& c, const std::vector<float>& w, float* y, int64_t n) {
   parallel_for(n, 16, [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) rmsnorm_row(y + i * c.d_model, w.data(), c.rms_eps, c.d_model, y + i * c.d_model);
@@ -155,10 +174,7 @@ void attention_sublayer(const Model& model, int64_t layer, float* x, int64_t n, 
   const ModelConfig& c = model.config;
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
   const int64_t D = c.d_model, H = c.n_heads, d = c.head_dim;
-  float* h = grow(ws.h, static_cast<size_t>(n * D));
-  parallel_for(n, 16, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.attn_norm.data(), c.rms_eps, D, h + i * D);
-  });
+  float* h = pre_norm_rows(c, w.attn_norm, x, n, ws);
   project_qkv(model, layer, h, n, positions, own, ws);
   if (hooks && hooks->on_queries) {
     std::vector<float> qh(static_cast<size_t>(H * n * d));
@@ -188,10 +204,7 @@ void mlp_sublayer(const Model& model, int64_t layer, float* x, int64_t n, Worksp
   const ModelConfig& c = model.config;
   const LayerWeights& w = model.layers[static_cast<size_t>(layer)];
   const int64_t D = c.d_model, F = c.d_ff;
-  float* h = grow(ws.h, static_cast<size_t>(n * D));
-  parallel_for(n, 16, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) rmsnorm_row(x + i * D, w.ffn_norm.data(), c.rms_eps, D, h + i * D);
-  });
+  float* h = pre_norm_rows(c, w.ffn_norm, x, n, ws);
   float* gate = grow(ws.gate, static_cast<size_t>(n * F));
   float* up = grow(ws.up, static_cast<size_t>(n * F));
   weight_linear_group(h, n,

@@ -22,6 +22,10 @@
 //   x += RMSNorm(a Wo^T) * post_attn_norm;  x += RMSNorm(MLP(h)) * post_ffn_norm
 //   MLP(h) = (gelu_tanh(h Wg^T) * (h Wu^T)) Wd^T;  logits <- c tanh(logits / c) when final_logit_softcap c > 0
 // The GGUF's norm weights already include Gemma's "1 +" (llama.cpp's converter adds it), so RMSNorm is the same.
+// Qwen 3 (transformers Qwen3DecoderLayer): the llama block with q, k <- RMSNorm per head (q_norm, k_norm [d]) before
+// RoPE. OLMo 2 (transformers Olmo2DecoderLayer, llama.cpp src/models/olmo2.cpp): no norm before attention or the MLP
+// (h = x), q <- RMSNorm(q[i]) * q_norm over the whole row of H*d values and k over its H_kv*d, before RoPE, and
+//   x += RMSNorm(a Wo^T) * post_attn_norm;  x += RMSNorm(MLP(x)) * post_ffn_norm.
 //
 // Products with float32 weights are OpenBLAS sgemm (sgemv for one row); with weights kept in ggml blocks
 // (Model::weights == quantized) they go through backend/cpu/qlinear.hpp (SIMD block dots with int8 activations for

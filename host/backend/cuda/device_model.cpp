@@ -84,7 +84,7 @@ DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const LayerWeights& w = model.layers[static_cast<size_t>(l)];
     DeviceLayerWeights& d = layers_[static_cast<size_t>(l)];
-    d.attn_norm = upload_f32(ctx, w.attn_norm);
+    if (!w.attn_norm.empty()) d.attn_norm = upload_f32(ctx, w.attn_norm);  // olmo2 has none
     d.wqkv = upload_as(ctx, {&w.wq, &w.wk, &w.wv}, t);
     if (!w.bq.empty()) {
       std::vector<float> b(w.bq);
@@ -93,7 +93,7 @@ DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
       d.bqkv = upload_f32(ctx, b);
     }
     d.wo = upload_as(ctx, {&w.wo}, t);
-    d.ffn_norm = upload_f32(ctx, w.ffn_norm);
+    if (!w.ffn_norm.empty()) d.ffn_norm = upload_f32(ctx, w.ffn_norm);
     d.w_gate_up = upload_as(ctx, {&w.w_gate, &w.w_up}, t);
     d.w_down = upload_as(ctx, {&w.w_down}, t);
     if (!w.q_norm.empty()) {
@@ -114,7 +114,7 @@ DeviceModel::DeviceModel(Context& ctx, const Model& model, Precision precision)
 
 DeviceModel DeviceModel::random(Context& ctx, const ModelConfig& config, Precision precision, uint64_t seed) {
   check_geometry(config);
-  if (!config.layer_sliding.empty() || config.qk_norm || config.post_norms || config.ffn_act != FfnActivation::silu)
+  if (!config.layer_sliding.empty() || config.qk_norm != QkNorm::none || config.post_norms || !config.pre_norms || config.ffn_act != FfnActivation::silu)
     throw InputError("DeviceModel::random builds llama-style layers only; upload a synthetic gemma3 model instead");
   DeviceModel m;
   m.ctx_ = &ctx;

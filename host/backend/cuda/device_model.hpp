@@ -28,7 +28,7 @@ const char* precision_name(Precision p);
 Precision parse_precision(const std::string& name);
 
 struct DeviceLayerWeights {
-  DeviceBuffer attn_norm;  ///< float32 [D]
+  DeviceBuffer attn_norm;  ///< float32 [D]; empty without pre-norms (olmo2)
   DeviceBuffer wqkv;       ///< dtype [(H + 2 H_kv) d, D]
   DeviceBuffer bqkv;       ///< float32 [(H + 2 H_kv) d]; empty without Q/K/V biases
   DeviceBuffer wo;         ///< dtype [D, H d]
@@ -36,7 +36,7 @@ struct DeviceLayerWeights {
   DeviceBuffer w_gate_up;  ///< dtype [2F, D]
   DeviceBuffer w_down;     ///< dtype [D, F]
   DeviceBuffer q_norm, k_norm;                 ///< float32 [d] each (gemma3's per-head Q/K RMSNorm); else empty
-  DeviceBuffer post_attn_norm, post_ffn_norm;  ///< float32 [D] each (gemma3's post norms); else empty
+  DeviceBuffer post_attn_norm, post_ffn_norm;  ///< float32 [D] each (gemma3's and olmo2's post norms); else empty
 };
 
 class DeviceModel {

@@ -280,8 +280,20 @@ float* embed(const DeviceModel& model, const std::vector<int32_t>& tokens, Devic
 
 namespace {
 
+/// A sublayer's input h [n, D] of type t: RMSNorm(x) * w, or x converted to t where the model has no pre-norms
+/// (olmo2: `w` empty).
+void pre_norm_rows(const ModelConfig& c, const DeviceBuffer& w, const float* x, int64_t n, DType t, void* h,
+                   cudaStream_t stream) {
+  if (w.empty()) {
+    RKV_CUDA_CHECK(kernels::to_dtype(x, n * c.d_model, t, h, stream));
+  } else {
+    RKV_CUDA_CHECK(kernels::rmsnorm(x, w.as<float>(), c.rms_eps, n, c.d_model, t, h, stream));
+  }
+}
+
 /// The first steps of block `layer` on x[n, D]: h = RMSNorm(x) * attn_norm into ws.h, qkv = h Wqkv^T (float32) into
-/// ws.qkv, and gemma3's per-head RMSNorm of q and k; sizes ws.q and ws.attn for the attention.
+/// ws.qkv, and the RMSNorm of q and k (per head: qwen3, gemma3; whole rows: olmo2); sizes ws.q and ws.attn for the
+/// attention. Without pre-norms (olmo2) h = x.
 void project_qkv(const DeviceModel& model, int64_t layer, const float* x, int64_t n, DeviceWorkspace& ws) {
   const ModelConfig& c = model.config();
   Context& ctx = model.context();
@@ -293,12 +305,18 @@ void project_qkv(const DeviceModel& model, int64_t layer, const float* x, int64_
   ws.qkv.ensure(ctx, static_cast<size_t>(n * QKV) * sizeof(float));
   ws.q.ensure(ctx, static_cast<size_t>(n * H * d) * es);
   ws.attn.ensure(ctx, static_cast<size_t>(n * H * d) * es);
-  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.attn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), ctx.stream()));
+  pre_norm_rows(c, w.attn_norm, x, n, t, ws.h.data(), ctx.stream());
   linear(ctx, n, D, QKV, w.wqkv.data(), t, ws.h.data(), t, ws.qkv.data(), DType::F32);
-  if (!w.q_norm.empty())  // gemma3: RMSNorm of each query and key head, before RoPE
-    RKV_CUDA_CHECK(kernels::head_rmsnorm(ws.qkv.as<float>(), n, QKV, static_cast<int>(H), static_cast<int>(Hkv),
-                                         static_cast<int>(d), w.q_norm.as<float>(), w.k_norm.as<float>(), c.rms_eps,
-                                         ctx.stream()));
+  float* qkv = ws.qkv.as<float>();
+  if (c.qk_norm == QkNorm::per_head) {  // qwen3, gemma3: RMSNorm of each query and key head, before RoPE
+    RKV_CUDA_CHECK(kernels::head_rmsnorm(qkv, n, QKV, static_cast<int>(H), static_cast<int>(Hkv), static_cast<int>(d),
+                                         w.q_norm.as<float>(), w.k_norm.as<float>(), c.rms_eps, ctx.stream()));
+  } else if (c.qk_norm == QkNorm::whole) {  // olmo2: RMSNorm of the whole query row and the whole key row
+    RKV_CUDA_CHECK(kernels::head_rmsnorm(qkv, n, QKV, 1, 0, static_cast<int>(H * d), w.q_norm.as<float>(),
+                                         w.q_norm.as<float>(), c.rms_eps, ctx.stream()));
+    RKV_CUDA_CHECK(kernels::head_rmsnorm(qkv + H * d, n, QKV, 1, 0, static_cast<int>(Hkv * d), w.k_norm.as<float>(),
+                                         w.k_norm.as<float>(), c.rms_eps, ctx.stream()));
+  }
 }
 
 /// The rest of block `layer` once ws.attn holds its attention [n, H d]: x += [RMSNorm](attn Wo^T), then the gated
@@ -325,7 +343,7 @@ void finish_layer(const DeviceModel& model, int64_t layer, float* x, int64_t n, 
   // ---- gated MLP: SwiGLU, or GeGLU (gemma) ----
   ws.gate_up.ensure(ctx, static_cast<size_t>(n * 2 * F) * sizeof(float));
   ws.act.ensure(ctx, static_cast<size_t>(n * F) * es);
-  RKV_CUDA_CHECK(kernels::rmsnorm(x, w.ffn_norm.as<float>(), c.rms_eps, n, D, t, ws.h.data(), s));
+  pre_norm_rows(c, w.ffn_norm, x, n, t, ws.h.data(), s);
   linear(ctx, n, D, 2 * F, w.w_gate_up.data(), t, ws.h.data(), t, ws.gate_up.data(), DType::F32);
   if (c.ffn_act == FfnActivation::gelu_tanh) {
     RKV_CUDA_CHECK(kernels::gelu_tanh_mul(t, ws.gate_up.as<float>(), n, F, ws.act.data(), s));

@@ -1,5 +1,5 @@
-// Row-wise and element-wise kernels: embedding gather, RMSNorm (per row and per head), SwiGLU / GeGLU, scaling,
-// soft-capping, residual add, random fill (kernels.hpp).
+// Row-wise and element-wise kernels: embedding gather, RMSNorm (per row and per head), SwiGLU / GeGLU, conversion,
+// scaling, soft-capping, residual add, random fill (kernels.hpp).
 #pragma once
 #include "backend/cuda/kernels/common.cuh"
 #include "core/philox.hpp"
@@ -86,6 +86,13 @@ __global__ void __launch_bounds__(kRowThreads) softcap_kernel(float* x, float ca
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < count;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
     x[idx] = cap * tanhf(x[idx] / cap);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads) to_dtype_kernel(const float* x, int64_t count, T* y) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[idx] = from_f32<T>(x[idx]);
 }
 
 __global__ void __launch_bounds__(kRowThreads) add_kernel(float* x, const float* y, int64_t count) {
@@ -178,6 +185,18 @@ cudaError_t head_rmsnorm(float* qkv, int64_t n, int64_t ld, int n_heads, int n_k
   auto k = head_rmsnorm_kernel;
   RKV_LAUNCH(k, dim3(static_cast<unsigned>(n), static_cast<unsigned>(n_heads + n_kv_heads)), 64, 0, stream, qkv, ld,
              n_heads, head_dim, q_w, k_w, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t to_dtype(const float* x, int64_t count, DType out, void* y, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (out == DType::F32) {
+    auto k = to_dtype_kernel<float>;
+    RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, x, count, static_cast<float*>(y));
+  } else {
+    auto k = to_dtype_kernel<bf16>;
+    RKV_LAUNCH(k, stride_blocks(count, kRowThreads), kRowThreads, 0, stream, x, count, static_cast<bf16*>(y));
+  }
   return cudaGetLastError();
 }
 

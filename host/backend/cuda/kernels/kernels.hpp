@@ -57,11 +57,16 @@ cudaError_t silu_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, voi
 /// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), as rkv::cpu::gelu_tanh_mul. Layouts as silu_mul.
 cudaError_t gelu_tanh_mul(DType t, const float* gate_up, int64_t n, int64_t d_ff, void* act, cudaStream_t stream);
 
-/// Per-head RMSNorm of the queries and keys in the fused Q/K/V projection qkv[n, ld] (float32, in place; gemma3's
-/// q_norm / k_norm, before RoPE): each of the H query heads and H_kv key heads of a row, head_dim values, becomes
-/// x * s * w with s as rmsnorm's (mean of squares in double), w = q_w [head_dim] for queries, k_w for keys.
+/// Per-head RMSNorm of the queries and keys in the fused Q/K/V projection qkv[n, ld] (float32, in place; qwen3's and
+/// gemma3's q_norm / k_norm, before RoPE): each of the H query heads and H_kv key heads of a row, head_dim values,
+/// becomes x * s * w with s as rmsnorm's (mean of squares in double), w = q_w [head_dim] for queries, k_w for keys.
+/// olmo2's norm of a whole projection is one call per projection with one "head" of H*d (or H_kv*d) values.
 cudaError_t head_rmsnorm(float* qkv, int64_t n, int64_t ld, int n_heads, int n_kv_heads, int head_dim,
                          const float* q_w, const float* k_w, float eps, cudaStream_t stream);
+
+/// y[i] = x[i] converted to `out` (float32 copied, bfloat16 rounded to nearest even) for `count` values: a sublayer's
+/// input where the model has no pre-norm (olmo2). x: float32 [count]; y: `out` [count], not overlapping x.
+cudaError_t to_dtype(const float* x, int64_t count, DType out, void* y, cudaStream_t stream);
 
 /// x[i] *= s for `count` float32 values (gemma3's embedding scale sqrt(D)).
 cudaError_t scale_inplace(float* x, float s, int64_t count, cudaStream_t stream);
