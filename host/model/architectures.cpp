@@ -12,6 +12,7 @@ constexpr ArchitectureFeatures kArchitectures[] = {
     {"qwen2", true, QkNorm::none, true, false, false},
     {"qwen3", false, QkNorm::per_head, true, false, false},
     {"olmo2", false, QkNorm::whole, false, true, false},
+    {"gemma2", false, QkNorm::none, true, true, false},
     {"gemma3", false, QkNorm::per_head, true, true, false},
 };
 

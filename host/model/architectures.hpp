@@ -6,9 +6,10 @@
 //   qwen2         qwen2            yes         none                   before attn and MLP    transformers Qwen2DecoderLayer
 //   qwen3         qwen3            no          per head [d]           before attn and MLP    transformers Qwen3DecoderLayer
 //   olmo2         olmo2            no          whole [H d], [H_kv d]  after attn and MLP     transformers Olmo2DecoderLayer
+//   gemma2        gemma2           no          none                   before and after both  transformers Gemma2DecoderLayer
 //   gemma3        (GGUF only)      no          per head [d]           before and after both  transformers Gemma3DecoderLayer
-// (llama.cpp src/models/{llama,qwen2,qwen3,olmo2,gemma3}.cpp build the same graphs.) Gemma 3's other features
-// (windows, scales, soft-cap, GeGLU) are read by model/gemma3.hpp.
+// (llama.cpp src/models/{llama,qwen2,qwen3,olmo2,gemma2,gemma3}.cpp build the same graphs.) Gemma's other features
+// (windows, scales, soft-caps, GeGLU) are read by model/gemma.hpp (GGUF) and model/load_hf.cpp.
 //
 // Thread rules: the table is immutable; every function is thread-safe.
 #pragma once
@@ -31,7 +32,7 @@ struct ArchitectureFeatures {
 /// The features of `architecture`, or null when ripplekv does not run it.
 const ArchitectureFeatures* find_architecture(const std::string& architecture);
 
-/// "llama, qwen2, qwen3, olmo2, gemma3": the names for an error message.
+/// "llama, qwen2, qwen3, olmo2, gemma2, gemma3": the names for an error message.
 std::string supported_architectures();
 
 /// Sets c.qkv_bias, c.qk_norm, c.pre_norms and c.post_norms from c.architecture's row of the table. Throws

@@ -6,7 +6,7 @@
 #include "core/errors.hpp"
 #include "model/architectures.hpp"
 #include "model/dequant.hpp"
-#include "model/gemma3.hpp"
+#include "model/gemma.hpp"
 #include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
@@ -198,7 +198,8 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   c.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
   c.rope_theta = f.get_f64(a + "rope.freq_base").value_or(10000.0);
   c.sliding_window = ld.hparam(a + "attention.sliding_window", 0);
-  if (c.architecture == "gemma3") read_gemma3_config(f, src, c);  // window, layer pattern, scales, norms (gemma3.hpp)
+  if (c.architecture == "gemma3") read_gemma3_config(f, src, c);  // window, layer pattern, scales (gemma.hpp)
+  if (c.architecture == "gemma2") read_gemma2_config(f, src, c);
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
     c.rope_scaling.type = "linear";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include "core/errors.hpp"
 #include "core/regular_file.hpp"
 #include "model/architectures.hpp"
+#include "model/gemma.hpp"
 #include "model/ggml_types.hpp"
 #include "model/model.hpp"
 #include "model/model_check.hpp"
@@ -104,6 +106,42 @@ std::vector<std::string> shard_names(const fs::path& dir) {
   return names;
 }
 
+/// A soft-cap of config.json (null or absent: 0, none), checked >= 0.
+float cfg_softcap(const json& cfg, const std::string& key, const std::string& src) {
+  const double cap = cfg_num(cfg, key, src, 0.0);
+  if (!(cap >= 0.0) || !std::isfinite(cap)) throw InputError(src + ": '" + key + "' must be a number >= 0 or null");
+  return static_cast<float>(cap);
+}
+
+/// Gemma 2's fields (transformers Gemma2Config): sliding_window on the layers "layer_types" names
+/// "sliding_attention" (absent: layers 0, 2, 4, ..., the default), one RoPE base, attention scale
+/// query_pre_attn_scalar^-1/2, attn_logit_softcapping and final_logit_softcapping (null: none), embeddings times
+/// sqrt(D), GeGLU. c.n_layers, d_model and head_dim are read.
+void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
+  c.sliding_window = cfg_int(cfg, "sliding_window", src);
+  if (c.sliding_window <= 0) throw InputError(src + ": 'sliding_window' must be positive");
+  if (cfg.contains("layer_types") && cfg["layer_types"].is_array()) {
+    const json& types = cfg["layer_types"];
+    if (static_cast<int64_t>(types.size()) != c.n_layers)
+      throw InputError(src + ": 'layer_types' has " + std::to_string(types.size()) + " entries, the model has " +
+                       std::to_string(c.n_layers) + " layers");
+    for (const auto& t : types) {
+      if (t != "sliding_attention" && t != "full_attention")
+        throw InputError(src + ": 'layer_types' entry " + t.dump() + " is not sliding_attention or full_attention");
+      c.layer_sliding.push_back(t == "sliding_attention");
+    }
+  } else {
+    c.layer_sliding = sliding_pattern(c.n_layers, 2);
+  }
+  const double scalar = cfg_num(cfg, "query_pre_attn_scalar", src, static_cast<double>(c.head_dim));
+  if (!(scalar > 0.0)) throw InputError(src + ": 'query_pre_attn_scalar' must be positive");
+  c.attn_scale = static_cast<float>(1.0 / std::sqrt(scalar));
+  c.attn_logit_softcap = cfg_softcap(cfg, "attn_logit_softcapping", src);
+  c.final_logit_softcap = cfg_softcap(cfg, "final_logit_softcapping", src);
+  c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
+  c.ffn_act = FfnActivation::gelu_tanh;
+}
+
 /// The model's configuration from config.json (`csrc` is its path, for messages), checked with check_sizes.
 ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   ModelConfig c;
@@ -116,11 +154,11 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   }
   if (model_type == "llama" || model_type == "mistral") {
     c.architecture = "llama";
-  } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2") {
+  } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2" || model_type == "gemma2") {
     c.architecture = model_type;
   } else {
     throw InputError(csrc + ": unsupported architecture '" + (arch_name.empty() ? "(no model_type)" : arch_name) +
-                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2)");
+                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2, gemma2)");
   }
   set_architecture_features(c, csrc);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   c.n_layers = cfg_int(cfg, "num_hidden_layers", csrc);
@@ -134,7 +172,8 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   c.context_length = cfg_int(cfg, "max_position_embeddings", csrc, 0);
   c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
   c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
-  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, false);
+  // Absent means tied: transformers' PretrainedConfig default, which save_pretrained leaves out of config.json.
+  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, true);
   if (!c.qkv_bias && cfg_bool(cfg, "attention_bias", csrc, false)) {
     throw InputError(csrc + ": attention_bias = true is not supported for " + model_type);
   }
@@ -146,8 +185,13 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   } else if ((model_type == "qwen2" || model_type == "qwen3") && cfg_bool(cfg, "use_sliding_window", csrc, false)) {
     c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
   }
-  if (cfg.contains("hidden_act") && cfg["hidden_act"] != "silu") {
-    throw InputError(csrc + ": hidden_act '" + cfg["hidden_act"].dump() + "' is not supported (only silu)");
+  if (c.architecture == "gemma2") read_gemma2_hf(cfg, csrc, c);  // windows, scales, soft-caps, GeGLU
+  const char* act = c.ffn_act == FfnActivation::gelu_tanh ? "gelu_pytorch_tanh" : "silu";
+  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's MLP reads hidden_activation
+    if (cfg.contains(key) && !cfg[key].is_null() && cfg[key] != act) {
+      throw InputError(csrc + ": " + key + " " + cfg[key].dump() + " is not supported for " + model_type + " (only \"" +
+                       act + "\")");
+    }
   }
   if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
     const json& rs = cfg["rope_scaling"];
@@ -178,6 +222,7 @@ struct HfLoader {
   WeightStorage weights = WeightStorage::f32;
   bool check_only = false;
   int64_t elements = 0;  ///< check_only: element count of the tensors checked so far
+  bool plus_one = false;  ///< load_norm adds 1 (gemma2)
 
   /// The file and tensor `name`, after checking its shape against `expected` and its dtype.
   std::pair<const SafetensorsFile*, const SafetensorsTensor*> find(const std::string& name,
@@ -206,6 +251,15 @@ struct HfLoader {
     return out;
   }
 
+  /// An RMSNorm weight [n] as the forward multiplies by it: Gemma's 1 + w (transformers GemmaRMSNorm stores w and
+  /// computes x * (1 + w); llama.cpp's converter adds the 1 too), the stored w otherwise.
+  std::vector<float> load_norm(const std::string& name, int64_t n, const std::string& what) {
+    std::vector<float> w = load(name, {n}, what);
+    if (plus_one)
+      for (float& x : w) x += 1.0f;
+    return w;
+  }
+
   /// A weight matrix [rows, cols]: Q8_0 blocks into `q` when storing quantized weights and the tensor is F16 or BF16
   /// with cols a multiple of 32, else float32 into `f32`.
   void load_matrix(const std::string& name, const std::vector<int64_t>& expected, const std::string& what,
@@ -226,7 +280,14 @@ struct HfLoader {
   void load_layer(const ModelConfig& c, int64_t l, LayerWeights& w) {
     const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (c.pre_norms) w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
+    if (c.architecture == "gemma2") {  // four norms, each stored as w for x * (1 + w)
+      w.attn_norm = load_norm(p + "input_layernorm.weight", D, "attention RMSNorm weight [hidden]");
+      w.post_attn_norm = load_norm(p + "post_attention_layernorm.weight", D, "RMSNorm weight after attention [hidden]");
+      w.ffn_norm = load_norm(p + "pre_feedforward_layernorm.weight", D, "MLP RMSNorm weight [hidden]");
+      w.post_ffn_norm = load_norm(p + "post_feedforward_layernorm.weight", D, "RMSNorm weight after the MLP [hidden]");
+    } else if (c.pre_norms) {
+      w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
+    }
     load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
     load_matrix(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
     load_matrix(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
@@ -236,7 +297,9 @@ struct HfLoader {
       w.bv = load(p + "self_attn.v_proj.bias", {Hkv * d}, "value bias");
     }
     load_matrix(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
-    if (c.pre_norms) {  // transformers names the norm before the MLP "post_attention_layernorm"
+    if (c.architecture == "gemma2") {
+      // read above
+    } else if (c.pre_norms) {  // transformers names the norm before the MLP "post_attention_layernorm"
       w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
     } else {  // olmo2: the norms after attention and after the MLP
       w.post_attn_norm = load(p + "post_attention_layernorm.weight", {D}, "RMSNorm weight after attention [hidden]");
@@ -259,7 +322,7 @@ struct HfLoader {
     const ModelConfig& c = m.config;
     const int64_t D = c.d_model, V = c.vocab_size;
     load_matrix("model.embed_tokens.weight", {V, D}, "token embeddings [vocab, hidden]", m.tok_embd, m.tok_embd_q);
-    m.output_norm = load("model.norm.weight", {D}, "final RMSNorm weight [hidden]");
+    m.output_norm = load_norm("model.norm.weight", D, "final RMSNorm weight [hidden]");
     if (!c.tied_embeddings) load_matrix("lm_head.weight", {V, D}, "LM head [vocab, hidden]", m.lm_head, m.lm_head_q);
   }
 };
@@ -328,6 +391,7 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
   open_hf(folder, m, sh);
   m.weights = weights;
   HfLoader ld{folder, sh, weights, /*check_only=*/false};
+  ld.plus_one = m.config.architecture == "gemma2";
   ld.load_globals(m);
   m.layers.resize(static_cast<size_t>(m.config.n_layers));
   for (int64_t l = 0; l < m.config.n_layers; ++l) ld.load_layer(m.config, l, m.layers[static_cast<size_t>(l)]);

@@ -3,7 +3,9 @@
 //
 // Supported architectures (model/architectures.hpp has the table): `llama` (Llama 2/3/3.1 incl. llama3 rope scaling,
 // Mistral, SmolLM), `qwen2` (Q/K/V biases), `qwen3` (per-head Q/K RMSNorm), `olmo2` (norms after attention and after
-// the MLP instead of before, Q/K RMSNorm over the whole projection) and `gemma3` (GGUF only: sliding-window and
+// the MLP instead of before, Q/K RMSNorm over the whole projection), `gemma2` (sliding-window layers 0, 2, 4, ...,
+// attention-score and final-logit soft-capping, norms before and after attention and the MLP, GELU-tanh gated MLP,
+// embeddings scaled by sqrt(D)) and `gemma3` (GGUF only: sliding-window and
 // global layers with their own RoPE bases, per-head Q/K RMSNorm, norms after attention and after the MLP, GELU-tanh
 // gated MLP, embeddings scaled by sqrt(D), optional final logit soft-capping). Anything else is an rkv::InputError
 // naming the architecture.
@@ -13,7 +15,7 @@
 // - Q and K rows are in the Hugging Face order, where RoPE pairs dimension i with i + d/2 ("rotate_half").
 //   llama.cpp's converter permutes llama Q/K rows for its adjacent-pair RoPE (convert_hf_to_gguf.py `permute`:
 //   GGUF row h*d + 2j + s holds HF row h*d + s*d/2 + j, s in {0,1}, j < d/2); the GGUF loader undoes this.
-//   qwen2, qwen3, olmo2 and gemma3 GGUFs are not permuted (llama.cpp uses NeoX RoPE for them).
+//   qwen2, qwen3, olmo2, gemma2 and gemma3 GGUFs are not permuted (llama.cpp uses NeoX RoPE for them).
 // - With WeightStorage::f32 every weight is dequantized to float32 at load. With WeightStorage::quantized the
 //   matrices (Q, K, V, O, gate, up, down, embeddings, LM head) are kept in ggml blocks instead
 //   (model/quant_matrix.hpp: Q8_0, Q4_0, Q4_1 as stored in a GGUF, other GGUF types and a Hugging Face folder's
@@ -21,6 +23,7 @@
 //   (a GGUF's F32 tensors, an F32 safetensors folder) are float32 on both paths.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,7 +50,7 @@ enum class QkNorm {
 
 /// Hyperparameters of a loaded model.
 struct ModelConfig {
-  std::string architecture;      ///< "llama", "qwen2", "qwen3", "olmo2" or "gemma3" (model/architectures.hpp)
+  std::string architecture;      ///< "llama", "qwen2", "qwen3", "olmo2", "gemma2" or "gemma3" (model/architectures.hpp)
   int64_t n_layers = 0;          ///< L
   int64_t d_model = 0;           ///< D (hidden size)
   int64_t n_heads = 0;           ///< H (query heads)
@@ -66,15 +69,18 @@ struct ModelConfig {
   /// W > 0: the model was trained with a sliding window of W tokens. The layers listed in layer_sliding attend to
   /// a key iff q_pos - k_pos < W; with layer_sliding empty the forward refuses contexts longer than W instead.
   int64_t sliding_window = 0;
-  std::vector<uint8_t> layer_sliding;  ///< [L] 1 for a sliding-window layer (gemma3), or empty (every layer global)
+  std::vector<uint8_t> layer_sliding;  ///< [L] 1 for a sliding-window layer (gemma2/3, mistral), or empty (every layer global)
   /// RoPE base of the sliding-window layers (gemma3 rope.freq_base_swa, no scaling); 0: they use the global layers'
   /// RoPE (mistral, whose every layer slides).
   double rope_theta_swa = 0.0;
   float attn_scale = 0.0f;             ///< scale of q.k before softmax; 0 means 1/sqrt(head_dim) (attention_scale())
-  float embed_scale = 1.0f;            ///< the embeddings are multiplied by this (gemma3: sqrt(D), in float32)
+  float embed_scale = 1.0f;            ///< the embeddings are multiplied by this (gemma2/3: sqrt(D), in float32)
   float final_logit_softcap = 0.0f;    ///< c > 0: logits = c tanh(logits / c) (gemma final_logit_softcapping)
+  /// c > 0: every attention score s = scale q.k becomes c tanh(s / c) before the masked softmax (gemma2
+  /// attn_logit_softcapping), in the forward and in every statistic computed from scores (softcap_score).
+  float attn_logit_softcap = 0.0f;
   QkNorm qk_norm = QkNorm::none;       ///< RMSNorm of q and k before RoPE (qwen3, gemma3 per head; olmo2 whole)
-  bool post_norms = false;             ///< RMSNorm of the attention and MLP outputs before each residual add (gemma3, olmo2)
+  bool post_norms = false;             ///< RMSNorm of the attention and MLP outputs before each residual add (gemma2/3, olmo2)
   FfnActivation ffn_act = FfnActivation::silu;
 
   int64_t group_size() const { return n_heads / n_kv_heads; }  ///< G = H / H_kv
@@ -97,6 +103,9 @@ struct ModelConfig {
   int64_t kv_bytes_per_token() const { return 2 * n_layers * n_kv_heads * head_dim * 4; }
 };
 
+/// An attention score after the model's soft-cap: c tanh(s / c) for c > 0 (gemma2), s itself for c = 0.
+inline float softcap_score(float s, float c) { return c > 0.0f ? c * std::tanh(s / c) : s; }
+
 /// Weights of one transformer block, float32, row-major [out, in].
 struct LayerWeights {
   std::vector<float> attn_norm;  ///< [D]; empty without pre-norms (olmo2)
@@ -113,8 +122,8 @@ struct LayerWeights {
   std::vector<float> w_down;     ///< [D, F]
   std::vector<float> q_norm;     ///< query RMSNorm weight: [d] per head, [H*d] whole (ModelConfig::qk_norm), or empty
   std::vector<float> k_norm;     ///< key RMSNorm weight: [d] per head, [H_kv*d] whole, or empty
-  std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma3, olmo2)
-  std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma3, olmo2)
+  std::vector<float> post_attn_norm;  ///< [D] RMSNorm of the attention output, or empty (gemma2/3, olmo2)
+  std::vector<float> post_ffn_norm;   ///< [D] RMSNorm of the MLP output, or empty (gemma2/3, olmo2)
   /// The same matrices in ggml blocks (Model::weights == quantized; same shapes and row order, Q/K rows unpermuted).
   /// A matrix is either here or in its float vector above, never both.
   struct Quant {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "model/architectures.hpp"
-#include "model/gemma3.hpp"
+#include "model/gemma.hpp"
 #include "model/rope.hpp"
 
 namespace rkv {
@@ -40,6 +40,15 @@ ModelConfig synthetic_config(const std::string& arch, int64_t H, int64_t Hkv, in
   c.rope_theta = 10000.0;
   c.tied_embeddings = true;
   set_architecture_features(c, "synthetic model");  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
+  if (arch == "gemma2") {
+    c.sliding_window = 16;
+    c.layer_sliding = sliding_pattern(layers, 2);
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model / H));  // not 1/sqrt(d): the field must be used
+    c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
+    c.final_logit_softcap = 3.0f;
+    c.attn_logit_softcap = 2.0f;  // small, so it bends most scores
+    c.ffn_act = FfnActivation::gelu_tanh;
+  }
   if (arch == "gemma3") {
     c.sliding_window = 16;
     c.layer_sliding = sliding_pattern(layers, 3);

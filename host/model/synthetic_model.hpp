@@ -29,7 +29,9 @@ std::vector<float> synthetic_uniform(SyntheticRng& rng, size_t n, float scale, f
 /// dim d, `layers` layers; d_model 16, d_ff 24, vocabulary 40, context 256, rms eps 1e-5, RoPE theta 1e4, tied
 /// embeddings. "gemma3" adds the Gemma 3 layer: window 16 on layers l % 3 < 2 (every third layer global), RoPE bases
 /// 1e4 (sliding) and 1e6 (global), attention scale 1/sqrt(D/H) (not 1/sqrt(d), so the field is exercised), embeddings
-/// times sqrt(D), final logit soft-cap 3, per-head Q/K norms, post-attention/post-MLP norms, GELU-tanh MLP.
+/// times sqrt(D), final logit soft-cap 3, per-head Q/K norms, post-attention/post-MLP norms, GELU-tanh MLP. "gemma2"
+/// the Gemma 2 layer: window 16 on even layers, one RoPE base, attention scale 1/sqrt(D/H), embeddings times sqrt(D),
+/// attention-score soft-cap 2 (small, so most scores bend), final logit soft-cap 3, pre and post norms, GELU-tanh MLP.
 /// Throws rkv::InputError for an architecture not in the table; the sizes are not validated (model_check does that).
 ModelConfig synthetic_config(const std::string& arch = "llama", int64_t H = 4, int64_t Hkv = 2, int64_t d = 8,
                              int64_t layers = 2);

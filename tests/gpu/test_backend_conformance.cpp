@@ -100,7 +100,8 @@ rkv::DecodePolicy policy_of(const std::string& policy, std::vector<int64_t> budg
 
 /// Run on four synthetic models (the test parameter): "llama" (SmolLM2's shapes), "gemma3" (head dim 64, window
 /// 16 on layers l % 3 < 2, so the 100-token prompt reaches far past the window: model/synthetic_model.hpp), "qwen3"
-/// (per-head Q/K norms, head dim 128) and "olmo2" (Q/K norms over the whole projection, norms after the sublayers).
+/// (per-head Q/K norms, head dim 128), "olmo2" (Q/K norms over the whole projection, norms after the sublayers) and
+/// "gemma2" (attention scores soft-capped at 2, window 16 on even layers).
 class BackendConformance : public GpuTest, public testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
@@ -111,7 +112,8 @@ class BackendConformance : public GpuTest, public testing::WithParamInterface<st
       rkv::ModelConfig c = rkv::synthetic_config("gemma3", 4, 2, 64, std::max<int64_t>(3, z.layers));
       c.vocab_size = z.vocab;
       model = rkv::synthetic_model(c, 42);
-    } else if (GetParam() != "llama") {  // qwen3 (per-head Q/K norms, head dim 128), olmo2 (whole Q/K norms, post norms)
+    } else if (GetParam() != "llama") {  // qwen3 (per-head Q/K norms, head dim 128), olmo2 (whole Q/K norms, post
+                                         // norms), gemma2 (score soft-cap, window 16 on even layers)
       rkv::ModelConfig c = rkv::synthetic_config(GetParam(), 4, 2, GetParam() == "qwen3" ? 128 : 64, z.layers);
       c.vocab_size = z.vocab;
       model = rkv::synthetic_model(c, 42);
@@ -543,7 +545,8 @@ TEST_P(BackendConformance, ExtendAttentionMassAndQueriesMatchCpu) {
                 double dot = 0;
                 for (int64_t e = 0; e < d; ++e) dot += double(q[static_cast<size_t>((qh * 2 + i) * d + e)]) * kv.k_at(g, j)[e];
                 const bool visible = W == 0 || T + i - *kv.pos_at(g, j) < W;
-                p[static_cast<size_t>(j)] = visible ? dot * double(model.config.attention_scale()) : -INFINITY;
+                const double x = dot * double(model.config.attention_scale()), cap = model.config.attn_logit_softcap;
+                p[static_cast<size_t>(j)] = !visible ? -INFINITY : cap > 0 ? cap * std::tanh(x / cap) : x;  // gemma2
                 mx = std::max(mx, p[static_cast<size_t>(j)]);
               }
               for (double& x : p) z += (x = std::exp(x - mx));
@@ -587,7 +590,7 @@ TEST_P(BackendConformance, H2oDecodeMatchesCpu) {
   rkv::AttentionStatsOptions cumulative;
   cumulative.cumulative_attention = true;
   req.stats.push_back(cumulative);
-  if (GetParam() == "gemma3") {  // state per held entry: refused on a model with sliding-window layers
+  if (!model.config.layer_sliding.empty()) {  // state per held entry: refused on a model with sliding-window layers
     const rkv::PrefillResult r = cpu->prefill(prompt, req);
     EXPECT_THROW(h2o.begin(*cpu, *r.cache, &r.stats[0]), rkv::InputError);
     return;
@@ -917,7 +920,8 @@ TEST_P(BackendConformance, ErrorsNameTheirArgument) {
   EXPECT_THROW(cpu->download_layer(*b.cache, 0), rkv::InputError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BackendConformance, testing::Values("llama", "gemma3", "qwen3", "olmo2"),
+INSTANTIATE_TEST_SUITE_P(Models, BackendConformance,
+                         testing::Values("llama", "gemma3", "qwen3", "olmo2", "gemma2"),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

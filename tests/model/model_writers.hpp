@@ -14,7 +14,7 @@
 
 #include "gguf_writer.hpp"
 #include "quant_writers.hpp"
-#include "model/gemma3.hpp"
+#include "model/gemma.hpp"
 #include "model/half.hpp"
 #include "model/model.hpp"
 #include "model/synthetic_model.hpp"

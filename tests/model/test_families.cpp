@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "backend/cpu/forward.hpp"
 #include "common/family_fixtures.hpp"
@@ -50,7 +51,7 @@ void expect_matches(const FamilyFixture& f, const std::string& path, const std::
 TEST(ModelFamilies, EveryFamilyHasAFixture) {
   std::vector<std::string> names;
   for (const auto& f : rkv_test::family_fixtures()) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"llama3", "mistral", "olmo2", "qwen3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma2", "llama3", "mistral", "olmo2", "qwen3"}));
 }
 
 TEST(ModelFamilies, SafetensorsAndF32GgufMatchTransformers) {
@@ -101,6 +102,32 @@ TEST(ModelFamilies, SafetensorsAndGgufHoldTheSameWeights) {
   }
 }
 
+/// The fixtures exercise what they claim: without Gemma 2's score soft-cap, or without Mistral's window, or with
+/// OLMo 2's Q/K norms per head instead of over the whole projection, the logits leave transformers' by far more than
+/// the 1e-4 the tests allow.
+TEST(ModelFamilies, EachFeatureChangesTheLogits) {
+  auto error_without = [](const FamilyFixture& f, const std::function<void(rkv::Model&)>& change) {
+    rkv::Model m = rkv::load_model(f.hf().string());
+    change(m);
+    const int64_t T = static_cast<int64_t>(f.ids.size());
+    return rkv_test::max_relative_error(cpu_logits(m, f.ids, f.greedy), f.logits(f.hf_logits), f.vocab, 0,
+                                        T + static_cast<int64_t>(f.greedy.size()));
+  };
+  for (const auto& f : rkv_test::family_fixtures()) {
+    if (f.name == "gemma2") {
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.attn_logit_softcap = 0.0f; }), 1e-2);
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.final_logit_softcap = 0.0f; }), 1e-2);
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding = {0, 0}; }), 1e-2);
+    }
+    if (f.name == "mistral") {
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding.clear(), m.config.sliding_window = 0; }), 1e-2);
+    }
+    if (f.name == "olmo2") {  // per-head weights: the first d of each whole-row weight
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.qk_norm = rkv::QkNorm::per_head; }), 1e-2);
+    }
+  }
+}
+
 /// What each family's files say it has, as the table of model/architectures.hpp and the fixture's config give it.
 TEST(ModelFamilies, EachFamilyHasItsFeatures) {
   for (const auto& f : rkv_test::family_fixtures()) {
@@ -122,6 +149,18 @@ TEST(ModelFamilies, EachFamilyHasItsFeatures) {
       EXPECT_EQ(c.qk_norm, rkv::QkNorm::per_head);
       EXPECT_EQ(c.head_dim, 128);
       EXPECT_FALSE(c.qkv_bias);
+    }
+    if (f.name == "gemma2") {
+      for (const rkv::ModelConfig* x : {&c, &g}) {
+        EXPECT_EQ(x->attn_logit_softcap, 3.0f);
+        EXPECT_EQ(x->final_logit_softcap, 10.0f);
+        EXPECT_EQ(x->layer_sliding, (std::vector<uint8_t>{1, 0}));
+        EXPECT_EQ(x->sliding_window, 32);
+        EXPECT_EQ(x->attn_scale, 0.125f);
+        EXPECT_EQ(x->embed_scale, 8.0f);
+        EXPECT_TRUE(x->pre_norms && x->post_norms && x->tied_embeddings);
+        EXPECT_EQ(x->ffn_act, rkv::FfnActivation::gelu_tanh);
+      }
     }
     if (f.name == "olmo2") {
       EXPECT_EQ(c.qk_norm, rkv::QkNorm::whole);

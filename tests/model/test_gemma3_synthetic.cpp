@@ -21,7 +21,7 @@
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/subprocess.hpp"
-#include "model/gemma3.hpp"
+#include "model/gemma.hpp"
 #include "model/model.hpp"
 #include "model/synthetic_model.hpp"
 #include "model_writers.hpp"

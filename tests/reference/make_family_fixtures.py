@@ -11,7 +11,9 @@ The tokenizer is a byte-level BPE of 512 entries trained on Austen by the `token
 pre-tokenization). llama.cpp's converter names a BPE pre-tokenizer by the hash of a known published tokenizer's
 output, which a new one cannot have: it is told "gpt-2", which is what this tokenizer's pre-tokenization is. The
 converter's sentencepiece attempt, made first for some families, is skipped when the folder has no tokenizer.model
-(as it is when sentencepiece is installed; it is not in the pinned venv). Nothing else of the converter is touched.
+(as it is when sentencepiece is installed; it is not in the pinned venv), and Gemma 2's converter, which knows only
+sentencepiece vocabularies, writes this one as the others do (`_set_vocab_gpt2`). Nothing else of the converter is
+touched: the tensors, norms (Gemma's 1 + w) and hyperparameters are its own.
 
 Writes, per family, OUT/<family>/: hf/ (the folder), model-f32.gguf, model-q8_0.gguf, logits.f32 (float32
 little-endian [T + 8, V]: the prompt's T positions, then the logits after each greedy step), reference.json
@@ -67,6 +69,13 @@ def families():
             tie_word_embeddings=False),
             "OLMo 2 layout: RMSNorm after attention and after the MLP (none before), q/k RMSNorm over the whole "
             "projection, hidden 128, head_dim 64 (2 heads, 1 KV head)"),
+        "gemma2": (transformers.Gemma2Config(
+            **dict(common, rms_norm_eps=1e-6), num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+            rope_theta=10000.0, query_pre_attn_scalar=64, sliding_window=32, attn_logit_softcapping=3.0,
+            final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True),
+            "Gemma 2 layout: layers 0 slides (window 32, the prompt is 80) and 1 is global, attention scores soft-capped "
+            "at 3 and final logits at 10 (small caps, so both act on these scores), norms before and after attention "
+            "and the MLP stored as w for x (1 + w), embeddings times sqrt(64), GeGLU, head_dim 64 (2 heads, 1 KV head)"),
     }
 
 
@@ -106,6 +115,8 @@ def convert(llama_cpp, hf_dir, outtype, out_file, model_name):
         "    if not (self.dir_model / 'tokenizer.model').is_file(): raise FileNotFoundError('no tokenizer.model')\n"
         "    return spm(self, *a, **k)\n"
         "base.TextModel._set_vocab_sentencepiece = no_spm\n"
+        "import conversion.gemma as gemma\n"
+        "gemma.Gemma2Model.set_vocab = lambda self: self._set_vocab_gpt2()\n"
         f"sys.argv = ['convert_hf_to_gguf.py', {str(hf_dir)!r}, '--outtype', {outtype!r}, '--outfile', {str(out_file)!r},"
         f" '--model-name', {model_name!r}]\n"
         f"runpy.run_path({str(llama_cpp / 'convert_hf_to_gguf.py')!r}, run_name='__main__')\n"

@@ -63,6 +63,15 @@ std::vector<int64_t> window_starts(const ModelConfig& c, int64_t layer, const At
 
 namespace {
 
+/// Gemma 2's soft-cap of the scores S[r, 0..cols) of `rows` rows, `ld` apart: s <- c tanh(s / c) with c =
+/// config.attn_logit_softcap (nothing when 0).
+void softcap_scores(const ModelConfig& c, float* S, int64_t rows, int64_t cols, int64_t ld) {
+  const float cap = c.attn_logit_softcap;
+  if (cap <= 0.0f) return;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) S[r * ld + j] = softcap_score(S[r * ld + j], cap);
+}
+
 /// One attention block: query rows [i0, i1) of KV head g against the head's cache entries [first_i, len_before + i]
 /// for row i, len_before = (entries head g held before the n new ones), first_i = first[g * n + i] (0 when `first`
 /// is empty: a global layer). Scores are scaled by c.attention_scale().
@@ -88,6 +97,7 @@ void attention_block(const ModelConfig& c, const float* qg, int64_t n, const Att
   // order, so observing the probabilities leaves a sliding-window layer's output bit for bit unchanged (the columns
   // before kw are zeroed by softmax_rows).
   kv.scores(g, kw, N - (kw - k0), Q, M, c.attention_scale(), S + (kw - k0), N);
+  softcap_scores(c, S + (kw - k0), M, N - (kw - k0), N);
   // Without the hook the rows stay unnormalized; the output rows are divided by their sums after P V instead.
   std::vector<float> inv_sum(static_cast<size_t>(M), 1.0f);
   auto softmax_rows = [&](int64_t r0, int64_t r1) {
@@ -148,6 +158,7 @@ void attention_piece(const ModelConfig& c, const float* q, const AttendedKV& kv,
                      float* S, float* o, float* m, float* l) {
   const int64_t G = c.group_size(), N = k1 - k0;
   kv.scores(g, k0, N, q, G, c.attention_scale(), S, N);
+  softcap_scores(c, S, G, N, N);
   for (int64_t r = 0; r < G; ++r) {
     m[r] = *std::max_element(S + r * N, S + (r + 1) * N);
     l[r] = softmax_unnormalized(S + r * N, N);  // exp(s - m): the same maximum

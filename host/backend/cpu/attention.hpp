@@ -2,7 +2,8 @@
 // grows with the number of cache entries, so it is also what a compressed cache makes cheaper on decode.
 //
 // For new row i of n, query head h and its KV head g = h / G (grouped-query attention, Ainslie et al. 2023):
-//   a[i, h] = sum_j softmax_j( s * q[i, h] . K[g, j] ) V[g, j]   over cache entries j in [first_i, len_before_g + i],
+//   a[i, h] = sum_j softmax_j( cap(s * q[i, h] . K[g, j]) ) V[g, j]   over cache entries j in [first_i, len_before_g + i],
+// cap(x) = c tanh(x / c) with c = config.attn_logit_softcap when it is > 0 (gemma2), x otherwise,
 // s = config.attention_scale() (1/sqrt(d) unless the model says otherwise), len_before_g = the entries KV head g held
 // before the n new ones, first_i = 0 on a global layer, the first entry inside the window on a sliding-window layer
 // (window_starts). Computed in blocks of 64 queries x G heads ([G*64, keys] scores at a time), so memory stays

@@ -70,6 +70,7 @@ kernels::AttentionShape layer_shape(const DeviceModel& m, int64_t layer, int64_t
   const ModelConfig& c = m.config();
   kernels::AttentionShape s{static_cast<int>(n_heads), static_cast<int>(n_kv_heads), static_cast<int>(c.head_dim),
                             c.attention_scale()};
+  s.softcap = c.attn_logit_softcap;  // gemma2's score soft-cap (0: none)
   if (c.is_sliding(layer)) {
     if (!kv.has_positions())
       throw InputError("layer " + str(layer) + ": a sliding-window layer needs a KV cache that stores positions");

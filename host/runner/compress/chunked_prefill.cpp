@@ -58,9 +58,10 @@ class QueryTail {
 
 /// Window attention W [H, T] (cache/attention_stats.hpp) from the last w rows of `tail` over the T keys of `kv`
 /// (uniform, entry j at position j): row i at position p sees j <= p and, on a sliding layer of window W, j > p - W;
-/// softmax of scale * q.k in fp32, max-subtracted, as the forward's. One sgemm per query head.
+/// softmax of cap(scale * q.k) in fp32 (cap: the model's score soft-cap `softcap`, none when 0), max-subtracted, as
+/// the forward's. One sgemm per query head.
 std::vector<float> window_attention_of(const LayerKV& kv, const QueryTail& tail, int64_t w, int64_t H, float scale,
-                                       int64_t window) {
+                                       float softcap, int64_t window) {
   const int64_t T = kv.length, d = kv.head_dim, G = H / kv.n_kv_heads;
   std::vector<float> out(static_cast<size_t>(H * T), 0.0f), q(static_cast<size_t>(w * d)), s(static_cast<size_t>(w * T));
   for (int64_t h = 0; h < H; ++h) {
@@ -70,7 +71,9 @@ std::vector<float> window_attention_of(const LayerKV& kv, const QueryTail& tail,
                 static_cast<int>(T));
     for (int64_t i = 0; i < w; ++i) {
       const int64_t p = tail.position(w, i), lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-      const float* row = s.data() + i * T;
+      float* row = s.data() + i * T;
+      if (softcap > 0.0f)
+        for (int64_t j = lo; j <= p; ++j) row[j] = softcap_score(row[j], softcap);
       float mx = -INFINITY;
       for (int64_t j = lo; j <= p; ++j) mx = std::max(mx, row[j]);
       float sum = 0.0f;
@@ -95,13 +98,13 @@ void add_mass(const std::vector<float>& mass, int64_t H, int64_t len, int64_t T,
 /// cumulative sums, the query counts (T - j, at most W on a sliding layer), the merged query moments.
 AttentionStats layer_stats(const AttentionStatsOptions& o, const LayerKV* kv, const QueryTail& tail,
                            const std::vector<double>* cumulative, const QueryMomentsAccumulator* moments, int64_t H,
-                           int64_t T, float scale, int64_t window) {
+                           int64_t T, float scale, float softcap, int64_t window) {
   AttentionStats st;
   st.n_heads = H;
   st.prefix_tokens = T;
   if (o.window_attention) {
     st.window = std::min(o.window, T);
-    st.window_attention = window_attention_of(*kv, tail, st.window, H, scale, window);
+    st.window_attention = window_attention_of(*kv, tail, st.window, H, scale, softcap, window);
   }
   if (o.cumulative_attention) st.cumulative_attention.assign(cumulative->begin(), cumulative->end());
   if (o.query_counts) {
@@ -236,7 +239,7 @@ PrefilledPrompt chunked_prefill_prompt(Backend& backend, const std::vector<int32
       p.stats[k][static_cast<size_t>(l)] =
           layer_stats(needs.stats[k], &kv, tails[static_cast<size_t>(l)], cum,
                       moments[k].empty() ? nullptr : &moments[k][static_cast<size_t>(l)], H, T, mc.attention_scale(),
-                      mc.layer_window(l));
+                      mc.attn_logit_softcap, mc.layer_window(l));
   }
   p.cache = std::move(cache);
   p.last_logits = std::move(logits);

@@ -29,7 +29,7 @@ LayerKV padded_uniform(const LayerKV& kv) {
 }
 
 std::vector<float> held_window_attention(const LayerKV& kv, const std::deque<HeldQuery>& window, int64_t H,
-                                         float scale) {
+                                         float scale, float softcap) {
   const int64_t n = kv.length, d = kv.head_dim, G = H / kv.n_kv_heads;
   std::vector<float> W(static_cast<size_t>(H * n), 0.0f);
   std::vector<double> logit(static_cast<size_t>(n));
@@ -42,7 +42,8 @@ std::vector<float> held_window_attention(const LayerKV& kv, const std::deque<Hel
         if (*kv.pos_at(g, j) > bq.position) continue;
         double s = 0;
         for (int64_t e = 0; e < d; ++e) s += static_cast<double>(qv[e]) * kv.k_at(g, j)[e];
-        logit[static_cast<size_t>(j)] = s * scale;
+        const double x = s * scale;
+        logit[static_cast<size_t>(j)] = softcap > 0.0f ? softcap * std::tanh(x / softcap) : x;  // gemma2's cap
         mx = std::max(mx, logit[static_cast<size_t>(j)]);
       }
       for (int64_t j = 0; j < len; ++j)
@@ -70,7 +71,7 @@ KeepLists evict_held_layer(Backend& backend, BackendCache& cache, int64_t l, con
   stats.n_heads = H;
   stats.prefix_tokens = n;
   stats.window = static_cast<int64_t>(window.size());
-  if (req.wants(RKV_STAT_WINDOW_ATTENTION)) stats.window_attention = held_window_attention(kv, window, H, c.attention_scale());
+  if (req.wants(RKV_STAT_WINDOW_ATTENTION)) stats.window_attention = held_window_attention(kv, window, H, c.attention_scale(), c.attn_logit_softcap);
   if (req.wants(RKV_STAT_CUMULATIVE_ATTENTION)) {
     if (!acc) throw InputError("scorer " + scorer.key + ": held-entry scoring needs the accumulated attention");
     stats.cumulative_attention.assign(static_cast<size_t>(H * n), 0.0f);

@@ -38,10 +38,11 @@ struct HeldQuery {
 LayerKV padded_uniform(const LayerKV& kv);
 
 /// W [H, n] of the file comment over the entries of `kv` (its own head lengths; n = the longest), from `window`, with
-/// the model's softmax scale `scale` (ModelConfig::attention_scale: 1/sqrt(d) unless the model sets its own).
+/// the model's softmax scale `scale` (ModelConfig::attention_scale: 1/sqrt(d) unless the model sets its own) and
+/// score soft-cap `softcap` (ModelConfig::attn_logit_softcap: logit <- c tanh(logit / c) for c > 0; 0 for none).
 /// Sums in double, rounded once to float.
 std::vector<float> held_window_attention(const LayerKV& kv, const std::deque<HeldQuery>& window, int64_t n_heads,
-                                         float scale);
+                                         float scale, float softcap);
 
 /// Scores layer `layer` of `cache` as it is held, with `req` (the scorer's decode-time requirements,
 /// ScorerRequirements::for_decode), then keeps per KV head h its protected entries and its top scores up to

@@ -23,7 +23,7 @@ constexpr size_t stats_smem_bytes(int D) {
 template <class T, int D>
 __global__ void __launch_bounds__(kStatThreads)
     attention_stats_kernel(const T* q, int64_t q_ld, int64_t n, int64_t first, const float* lse, const T* k_cache,
-                           int64_t capacity, int G, float scale, int64_t window, const int32_t* k_pos,
+                           int64_t capacity, int G, float scale, float softcap, int64_t window, const int32_t* k_pos,
                            const int64_t* q_pos, int64_t stats_len, int64_t window_start, float* win, float* cum) {
   constexpr int DP = D + 1;
   RKV_DYNAMIC_SMEM(float, smem);
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kStatThreads)
       float s = 0.0f;
       for (int e = 0; e < D; ++e) s = fmaf(Qs[r * D + e], Ks[kj * DP + e], s);
       if (i < n && j <= t && (!kp || q_pos[i] - kpos < window)) {
-        const float p = expf(s * scale - Ls[r]);
+        const float p = expf(softcap_score(s * scale, softcap) - Ls[r]);
         cs += p;
         if (t >= window_start) wsum += p;
       }
@@ -91,7 +91,8 @@ cudaError_t launch_stats(const void* q, int64_t q_ld, int64_t n, int64_t first, 
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((first + n + kStatKeys - 1) / kStatKeys), static_cast<unsigned>(s.n_heads));
   RKV_LAUNCH(k, grid, kStatThreads, smem, stream, static_cast<const T*>(q), q_ld, n, first, lse,
-             static_cast<const T*>(k_cache), capacity, s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos,
+             static_cast<const T*>(k_cache), capacity, s.n_heads / s.n_kv_heads, s.scale, s.softcap, s.window, s.k_pos,
+             s.q_pos,
              stats_len, window_start, win, cum);
   return cudaGetLastError();
 }

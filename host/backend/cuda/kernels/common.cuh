@@ -39,6 +39,9 @@ __device__ __forceinline__ bf16 from_f32<bf16>(float x) {
   return __float2bfloat16(x);
 }
 
+/// An attention score after the model's soft-cap: c tanh(s / c) for c > 0 (gemma2), s for c = 0 (rkv::softcap_score).
+__device__ __forceinline__ float softcap_score(float s, float c) { return c > 0.0f ? c * tanhf(s / c) : s; }
+
 /// Blocks for a grid-stride loop over `count` items with `threads` per block (at least 1, at most 2^20).
 inline unsigned stride_blocks(int64_t count, int threads) {
   const int64_t b = (count + threads - 1) / threads;

@@ -20,8 +20,8 @@ constexpr int kDecodeMaxSplits = 256;
 template <class T, int D>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_split_kernel(const T* q, const T* k_cache, const T* v_cache, int64_t capacity, int64_t length, int G,
-                        float scale, int64_t window, const int32_t* k_pos, const int64_t* q_pos, int64_t chunk,
-                        float* ws) {
+                        float scale, float softcap, int64_t window, const int32_t* k_pos, const int64_t* q_pos,
+                        int64_t chunk, float* ws) {
   constexpr int EPL = D / 32;
   __shared__ float sm_m[kDecodeWarps][kDecodeMaxGroup];
   __shared__ float sm_l[kDecodeWarps][kDecodeMaxGroup];
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
         float part = 0.0f;
 #pragma unroll
         for (int k = 0; k < EPL; ++k) part = fmaf(qr[a][k], kv[k], part);
-        const float s = warp_sum(part) * scale;
+        const float s = softcap_score(warp_sum(part) * scale, softcap);
         const float mn = fmaxf(m[a], s);
         const float corr = expf(m[a] - mn);
         const float p = expf(s - mn);
@@ -127,7 +127,7 @@ cudaError_t launch_decode(const void* q, const void* k_cache, const void* v_cach
   auto k1 = decode_split_kernel<T, D>;
   RKV_LAUNCH(k1, dim3(static_cast<unsigned>(used), static_cast<unsigned>(s.n_kv_heads)), kDecodeThreads, 0, stream,
              static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache), capacity,
-             length, s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos, chunk, ws);
+             length, s.n_heads / s.n_kv_heads, s.scale, s.softcap, s.window, s.k_pos, s.q_pos, chunk, ws);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   auto k2 = decode_merge_kernel<T, D>;

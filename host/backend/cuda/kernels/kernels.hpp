@@ -98,12 +98,15 @@ struct AttentionShape {
   int64_t window = 0;
   const int32_t* k_pos = nullptr;
   const int64_t* q_pos = nullptr;
+  /// c > 0: every scaled score x becomes c tanh(x / c) before the softmax (gemma2 attn_logit_softcapping), in the
+  /// attention and in the statistics alike (softcap_score in common.cuh); 0: none.
+  float softcap = 0.0f;
 };
 
 /// Causal grouped-query attention for n new rows (prefill; FlashAttention-style tiling with an online softmax, no
 /// [n, keys] matrix in memory). Row i (cache index first_index + i) attends to cache entries [0, first_index + i]
 /// (within shape.window of its position, when set):
-///   out[i, h] = sum_j softmax_j(scale * q[i, h] . k[h / G, j]) v[h / G, j].
+///   out[i, h] = sum_j softmax_j(cap(scale * q[i, h] . k[h / G, j])) v[h / G, j],  cap: shape.softcap's (or none).
 /// q: `t` [n, q_ld] with head h at columns [h d, (h + 1) d) (qkv_rope_append's q_out); caches as above;
 /// out: `t` [n, out_ld] with the same head layout; lse: when not null, float32 [H, n] receives the log-sum-exp of each
 /// row's scaled scores (natural log), which attention_stats() needs. Math in float32 from the stored values.
@@ -133,7 +136,7 @@ cudaError_t decode_attention(DType t, const void* q, const void* k_cache, const 
 /// position; rkv::AttentionStatsAccumulator's definitions, cache/attention_stats.hpp):
 ///   cumulative_sums[h, j] += sum_{rows i} A[h, t_i, j]                     (when not null)
 ///   window_sums[h, j]     += sum_{rows i with t_i >= window_start} A[h, t_i, j]   (when not null)
-/// with t_i = first_index + i and A[h, t, j] = exp(scale * q[i, h] . k[h / G, j] - lse[h, i]) for j <= t (and, with
+/// with t_i = first_index + i and A[h, t, j] = exp(cap(scale * q[i, h] . k[h / G, j]) - lse[h, i]) for j <= t (and, with
 /// shape.window, q_pos[i] - k_pos[j] < window; 0 otherwise).
 /// q, q_ld, n, caches: as prefill_attention(), after it ran on this chunk; lse: its float32 [H, n] output.
 /// Sums are float32 [H, stats_len]; columns [0, first_index + n) are touched, each by one thread in a fixed order

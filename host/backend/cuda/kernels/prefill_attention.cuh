@@ -25,7 +25,7 @@ constexpr size_t prefill_smem_bytes(int D) {
 template <class T, int D>
 __global__ void __launch_bounds__(kPrefillThreads)
     prefill_attention_kernel(const T* q, int64_t q_ld, int64_t n, const T* k_cache, const T* v_cache,
-                             int64_t capacity, int64_t first, int G, float scale, int64_t window,
+                             int64_t capacity, int64_t first, int G, float scale, float softcap, int64_t window,
                              const int32_t* k_pos, const int64_t* q_pos, T* out, int64_t out_ld, float* lse) {
   constexpr int DP = D + 1;
   constexpr int PP = kPrefillKeys + 1;
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
       for (int c = 0; c < 8; ++c) {
         const int64_t j = j0 + tx + 8 * c;
         const bool visible = j <= last[r] && (!kp || qp[r] - kp[j] < window);
-        s[r][c] = visible ? s[r][c] * scale : -INFINITY;
+        s[r][c] = visible ? softcap_score(s[r][c] * scale, softcap) : -INFINITY;
         mt = fmaxf(mt, s[r][c]);
       }
       mt = group_allreduce<8>(mt, MaxOp{});
@@ -154,7 +154,8 @@ cudaError_t launch_prefill(const void* q, int64_t q_ld, int64_t n, const void* k
   const dim3 grid(static_cast<unsigned>((n + kPrefillRows - 1) / kPrefillRows), static_cast<unsigned>(s.n_heads));
   RKV_LAUNCH(k, grid, kPrefillThreads, smem, stream, static_cast<const T*>(q), q_ld, n,
              static_cast<const T*>(k_cache), static_cast<const T*>(v_cache), capacity, first,
-             s.n_heads / s.n_kv_heads, s.scale, s.window, s.k_pos, s.q_pos, static_cast<T*>(out), out_ld, lse);
+             s.n_heads / s.n_kv_heads, s.scale, s.softcap, s.window, s.k_pos, s.q_pos, static_cast<T*>(out), out_ld,
+             lse);
   return cudaGetLastError();
 }
 
