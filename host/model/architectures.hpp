@@ -6,6 +6,9 @@
 //   qwen2         qwen2            yes         none                   before attn and MLP    transformers Qwen2DecoderLayer
 //   qwen3         qwen3            no          per head [d]           before attn and MLP    transformers Qwen3DecoderLayer
 //   olmo2         olmo2            no          whole [H d], [H_kv d]  after attn and MLP     transformers Olmo2DecoderLayer
+//   phi3          phi3             no          none                   before attn and MLP    transformers Phi3DecoderLayer
+//     (phi3 stores Q/K/V as one matrix and gate/up as one: the loaders split them; every layer slides when the
+//     config has a window)
 //   gemma2        gemma2           no          none                   before and after both  transformers Gemma2DecoderLayer
 //   gemma3        (GGUF only)      no          per head [d]           before and after both  transformers Gemma3DecoderLayer
 // (llama.cpp src/models/{llama,qwen2,qwen3,olmo2,gemma2,gemma3}.cpp build the same graphs.) Gemma's other features
@@ -32,8 +35,12 @@ struct ArchitectureFeatures {
 /// The features of `architecture`, or null when ripplekv does not run it.
 const ArchitectureFeatures* find_architecture(const std::string& architecture);
 
-/// "llama, qwen2, qwen3, olmo2, gemma2, gemma3": the names for an error message.
+/// "llama, qwen2, qwen3, olmo2, phi3, gemma2, gemma3": the names for an error message.
 std::string supported_architectures();
+
+/// The block's features in words, as `model info` prints them: "RMSNorm before attention and before the MLP, Q/K
+/// RMSNorm per head before RoPE, SiLU gated MLP (SwiGLU)".
+std::string layer_features(const ModelConfig& c);
 
 /// Sets c.qkv_bias, c.qk_norm, c.pre_norms and c.post_norms from c.architecture's row of the table. Throws
 /// rkv::InputError naming `source` and the architecture when it is not in the table.

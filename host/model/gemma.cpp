@@ -36,16 +36,17 @@ std::vector<uint8_t> read_pattern(const GgufFile& f, const std::string& src, con
   return sliding;
 }
 
-/// A soft-cap value `key` (default 0: none), checked >= 0 and finite.
-float read_softcap(const GgufFile& f, const std::string& src, const std::string& key) {
-  const float cap = f.get_f32(key).value_or(0.0f);
-  if (cap < 0.0f || !std::isfinite(cap)) throw InputError(src + ": " + key + " must be >= 0");
+/// A soft-cap value `key` (absent: `fallback`), checked to be 0 (none) or positive and finite.
+float read_softcap(const GgufFile& f, const std::string& src, const std::string& key, float fallback) {
+  const float cap = f.get_f32(key).value_or(fallback);
+  if (!(cap >= 0.0f) || !std::isfinite(cap)) throw InputError(src + ": " + key + " must be a finite number >= 0");
   return cap;
 }
 
 /// What Gemma 2 and 3 share: window, pattern, attention scale (llama.cpp's rule: 1/sqrt(D/H) for the model with
 /// `big_layers` layers, 1/sqrt(d) otherwise, unless attention.scale is given), final soft-cap, embedding scale, GeGLU.
-void read_gemma_common(const GgufFile& f, const std::string& src, ModelConfig& c, int64_t period, int64_t big_layers) {
+void read_gemma_common(const GgufFile& f, const std::string& src, ModelConfig& c, int64_t period, int64_t big_layers,
+                       float final_cap) {
   const std::string a = c.architecture + ".";
   const auto window = f.get_i64(a + "attention.sliding_window");
   if (!window) throw InputError(src + ": missing GGUF metadata key '" + a + "attention.sliding_window'");
@@ -53,13 +54,13 @@ void read_gemma_common(const GgufFile& f, const std::string& src, ModelConfig& c
   c.sliding_window = *window;
   c.layer_sliding = read_pattern(f, src, c.architecture, c.n_layers, period);
   if (const auto s = f.get_f32(a + "attention.scale")) {
-    if (!(*s > 0.0f)) throw InputError(src + ": " + a + "attention.scale must be positive");
+    if (!(*s > 0.0f) || !std::isfinite(*s)) throw InputError(src + ": " + a + "attention.scale must be positive and finite");
     c.attn_scale = *s;
   } else {
     const int64_t scalar = c.n_layers == big_layers ? c.d_model / c.n_heads : c.head_dim;
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
   }
-  c.final_logit_softcap = read_softcap(f, src, a + "final_logit_softcapping");
+  c.final_logit_softcap = read_softcap(f, src, a + "final_logit_softcapping", final_cap);
   c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
   c.ffn_act = FfnActivation::gelu_tanh;
 }
@@ -67,14 +68,14 @@ void read_gemma_common(const GgufFile& f, const std::string& src, ModelConfig& c
 }  // namespace
 
 void read_gemma3_config(const GgufFile& f, const std::string& src, ModelConfig& c) {
-  read_gemma_common(f, src, c, 6, 62);
+  read_gemma_common(f, src, c, 6, 62, 0.0f);
   c.rope_theta_swa = f.get_f64("gemma3.rope.freq_base_swa").value_or(10000.0);
   if (!(c.rope_theta_swa > 0.0)) throw InputError(src + ": gemma3.rope.freq_base_swa must be positive");
 }
 
 void read_gemma2_config(const GgufFile& f, const std::string& src, ModelConfig& c) {
-  read_gemma_common(f, src, c, 2, 46);
-  c.attn_logit_softcap = read_softcap(f, src, "gemma2.attn_logit_softcapping");
+  read_gemma_common(f, src, c, 2, 46, 30.0f);  // llama.cpp's llama_hparams defaults: 50 and 30
+  c.attn_logit_softcap = read_softcap(f, src, "gemma2.attn_logit_softcapping", 50.0f);
   if (const auto base = f.get_f64("gemma2.rope.freq_base_swa")) {
     if (!(*base > 0.0)) throw InputError(src + ": gemma2.rope.freq_base_swa must be positive");
     c.rope_theta_swa = *base;

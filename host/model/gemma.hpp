@@ -35,7 +35,8 @@ void read_gemma3_config(const GgufFile& f, const std::string& src, ModelConfig& 
 
 /// The same for gemma2 (keys under "gemma2."): period 2 (layers 0, 2, 4, ... slide), one RoPE base for every layer
 /// (rope.freq_base_swa when given), 1/sqrt(D/H) for the 46-layer (27B) model, attn_logit_softcapping ->
-/// attn_logit_softcap (scores <- c tanh(scores / c) before the softmax), final_logit_softcapping.
+/// attn_logit_softcap (scores <- c tanh(scores / c) before the softmax), final_logit_softcapping; absent caps take
+/// llama.cpp's defaults (50 and 30, llama_hparams), 0 turns one off.
 void read_gemma2_config(const GgufFile& f, const std::string& src, ModelConfig& c);
 
 }  // namespace rkv

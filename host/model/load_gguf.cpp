@@ -1,6 +1,7 @@
 // Loading a model from a GGUF file (llama.cpp naming: token_embd, blk.N.attn_q, ..., output_norm, output).
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/cancel.hpp"
 #include "core/errors.hpp"
@@ -23,6 +24,7 @@ struct GgufLoader {
   WeightStorage storage = WeightStorage::f32;  ///< where load_matrix() puts a matrix
   std::shared_ptr<const void> keep;            ///< owner of the mapped bytes a QuantMatrix view points into
   int64_t* elements = nullptr;  ///< when set, require() adds the element count of each tensor it finds (from its info)
+  std::set<std::string>* used = nullptr;  ///< when set, require() adds the name of each tensor it finds
 
   /// Tensor shape in PyTorch order (ggml ne reversed).
   static std::vector<int64_t> torch_shape(const GgufTensorInfo& t) { return {t.ne.rbegin(), t.ne.rend()}; }
@@ -37,6 +39,7 @@ struct GgufLoader {
     detail::check_shape(src, name, torch_shape(*t), expected, what);
     check_type(*t);
     if (elements) *elements += t->n_elements();
+    if (used) used->insert(name);
     return *t;
   }
 
@@ -103,9 +106,17 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
   const std::string p = "blk." + std::to_string(l) + ".";
   if (c.pre_norms) w.attn_norm = ld.load(p + "attn_norm.weight", {D}, "attention RMSNorm weight [hidden]");
-  ld.load_matrix(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
-  ld.load_matrix(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
-  ld.load_matrix(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
+  if (c.architecture == "phi3") {  // one fused [q; k; v] matrix
+    std::vector<float> f32;
+    QuantMatrix q;
+    ld.load_matrix(p + "attn_qkv.weight", {(H + 2 * Hkv) * d, D}, "fused Q/K/V projection [(heads+2*kv_heads)*head_dim, hidden]",
+                   f32, q);
+    detail::split_rows(f32, q, D, {{H * d, &w.wq, &w.quant.wq}, {Hkv * d, &w.wk, &w.quant.wk}, {Hkv * d, &w.wv, &w.quant.wv}});
+  } else {
+    ld.load_matrix(p + "attn_q.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
+    ld.load_matrix(p + "attn_k.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
+    ld.load_matrix(p + "attn_v.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
+  }
   if (c.qkv_bias) {
     w.bq = ld.load(p + "attn_q.bias", {H * d}, "query bias");
     w.bk = ld.load(p + "attn_k.bias", {Hkv * d}, "key bias");
@@ -113,8 +124,15 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
   }
   ld.load_matrix(p + "attn_output.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
   if (c.pre_norms) w.ffn_norm = ld.load(p + "ffn_norm.weight", {D}, "MLP RMSNorm weight [hidden]");
-  ld.load_matrix(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
-  ld.load_matrix(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+  if (c.architecture == "phi3") {  // one fused [gate; up] matrix (llama.cpp LLM_FFN_SWIGLU on the fused rows)
+    std::vector<float> f32;
+    QuantMatrix q;
+    ld.load_matrix(p + "ffn_up.weight", {2 * F, D}, "fused MLP gate and up projection [2*ffn, hidden]", f32, q);
+    detail::split_rows(f32, q, D, {{F, &w.w_gate, &w.quant.w_gate}, {F, &w.w_up, &w.quant.w_up}});
+  } else {
+    ld.load_matrix(p + "ffn_gate.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
+    ld.load_matrix(p + "ffn_up.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+  }
   ld.load_matrix(p + "ffn_down.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
   if (c.qk_norm == QkNorm::per_head) {
     w.q_norm = ld.load(p + "attn_q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
@@ -149,7 +167,8 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
 /// output.weight). Returns the element count of those tensors (tied embeddings counted once): the model's parameters.
 int64_t check_tensors(const GgufFile& f, const std::string& src, ModelConfig& c) {
   int64_t elements = 0;
-  GgufLoader ld{f, src, /*check_only=*/true, WeightStorage::f32, nullptr, &elements};
+  std::set<std::string> used = {"rope_freqs.weight"};  // read by describe_gguf_from itself
+  GgufLoader ld{f, src, /*check_only=*/true, WeightStorage::f32, nullptr, &elements, &used};
   LayerWeights none;
   for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, none);
   const int64_t V = c.vocab_size, D = c.d_model;
@@ -157,6 +176,12 @@ int64_t check_tensors(const GgufFile& f, const std::string& src, ModelConfig& c)
   ld.load("output_norm.weight", {D}, "final RMSNorm weight [hidden]");
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   if (!c.tied_embeddings) ld.load_matrix("output.weight", {V, D}, "LM head [vocab, hidden]", none.wq, none.quant.wq);
+  // A tensor the architecture does not read means the file is another model than its metadata says (llama.cpp
+  // refuses such a file too: "wrong number of tensors").
+  for (const auto& t : f.tensors())
+    if (!used.count(t.name))
+      throw InputError(src + ": tensor '" + t.name + "' is not part of a " + c.architecture + " model as ripplekv reads "
+                       "it (" + layer_features(c) + "): the file holds another architecture than its metadata says");
   return elements;
 }
 
@@ -181,6 +206,9 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   set_architecture_features(c, src);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   const std::string a = c.architecture + ".";
   c.n_layers = ld.hparam(a + "block_count");
+  if (c.n_layers <= 0 || c.n_layers > detail::kMaxLayers)  // before a window pattern is sized by it
+    throw InputError(src + ": " + a + "block_count must be in [1, " + std::to_string(detail::kMaxLayers) + "], got " +
+                     std::to_string(c.n_layers));
   c.d_model = ld.hparam(a + "embedding_length");
   c.d_ff = ld.hparam(a + "feed_forward_length");
   c.n_heads = ld.hparam(a + "attention.head_count");
@@ -200,6 +228,13 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   c.sliding_window = ld.hparam(a + "attention.sliding_window", 0);
   if (c.architecture == "gemma3") read_gemma3_config(f, src, c);  // window, layer pattern, scales (gemma.hpp)
   if (c.architecture == "gemma2") read_gemma2_config(f, src, c);
+  if (c.architecture == "phi3") {
+    // transformers' Phi3 applies its window on every layer; llama.cpp currently ignores it (its PR 13676), so a long
+    // prompt here follows transformers, not llama.cpp.
+    if (c.sliding_window > 0) c.layer_sliding.assign(static_cast<size_t>(c.n_layers), 1);
+    if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight"))
+      throw InputError(src + ": tensor 'rope_factors_long.weight': Phi-3's longrope scaling is not supported");
+  }
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
     c.rope_scaling.type = "linear";

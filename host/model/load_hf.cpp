@@ -106,20 +106,26 @@ std::vector<std::string> shard_names(const fs::path& dir) {
   return names;
 }
 
-/// A soft-cap of config.json (null or absent: 0, none), checked >= 0.
-float cfg_softcap(const json& cfg, const std::string& key, const std::string& src) {
-  const double cap = cfg_num(cfg, key, src, 0.0);
-  if (!(cap >= 0.0) || !std::isfinite(cap)) throw InputError(src + ": '" + key + "' must be a number >= 0 or null");
-  return static_cast<float>(cap);
+/// A soft-cap of config.json: null is none (0), absent is `fallback` (transformers' class default), checked to be
+/// 0 or a positive number that is finite as a float32.
+float cfg_softcap(const json& cfg, const std::string& key, const std::string& src, double fallback) {
+  if (cfg.contains(key) && cfg[key].is_null()) return 0.0f;
+  const double cap = cfg_num(cfg, key, src, fallback);
+  const float f = static_cast<float>(cap);
+  if (!(cap >= 0.0) || !std::isfinite(f) || (cap > 0.0 && f == 0.0f))
+    throw InputError(src + ": '" + key + "' must be null, 0 or a positive number within float range");
+  return f;
 }
 
-/// Gemma 2's fields (transformers Gemma2Config): sliding_window on the layers "layer_types" names
-/// "sliding_attention" (absent: layers 0, 2, 4, ..., the default), one RoPE base, attention scale
-/// query_pre_attn_scalar^-1/2, attn_logit_softcapping and final_logit_softcapping (null: none), embeddings times
-/// sqrt(D), GeGLU. c.n_layers, d_model and head_dim are read.
+/// Gemma 2's fields (transformers Gemma2Config, whose defaults fill absent keys): sliding_window on the layers
+/// "layer_types" names "sliding_attention" (absent: layers 0, 2, 4, ..., the default), one RoPE base, attention scale
+/// query_pre_attn_scalar^-1/2 (default 256), attn_logit_softcapping (default 50) and final_logit_softcapping (default
+/// 30; null: none), embeddings times sqrt(D), GeGLU. c.n_layers, d_model and head_dim are read.
 void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
   c.sliding_window = cfg_int(cfg, "sliding_window", src);
   if (c.sliding_window <= 0) throw InputError(src + ": 'sliding_window' must be positive");
+  if (cfg.contains("layer_types") && !cfg["layer_types"].is_null() && !cfg["layer_types"].is_array())
+    throw InputError(src + ": 'layer_types' must be an array of \"sliding_attention\" / \"full_attention\"");
   if (cfg.contains("layer_types") && cfg["layer_types"].is_array()) {
     const json& types = cfg["layer_types"];
     if (static_cast<int64_t>(types.size()) != c.n_layers)
@@ -133,11 +139,12 @@ void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
   } else {
     c.layer_sliding = sliding_pattern(c.n_layers, 2);
   }
-  const double scalar = cfg_num(cfg, "query_pre_attn_scalar", src, static_cast<double>(c.head_dim));
-  if (!(scalar > 0.0)) throw InputError(src + ": 'query_pre_attn_scalar' must be positive");
+  const double scalar = cfg_num(cfg, "query_pre_attn_scalar", src, 256.0);
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(scalar));
-  c.attn_logit_softcap = cfg_softcap(cfg, "attn_logit_softcapping", src);
-  c.final_logit_softcap = cfg_softcap(cfg, "final_logit_softcapping", src);
+  if (!(scalar > 0.0) || !std::isfinite(c.attn_scale) || c.attn_scale <= 0.0f)
+    throw InputError(src + ": 'query_pre_attn_scalar' must be positive, with 1/sqrt of it within float range");
+  c.attn_logit_softcap = cfg_softcap(cfg, "attn_logit_softcapping", src, 50.0);
+  c.final_logit_softcap = cfg_softcap(cfg, "final_logit_softcapping", src, 30.0);
   c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
   c.ffn_act = FfnActivation::gelu_tanh;
 }
@@ -145,6 +152,8 @@ void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
 /// The model's configuration from config.json (`csrc` is its path, for messages), checked with check_sizes.
 ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   ModelConfig c;
+  if (cfg.contains("model_type") && !cfg["model_type"].is_string())
+    throw InputError(csrc + ": 'model_type' must be a string, got " + cfg["model_type"].dump());
   const std::string model_type = cfg.value("model_type", std::string());
   std::string arch_name = model_type;
   if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
@@ -154,14 +163,18 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   }
   if (model_type == "llama" || model_type == "mistral") {
     c.architecture = "llama";
-  } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2" || model_type == "gemma2") {
+  } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2" || model_type == "gemma2" ||
+             model_type == "phi3") {
     c.architecture = model_type;
   } else {
     throw InputError(csrc + ": unsupported architecture '" + (arch_name.empty() ? "(no model_type)" : arch_name) +
-                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2, gemma2)");
+                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2, phi3, gemma2)");
   }
   set_architecture_features(c, csrc);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   c.n_layers = cfg_int(cfg, "num_hidden_layers", csrc);
+  if (c.n_layers <= 0 || c.n_layers > detail::kMaxLayers)  // before anything is sized by it
+    throw InputError(csrc + ": 'num_hidden_layers' must be in [1, " + std::to_string(detail::kMaxLayers) + "], got " +
+                     std::to_string(c.n_layers));
   c.d_model = cfg_int(cfg, "hidden_size", csrc);
   c.d_ff = cfg_int(cfg, "intermediate_size", csrc);
   c.n_heads = cfg_int(cfg, "num_attention_heads", csrc);
@@ -170,15 +183,23 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   c.head_dim = cfg_int(cfg, "head_dim", csrc, c.d_model / c.n_heads);
   c.vocab_size = cfg_int(cfg, "vocab_size", csrc);
   c.context_length = cfg_int(cfg, "max_position_embeddings", csrc, 0);
+  if (c.context_length < 0) throw InputError(csrc + ": 'max_position_embeddings' must not be negative");
+  if (cfg.contains("rope_parameters")) {
+    throw InputError(csrc + ": 'rope_parameters' (the transformers 5 layout) is not supported; give rope_theta and "
+                     "rope_scaling as transformers 4 writes them");
+  }
   c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
   c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
-  // Absent means tied: transformers' PretrainedConfig default, which save_pretrained leaves out of config.json.
-  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, true);
+  // Absent means the model class's default in transformers: tied for Gemma 2 (Gemma2Config; save_pretrained then
+  // leaves the key out), untied for LlamaConfig, MistralConfig, Qwen2/3Config, Olmo2Config and Phi3Config.
+  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, model_type == "gemma2");
   if (!c.qkv_bias && cfg_bool(cfg, "attention_bias", csrc, false)) {
     throw InputError(csrc + ": attention_bias = true is not supported for " + model_type);
   }
   if (cfg_bool(cfg, "mlp_bias", csrc, false)) throw InputError(csrc + ": mlp_bias = true is not supported");
-  if (model_type == "mistral") {  // every layer slides (transformers MistralAttention), with the one RoPE
+  if (cfg_num(cfg, "partial_rotary_factor", csrc, 1.0) != 1.0)
+    throw InputError(csrc + ": 'partial_rotary_factor' " + cfg["partial_rotary_factor"].dump() + " is not supported (partial RoPE)");
+  if (model_type == "mistral" || model_type == "phi3") {  // every layer slides (transformers MistralAttention, Phi3Attention)
     c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
     if (c.sliding_window < 0) throw InputError(csrc + ": 'sliding_window' must be positive or null");
     if (c.sliding_window > 0) c.layer_sliding.assign(static_cast<size_t>(c.n_layers), 1);
@@ -193,8 +214,13 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
                        act + "\")");
     }
   }
+  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null() && !cfg["rope_scaling"].is_object())
+    throw InputError(csrc + ": 'rope_scaling' must be an object or null, got " + cfg["rope_scaling"].dump());
   if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
     const json& rs = cfg["rope_scaling"];
+    for (const char* key : {"rope_type", "type"})
+      if (rs.contains(key) && !rs[key].is_string())
+        throw InputError(csrc + ": 'rope_scaling." + key + "' must be a string, got " + rs[key].dump());
     std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
     if (type == "default") {
       type = "none";
@@ -223,6 +249,7 @@ struct HfLoader {
   bool check_only = false;
   int64_t elements = 0;  ///< check_only: element count of the tensors checked so far
   bool plus_one = false;  ///< load_norm adds 1 (gemma2)
+  std::set<std::string> used;  ///< check_only: the names of the tensors checked so far
 
   /// The file and tensor `name`, after checking its shape against `expected` and its dtype.
   std::pair<const SafetensorsFile*, const SafetensorsTensor*> find(const std::string& name,
@@ -237,7 +264,7 @@ struct HfLoader {
     const SafetensorsTensor& t = *it->second.second;
     detail::check_shape(f.path(), name, t.shape, expected, what);
     check_weight_dtype(f, t);
-    if (check_only) elements += t.n_elements();
+    if (check_only) elements += t.n_elements(), used.insert(name);
     return {&f, &t};
   }
 
@@ -288,9 +315,17 @@ struct HfLoader {
     } else if (c.pre_norms) {
       w.attn_norm = load(p + "input_layernorm.weight", {D}, "attention RMSNorm weight [hidden]");
     }
-    load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
-    load_matrix(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
-    load_matrix(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
+    if (c.architecture == "phi3") {  // one fused [q; k; v] matrix
+      std::vector<float> f32;
+      QuantMatrix q;
+      load_matrix(p + "self_attn.qkv_proj.weight", {(H + 2 * Hkv) * d, D},
+                  "fused Q/K/V projection [(heads+2*kv_heads)*head_dim, hidden]", f32, q);
+      detail::split_rows(f32, q, D, {{H * d, &w.wq, &w.quant.wq}, {Hkv * d, &w.wk, &w.quant.wk}, {Hkv * d, &w.wv, &w.quant.wv}});
+    } else {
+      load_matrix(p + "self_attn.q_proj.weight", {H * d, D}, "query projection [heads*head_dim, hidden]", w.wq, w.quant.wq);
+      load_matrix(p + "self_attn.k_proj.weight", {Hkv * d, D}, "key projection [kv_heads*head_dim, hidden]", w.wk, w.quant.wk);
+      load_matrix(p + "self_attn.v_proj.weight", {Hkv * d, D}, "value projection [kv_heads*head_dim, hidden]", w.wv, w.quant.wv);
+    }
     if (c.qkv_bias) {
       w.bq = load(p + "self_attn.q_proj.bias", {H * d}, "query bias");
       w.bk = load(p + "self_attn.k_proj.bias", {Hkv * d}, "key bias");
@@ -312,8 +347,15 @@ struct HfLoader {
       w.q_norm = load(p + "self_attn.q_norm.weight", {H * d}, "query RMSNorm weight [heads*head_dim]");
       w.k_norm = load(p + "self_attn.k_norm.weight", {Hkv * d}, "key RMSNorm weight [kv_heads*head_dim]");
     }
-    load_matrix(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
-    load_matrix(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+    if (c.architecture == "phi3") {  // one fused [gate; up] matrix (transformers Phi3MLP: gate, up = chunk(2))
+      std::vector<float> f32;
+      QuantMatrix q;
+      load_matrix(p + "mlp.gate_up_proj.weight", {2 * F, D}, "fused MLP gate and up projection [2*ffn, hidden]", f32, q);
+      detail::split_rows(f32, q, D, {{F, &w.w_gate, &w.quant.w_gate}, {F, &w.w_up, &w.quant.w_up}});
+    } else {
+      load_matrix(p + "mlp.gate_proj.weight", {F, D}, "MLP gate projection [ffn, hidden]", w.w_gate, w.quant.w_gate);
+      load_matrix(p + "mlp.up_proj.weight", {F, D}, "MLP up projection [ffn, hidden]", w.w_up, w.quant.w_up);
+    }
     load_matrix(p + "mlp.down_proj.weight", {D, F}, "MLP down projection [hidden, ffn]", w.w_down, w.quant.w_down);
   }
 
@@ -340,7 +382,11 @@ void open_hf(const std::string& folder, Model& m, Shards& sh) {
 
   m.path = folder;
   m.format = "safetensors";
-  m.config = read_hf_config(cfg, csrc);
+  try {
+    m.config = read_hf_config(cfg, csrc);
+  } catch (const json::exception& e) {  // a value of an unexpected JSON type the reads above did not check
+    throw InputError(csrc + ": " + e.what());
+  }
 
   sh.names = shard_names(dir);
   sh.files.reserve(sh.names.size());
@@ -356,10 +402,20 @@ void open_hf(const std::string& folder, Model& m, Shards& sh) {
     }
   }
 
-  HfLoader check{folder, sh, WeightStorage::f32, /*check_only=*/true};
+  HfLoader check{folder, sh, WeightStorage::f32, /*check_only=*/true, 0, false, {}};
   LayerWeights none;
   for (int64_t l = 0; l < m.config.n_layers; ++l) check.load_layer(m.config, l, none);
   check.load_globals(m);  // check_only: leaves its weights empty
+  // A tensor the architecture does not read means the folder holds another model than config.json says (transformers
+  // warns of unused weights; llama.cpp refuses them). Old checkpoints' rotary_emb.inv_freq buffers are recomputed,
+  // and a tied model's lm_head.weight is ignored, as transformers ignores both.
+  for (const auto& [name, where] : sh.by_name) {
+    const bool buffer = name.size() >= 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0;
+    if (check.used.count(name) || buffer || (m.config.tied_embeddings && name == "lm_head.weight")) continue;
+    throw InputError(folder + ": tensor '" + name + "' (in " + sh.names[where.first] + ") is not part of a " +
+                     m.config.architecture + " model as config.json describes it (" + layer_features(m.config) +
+                     "): the folder holds another architecture than its config.json says");
+  }
   m.source_parameters = check.elements;
   detail::finish_config(m, csrc);
 }
@@ -390,7 +446,7 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
   Shards sh;
   open_hf(folder, m, sh);
   m.weights = weights;
-  HfLoader ld{folder, sh, weights, /*check_only=*/false};
+  HfLoader ld{folder, sh, weights, /*check_only=*/false, 0, false, {}};
   ld.plus_one = m.config.architecture == "gemma2";
   ld.load_globals(m);
   m.layers.resize(static_cast<size_t>(m.config.n_layers));

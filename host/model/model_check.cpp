@@ -37,6 +37,8 @@ void check_sizes(const ModelConfig& c, const std::string& source) {
     if (v <= 0) throw InputError(source + ": " + what + " must be positive, got " + std::to_string(v));
   };
   positive(c.n_layers, "the layer count");
+  if (c.n_layers > kMaxLayers)
+    throw InputError(source + ": the layer count " + std::to_string(c.n_layers) + " is above " + std::to_string(kMaxLayers));
   positive(c.d_model, "the hidden size");
   positive(c.n_heads, "the head count");
   positive(c.n_kv_heads, "the KV head count");
@@ -58,6 +60,19 @@ void check_sizes(const ModelConfig& c, const std::string& source) {
   fits(c.n_heads * c.head_dim, c.d_model, "heads * head dimension * hidden size");
   fits(c.vocab_size, c.d_model, "vocabulary size * hidden size");
   fits(c.d_ff, c.d_model, "feed-forward size * hidden size");
+}
+
+void split_rows(std::vector<float>& f32, const QuantMatrix& q, int64_t cols, const std::vector<RowPart>& parts) {
+  int64_t r0 = 0;
+  for (const RowPart& p : parts) {
+    if (!f32.empty()) {
+      p.f32->assign(f32.begin() + r0 * cols, f32.begin() + (r0 + p.rows) * cols);
+    } else if (!q.empty()) {
+      *p.q = QuantMatrix{q.type, p.rows, q.cols, q.row(r0), q.keep};
+    }
+    r0 += p.rows;
+  }
+  std::vector<float>().swap(f32);
 }
 
 void finish_config(Model& m, const std::string& source, const std::vector<float>& freq_factors) {

@@ -8,6 +8,9 @@
 
 namespace rkv::detail {
 
+/// The most layers a configuration may declare (checked before anything is sized by the count).
+constexpr int64_t kMaxLayers = 4096;
+
 /// "[a, b]"
 std::string shape_str(const std::vector<int64_t>& s);
 
@@ -20,6 +23,19 @@ void check_shape(const std::string& source, const std::string& name, const std::
 /// V*D, F*D) fit in int64. Loaders call it before they compute expected tensor shapes, and check that the file holds
 /// those tensors before they allocate anything sized by the configuration. Throws InputError naming `source`.
 void check_sizes(const ModelConfig& config, const std::string& source);
+
+/// One part of a fused matrix: `rows` rows, into `f32` (when the fused matrix is float32) or `q` (in ggml blocks).
+struct RowPart {
+  int64_t rows;
+  std::vector<float>* f32;
+  QuantMatrix* q;
+};
+
+/// Splits a fused matrix [sum of the parts' rows, cols] -- float32 in `f32` or ggml blocks in `q`, whichever is not
+/// empty -- into `parts`, top rows first (phi3's qkv_proj = [q; k; v] and gate_up_proj = [gate; up]). The float rows
+/// are copied out (and `f32` released); a block matrix's parts are views into its bytes, sharing its owner. Nothing
+/// happens when both are empty (a check-only pass).
+void split_rows(std::vector<float>& f32, const QuantMatrix& q, int64_t cols, const std::vector<RowPart>& parts);
 
 /// check_sizes, then fills model.rope_inv_freq (and rope_inv_freq_swa when the model has sliding-window layers) from the configuration; `freq_factors` (GGUF rope_freqs.weight, [d/2]) divide the frequencies when
 /// given. Throws InputError naming `source`.

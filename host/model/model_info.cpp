@@ -1,5 +1,7 @@
 #include "model/model_info.hpp"
 
+#include "model/architectures.hpp"
+
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -83,18 +85,6 @@ std::string native_formats_note(const Model& m) {
   return s + " (model.weights = \"quantized\", the default; \"f32\" dequantizes all)";
 }
 
-/// The block's features in words (model/architectures.hpp): norms, Q/K norm, biases, MLP activation.
-std::string layer_features(const ModelConfig& c) {
-  std::string s = c.pre_norms && c.post_norms ? "RMSNorm before and after attention and the MLP"
-                  : c.post_norms              ? "RMSNorm after attention and after the MLP (none before)"
-                                              : "RMSNorm before attention and before the MLP";
-  if (c.qk_norm == QkNorm::per_head) s += ", Q/K RMSNorm per head before RoPE";
-  if (c.qk_norm == QkNorm::whole) s += ", Q/K RMSNorm over the whole projection before RoPE";
-  if (c.qkv_bias) s += ", Q/K/V biases";
-  s += c.ffn_act == FfnActivation::gelu_tanh ? ", GELU-tanh gated MLP" : ", SiLU gated MLP (SwiGLU)";
-  return s;
-}
-
 }  // namespace
 
 void print_model_info(const Model& m, std::ostream& os) {
@@ -134,6 +124,8 @@ void print_model_info(const Model& m, std::ostream& os) {
   os << "attention scale:   " << scale << " (1/sqrt(" << std::lround(1.0 / (static_cast<double>(scale) * scale))
      << ")" << (c.attn_scale > 0.0f ? "" : ": the head dim") << ")\n";
   if (c.embed_scale != 1.0f) os << "embedding scale:   " << c.embed_scale << " (sqrt(hidden size))\n";
+  if (c.attn_logit_softcap > 0.0f)
+    os << "score soft-cap:    " << c.attn_logit_softcap << " (c tanh(s / c) on every attention score before the softmax)\n";
   if (c.final_logit_softcap > 0.0f) os << "logit soft-cap:    " << c.final_logit_softcap << " (c tanh(logits / c))\n";
   os << "layer:             " << layer_features(c) << "\n";
   std::map<std::string, int> types;

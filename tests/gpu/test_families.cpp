@@ -1,7 +1,7 @@
 // The model families on the CUDA backend against transformers (tests/fixtures/families; the CPU side is
 // tests/model/test_families.cpp): each family's random model from its Hugging Face folder and from its f32 GGUF,
 // prefilled and decoded 8 greedy steps on the device. FP32: every prompt position's and step's logits within 1e-4
-// relative (max |delta| / max |logit|) of transformers' float64 ones and the same greedy ids; BF16: within 3e-2
+// relative (max |delta| / max |logit|) of transformers' float64 ones and the same greedy ids; BF16: within 5e-2
 // (bfloat16 weights, activations and KV cache) with the same greedy ids wherever transformers' top-2 margin exceeds
 // twice that. Runs on a device and under the CPU emulator (test_gpu_emu), where the models are small enough.
 #include "backend/cuda/forward.hpp"
@@ -31,7 +31,7 @@ std::vector<float> device_logits(const rc::DeviceModel& m, const std::vector<int
 
 TEST_F(FamiliesOnDevice, SafetensorsAndF32GgufMatchTransformersInBothPrecisions) {
   const auto families = rkv_test::family_fixtures();
-  ASSERT_EQ(families.size(), 5u);
+  ASSERT_EQ(families.size(), 6u);
   for (const auto& f : families) {
     const struct {
       std::filesystem::path path;
@@ -45,7 +45,7 @@ TEST_F(FamiliesOnDevice, SafetensorsAndF32GgufMatchTransformersInBothPrecisions)
       const int64_t T = static_cast<int64_t>(f.ids.size()), V = f.vocab, S = static_cast<int64_t>(file.greedy.size());
       for (rc::Precision p : {rc::Precision::FP32, rc::Precision::BF16}) {
         SCOPED_TRACE(f.name + " " + file.path.filename().string() + " " + rc::precision_name(p));
-        const double tol = p == rc::Precision::FP32 ? 1e-4 : 3e-2;
+        const double tol = p == rc::Precision::FP32 ? 1e-4 : 5e-2;
         const rc::DeviceModel dm(*ctx, model, p);
         const std::vector<float> got = device_logits(dm, f.ids, file.greedy);
         ASSERT_EQ(got.size(), want.size());

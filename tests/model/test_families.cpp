@@ -51,7 +51,7 @@ void expect_matches(const FamilyFixture& f, const std::string& path, const std::
 TEST(ModelFamilies, EveryFamilyHasAFixture) {
   std::vector<std::string> names;
   for (const auto& f : rkv_test::family_fixtures()) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"gemma2", "llama3", "mistral", "olmo2", "qwen3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma2", "llama3", "mistral", "olmo2", "phi3", "qwen3"}));
 }
 
 TEST(ModelFamilies, SafetensorsAndF32GgufMatchTransformers) {
@@ -102,9 +102,9 @@ TEST(ModelFamilies, SafetensorsAndGgufHoldTheSameWeights) {
   }
 }
 
-/// The fixtures exercise what they claim: without Gemma 2's score soft-cap, or without Mistral's window, or with
-/// OLMo 2's Q/K norms per head instead of over the whole projection, the logits leave transformers' by far more than
-/// the 1e-4 the tests allow.
+/// The fixtures exercise what they claim: without Gemma 2's score soft-cap, or without Mistral's or Phi-3's window,
+/// with Phi-3's fused gate and up halves swapped, or with OLMo 2's Q/K norms per head instead of over the whole
+/// projection, the logits leave transformers' by far more than the 1e-4 the tests allow.
 TEST(ModelFamilies, EachFeatureChangesTheLogits) {
   auto error_without = [](const FamilyFixture& f, const std::function<void(rkv::Model&)>& change) {
     rkv::Model m = rkv::load_model(f.hf().string());
@@ -121,6 +121,12 @@ TEST(ModelFamilies, EachFeatureChangesTheLogits) {
     }
     if (f.name == "mistral") {
       EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding.clear(), m.config.sliding_window = 0; }), 1e-2);
+    }
+    if (f.name == "phi3") {  // without the window; with gate and up swapped
+      EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding.clear(), m.config.sliding_window = 0; }), 1e-2);
+      EXPECT_GT(error_without(f, [](rkv::Model& m) {
+        for (auto& w : m.layers) std::swap(w.w_gate, w.w_up);
+      }), 1e-2);
     }
     if (f.name == "olmo2") {  // per-head weights: the first d of each whole-row weight
       EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.qk_norm = rkv::QkNorm::per_head; }), 1e-2);
@@ -161,6 +167,11 @@ TEST(ModelFamilies, EachFamilyHasItsFeatures) {
         EXPECT_TRUE(x->pre_norms && x->post_norms && x->tied_embeddings);
         EXPECT_EQ(x->ffn_act, rkv::FfnActivation::gelu_tanh);
       }
+    }
+    if (f.name == "phi3") {
+      EXPECT_EQ(c.layer_sliding, std::vector<uint8_t>(static_cast<size_t>(c.n_layers), 1));
+      EXPECT_EQ(g.layer_sliding, c.layer_sliding) << "the GGUF keeps phi3.attention.sliding_window";
+      EXPECT_EQ(c.sliding_window, 32);
     }
     if (f.name == "olmo2") {
       EXPECT_EQ(c.qk_norm, rkv::QkNorm::whole);

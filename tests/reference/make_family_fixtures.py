@@ -12,7 +12,8 @@ pre-tokenization). llama.cpp's converter names a BPE pre-tokenizer by the hash o
 output, which a new one cannot have: it is told "gpt-2", which is what this tokenizer's pre-tokenization is. The
 converter's sentencepiece attempt, made first for some families, is skipped when the folder has no tokenizer.model
 (as it is when sentencepiece is installed; it is not in the pinned venv), and Gemma 2's converter, which knows only
-sentencepiece vocabularies, writes this one as the others do (`_set_vocab_gpt2`). Nothing else of the converter is
+sentencepiece vocabularies, and Phi-3's, which takes a byte-level BPE only under the class name GPT2Tokenizer, write
+this one as the others do (`_set_vocab_gpt2`). Nothing else of the converter is
 touched: the tensors, norms (Gemma's 1 + w) and hyperparameters are its own.
 
 Writes, per family, OUT/<family>/: hf/ (the folder), model-f32.gguf, model-q8_0.gguf, logits.f32 (float32
@@ -45,7 +46,8 @@ VOCAB = 512
 
 
 def families():
-    """name -> (config, note). Small shapes, GQA everywhere, head dims 64 and 128."""
+    """name -> (config, note). Small shapes, GQA everywhere, head dims 64 and 128. A family's seed is its index here:
+    add new families at the end, so the others' files stay the same."""
     common = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   max_position_embeddings=4096, initializer_range=0.15, rms_norm_eps=1e-5)
     return {
@@ -76,6 +78,12 @@ def families():
             "Gemma 2 layout: layers 0 slides (window 32, the prompt is 80) and 1 is global, attention scores soft-capped "
             "at 3 and final logits at 10 (small caps, so both act on these scores), norms before and after attention "
             "and the MLP stored as w for x (1 + w), embeddings times sqrt(64), GeGLU, head_dim 64 (2 heads, 1 KV head)"),
+        "phi3": (transformers.Phi3Config(
+            **dict(common, hidden_size=128), num_attention_heads=2, num_key_value_heads=1, rope_theta=10000.0,
+            sliding_window=32, original_max_position_embeddings=4096, rope_scaling=None, tie_word_embeddings=False,
+            pad_token_id=0, bos_token_id=0, eos_token_id=0),
+            "Phi-3 mini layout: one fused qkv_proj and one fused gate_up_proj, a sliding window of 32 tokens on every "
+            "layer (the prompt is 80), no RoPE scaling, hidden 128, head_dim 64 (2 heads, 1 KV head)"),
     }
 
 
@@ -117,6 +125,8 @@ def convert(llama_cpp, hf_dir, outtype, out_file, model_name):
         "base.TextModel._set_vocab_sentencepiece = no_spm\n"
         "import conversion.gemma as gemma\n"
         "gemma.Gemma2Model.set_vocab = lambda self: self._set_vocab_gpt2()\n"
+        "import conversion.phi as phi\n"
+        "phi.Phi3MiniModel.set_vocab = lambda self: self._set_vocab_gpt2()\n"
         f"sys.argv = ['convert_hf_to_gguf.py', {str(hf_dir)!r}, '--outtype', {outtype!r}, '--outfile', {str(out_file)!r},"
         f" '--model-name', {model_name!r}]\n"
         f"runpy.run_path({str(llama_cpp / 'convert_hf_to_gguf.py')!r}, run_name='__main__')\n"

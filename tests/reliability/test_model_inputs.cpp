@@ -60,7 +60,8 @@ TEST(ModelInputs, GgufHyperparametersOfTheWrongTypeOrImpossibleValues) {
   const Case cases[] = {
       {"llama.block_count", 6 /*float32*/, 0x40000000 /*2.0f*/, "llama.block_count"},
       {"llama.attention.head_count", 6, 0x40800000 /*4.0f*/, "llama.attention.head_count"},
-      {"llama.block_count", 4, 0, "must be positive"},
+      {"llama.block_count", 4, 0, "llama.block_count must be in [1, 4096], got 0"},
+      {"llama.block_count", 4, 2000000000u, "llama.block_count must be in [1, 4096], got 2000000000"},
       {"llama.attention.head_count_kv", 4, 0, "must be positive"},
       {"llama.attention.head_count_kv", 4, 3, "not a multiple of the KV head count 3"},
       {"llama.embedding_length", 5 /*int32*/, 0xFFFFFFF0u /*-16*/, "must be positive"},
@@ -100,7 +101,21 @@ TEST(ModelInputs, ConfigJsonMissingWrongOrImpossibleKeys) {
   e = with([](nlohmann::json& c) { c["num_key_value_heads"] = 0; });
   EXPECT_NE(e.find("must be positive"), std::string::npos) << e;
   e = with([](nlohmann::json& c) { c["num_hidden_layers"] = -2; });
-  EXPECT_NE(e.find("must be positive"), std::string::npos) << e;
+  EXPECT_NE(e.find("'num_hidden_layers' must be in [1, 4096], got -2"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["num_hidden_layers"] = 2000000000; });  // before a window pattern is sized by it
+  EXPECT_NE(e.find("'num_hidden_layers' must be in [1, 4096]"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["model_type"] = 3; });
+  EXPECT_NE(e.find("'model_type' must be a string, got 3"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["rope_scaling"] = "linear"; });
+  EXPECT_NE(e.find("'rope_scaling' must be an object or null"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", 7}}; });
+  EXPECT_NE(e.find("'rope_scaling.rope_type' must be a string, got 7"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["rope_parameters"] = {{"rope_theta", 1e6}}; });
+  EXPECT_NE(e.find("'rope_parameters' (the transformers 5 layout) is not supported"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["partial_rotary_factor"] = 0.5; });
+  EXPECT_NE(e.find("'partial_rotary_factor' 0.5 is not supported"), std::string::npos) << e;
+  e = with([](nlohmann::json& c) { c["max_position_embeddings"] = -5; });
+  EXPECT_NE(e.find("'max_position_embeddings' must not be negative"), std::string::npos) << e;
   e = with([](nlohmann::json& c) { c["num_attention_heads"] = 0; });
   EXPECT_NE(e.find("'num_attention_heads' must be positive"), std::string::npos) << e;
   e = with([](nlohmann::json& c) { c = nlohmann::json::array({1, 2}); });
@@ -109,6 +124,82 @@ TEST(ModelInputs, ConfigJsonMissingWrongOrImpossibleKeys) {
   e = error_of([&] { rkv::load_model(d.string()); });
   EXPECT_NE(e.find("invalid JSON"), std::string::npos) << e;
   fs::remove_all(d);
+}
+
+/// A tensor the architecture does not read (here a Q bias in a llama model) means the file is another model than its
+/// config or metadata says: refused by name in both formats, as llama.cpp refuses it.
+TEST(ModelInputs, ATensorTheArchitectureDoesNotReadIsRefused) {
+  const rkv::Model& m = ref();
+  const int64_t Hd = m.config.n_heads * m.config.head_dim;
+  const fs::path d = tmp("extra-hf");
+  rkv_test::write_hf_folder(m, d);
+  rkv_test::SafetensorsWriter w;
+  rkv_test::add_hf_tensors(w, m, "F32", 0, m.config.n_layers, true);
+  w.add("model.layers.0.self_attn.q_proj.bias", {Hd}, std::vector<float>(static_cast<size_t>(Hd), 0.5f));
+  w.write((d / "model.safetensors").string());
+  std::string e = error_of([&] { rkv::describe_model(d.string()); });
+  EXPECT_NE(e.find("tensor 'model.layers.0.self_attn.q_proj.bias' (in model.safetensors) is not part of a llama model"),
+            std::string::npos) << e;
+  w.header.erase("model.layers.0.self_attn.q_proj.bias");  // and old checkpoints' RoPE buffers are fine
+  w.add("model.layers.0.self_attn.rotary_emb.inv_freq", {2}, {1.0f, 0.5f});
+  w.write((d / "model.safetensors").string());
+  EXPECT_EQ(error_of([&] { rkv::describe_model(d.string()); }), "(no error)");
+  fs::remove_all(d);
+
+  rkv_test::GgufWriter g = rkv_test::gguf_writer_for(m);
+  g.add_tensor_f32("blk.0.attn_q.bias", {static_cast<uint64_t>(Hd)}, std::vector<float>(static_cast<size_t>(Hd), 0.5f));
+  const fs::path p = tmp("extra.gguf");
+  rkv_test::GgufWriter::write_file(p.string(), g.bytes());
+  e = error_of([&] { rkv::describe_model(p.string()); });
+  EXPECT_NE(e.find("tensor 'blk.0.attn_q.bias' is not part of a llama model"), std::string::npos) << e;
+  fs::remove(p);
+}
+
+/// Gemma 2 and the other families' config.json keys as transformers reads them: absent keys take the class defaults
+/// (tie_word_embeddings: true for Gemma2Config, false for Qwen3Config; soft-caps 50 and 30; query_pre_attn_scalar
+/// 256), and values that overflow float32 are refused naming the key.
+TEST(ModelInputs, FamilyConfigKeysTakeTransformersDefaultsAndAreRangeChecked) {
+  const fs::path fixtures = fs::path(RKV_TEST_SOURCE_DIR) / "tests" / "fixtures" / "families";
+  auto edited = [&](const std::string& family, const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path d = tmp("fam-" + family);
+    fs::copy(fixtures / family / "hf", d, fs::copy_options::recursive);
+    nlohmann::json cfg;
+    std::ifstream(d / "config.json") >> cfg;
+    edit(cfg);
+    std::ofstream(d / "config.json", std::ios::trunc) << cfg.dump();
+    return d;
+  };
+  const fs::path q = edited("qwen3", [](nlohmann::json& c) { c.erase("tie_word_embeddings"); });
+  EXPECT_FALSE(rkv::describe_model(q.string()).config.tied_embeddings) << "Qwen3Config's default";
+  const fs::path g = edited("gemma2", [](nlohmann::json& c) {
+    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}) c.erase(k);
+  });
+  const rkv::ModelConfig gc = rkv::describe_model(g.string()).config;
+  EXPECT_TRUE(gc.tied_embeddings) << "Gemma2Config's default (its save_pretrained leaves the key out)";
+  EXPECT_EQ(gc.attn_logit_softcap, 50.0f);
+  EXPECT_EQ(gc.final_logit_softcap, 30.0f);
+  EXPECT_EQ(gc.attn_scale, 1.0f / 16.0f);
+  const fs::path n = edited("gemma2", [](nlohmann::json& c) { c["attn_logit_softcapping"] = nullptr; });
+  EXPECT_EQ(rkv::describe_model(n.string()).config.attn_logit_softcap, 0.0f) << "null: no cap";
+  struct Bad {
+    const char* key;
+    nlohmann::json value;
+    const char* expected;
+  };
+  const Bad bad[] = {
+      {"attn_logit_softcapping", 1e300, "'attn_logit_softcapping' must be null, 0 or a positive number"},
+      {"final_logit_softcapping", -1, "'final_logit_softcapping' must be null, 0 or a positive number"},
+      {"query_pre_attn_scalar", 1e-300, "'query_pre_attn_scalar' must be positive"},
+      {"layer_types", "sliding_attention", "'layer_types' must be an array"},
+  };
+  for (const Bad& b : bad) {
+    const fs::path d = edited("gemma2", [&](nlohmann::json& c) { c[b.key] = b.value; });
+    const std::string e = error_of([&] { rkv::describe_model(d.string()); });
+    EXPECT_NE(e.find((d / "config.json").string()), std::string::npos) << b.key << ": " << e;
+    EXPECT_NE(e.find(b.expected), std::string::npos) << b.key << ": " << e;
+    fs::remove_all(d);
+  }
+  for (const fs::path& d : {q, g, n}) fs::remove_all(d);
 }
 
 }  // namespace
