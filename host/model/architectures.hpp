@@ -10,7 +10,7 @@
 //     (phi3 stores Q/K/V as one matrix and gate/up as one: the loaders split them; every layer slides when the
 //     config has a window)
 //   gemma2        gemma2           no          none                   before and after both  transformers Gemma2DecoderLayer
-//   gemma3        (GGUF only)      no          per head [d]           before and after both  transformers Gemma3DecoderLayer
+//   gemma3        gemma3_text      no          per head [d]           before and after both  transformers Gemma3DecoderLayer
 // (llama.cpp src/models/{llama,qwen2,qwen3,olmo2,gemma2,gemma3}.cpp build the same graphs.) Gemma's other features
 // (windows, scales, soft-caps, GeGLU) are read by model/gemma.hpp (GGUF) and model/load_hf.cpp.
 //

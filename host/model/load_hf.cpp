@@ -117,11 +117,14 @@ float cfg_softcap(const json& cfg, const std::string& key, const std::string& sr
   return f;
 }
 
-/// Gemma 2's fields (transformers Gemma2Config, whose defaults fill absent keys): sliding_window on the layers
-/// "layer_types" names "sliding_attention" (absent: layers 0, 2, 4, ..., the default), one RoPE base, attention scale
-/// query_pre_attn_scalar^-1/2 (default 256), attn_logit_softcapping (default 50) and final_logit_softcapping (default
-/// 30; null: none), embeddings times sqrt(D), GeGLU. c.n_layers, d_model and head_dim are read.
-void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
+/// Gemma 2's and Gemma 3's fields (transformers Gemma2Config / Gemma3TextConfig, whose defaults fill absent keys):
+/// sliding_window on the layers "layer_types" names "sliding_attention" (absent: gemma2's layers 0, 2, 4, ...;
+/// gemma3's period sliding_window_pattern, default 6), attention scale query_pre_attn_scalar^-1/2 (default 256),
+/// attn_logit_softcapping and final_logit_softcapping (defaults 50 and 30 for gemma2, none for gemma3; null: none),
+/// gemma3's sliding-window RoPE base rope_local_base_freq (default 10000; the global layers keep rope_theta and
+/// rope_scaling), embeddings times sqrt(D), GeGLU. c.architecture, n_layers, d_model and head_dim are read.
+void read_gemma_hf(const json& cfg, const std::string& src, ModelConfig& c) {
+  const bool gemma3 = c.architecture == "gemma3";
   c.sliding_window = cfg_int(cfg, "sliding_window", src);
   if (c.sliding_window <= 0) throw InputError(src + ": 'sliding_window' must be positive");
   if (cfg.contains("layer_types") && !cfg["layer_types"].is_null() && !cfg["layer_types"].is_array())
@@ -137,14 +140,19 @@ void read_gemma2_hf(const json& cfg, const std::string& src, ModelConfig& c) {
       c.layer_sliding.push_back(t == "sliding_attention");
     }
   } else {
-    c.layer_sliding = sliding_pattern(c.n_layers, 2);
+    c.layer_sliding = sliding_pattern(c.n_layers, gemma3 ? cfg_int(cfg, "sliding_window_pattern", src, 6) : 2);
+  }
+  if (gemma3) {
+    c.rope_theta_swa = cfg_num(cfg, "rope_local_base_freq", src, 10000.0);
+    if (!(c.rope_theta_swa > 0.0) || !std::isfinite(c.rope_theta_swa))
+      throw InputError(src + ": 'rope_local_base_freq' must be positive");
   }
   const double scalar = cfg_num(cfg, "query_pre_attn_scalar", src, 256.0);
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(scalar));
   if (!(scalar > 0.0) || !std::isfinite(c.attn_scale) || c.attn_scale <= 0.0f)
     throw InputError(src + ": 'query_pre_attn_scalar' must be positive, with 1/sqrt of it within float range");
-  c.attn_logit_softcap = cfg_softcap(cfg, "attn_logit_softcapping", src, 50.0);
-  c.final_logit_softcap = cfg_softcap(cfg, "final_logit_softcapping", src, 30.0);
+  c.attn_logit_softcap = cfg_softcap(cfg, "attn_logit_softcapping", src, gemma3 ? 0.0 : 50.0);
+  c.final_logit_softcap = cfg_softcap(cfg, "final_logit_softcapping", src, gemma3 ? 0.0 : 30.0);
   c.embed_scale = std::sqrt(static_cast<float>(c.d_model));
   c.ffn_act = FfnActivation::gelu_tanh;
 }
@@ -166,9 +174,11 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   } else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "olmo2" || model_type == "gemma2" ||
              model_type == "phi3") {
     c.architecture = model_type;
+  } else if (model_type == "gemma3_text") {  // Gemma3ForCausalLM (the multimodal "gemma3" nests it: not read here)
+    c.architecture = "gemma3";
   } else {
     throw InputError(csrc + ": unsupported architecture '" + (arch_name.empty() ? "(no model_type)" : arch_name) +
-                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2, phi3, gemma2)");
+                     "' (supported model_type: llama, mistral, qwen2, qwen3, olmo2, phi3, gemma2, gemma3_text)");
   }
   set_architecture_features(c, csrc);  // bias, Q/K norm, pre/post norms (model/architectures.hpp)
   c.n_layers = cfg_int(cfg, "num_hidden_layers", csrc);
@@ -190,9 +200,9 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   }
   c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
   c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
-  // Absent means the model class's default in transformers: tied for Gemma 2 (Gemma2Config; save_pretrained then
+  // Absent means the model class's default in transformers: tied for Gemma 2 and 3 (their configs; save_pretrained then
   // leaves the key out), untied for LlamaConfig, MistralConfig, Qwen2/3Config, Olmo2Config and Phi3Config.
-  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, model_type == "gemma2");
+  c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, model_type == "gemma2" || model_type == "gemma3_text");
   if (!c.qkv_bias && cfg_bool(cfg, "attention_bias", csrc, false)) {
     throw InputError(csrc + ": attention_bias = true is not supported for " + model_type);
   }
@@ -206,7 +216,7 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   } else if ((model_type == "qwen2" || model_type == "qwen3") && cfg_bool(cfg, "use_sliding_window", csrc, false)) {
     c.sliding_window = cfg_int(cfg, "sliding_window", csrc, 0);
   }
-  if (c.architecture == "gemma2") read_gemma2_hf(cfg, csrc, c);  // windows, scales, soft-caps, GeGLU
+  if (c.architecture == "gemma2" || c.architecture == "gemma3") read_gemma_hf(cfg, csrc, c);  // windows, scales, caps
   const char* act = c.ffn_act == FfnActivation::gelu_tanh ? "gelu_pytorch_tanh" : "silu";
   for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's MLP reads hidden_activation
     if (cfg.contains(key) && !cfg[key].is_null() && cfg[key] != act) {
@@ -248,7 +258,7 @@ struct HfLoader {
   WeightStorage weights = WeightStorage::f32;
   bool check_only = false;
   int64_t elements = 0;  ///< check_only: element count of the tensors checked so far
-  bool plus_one = false;  ///< load_norm adds 1 (gemma2)
+  bool plus_one = false;  ///< load_norm adds 1 (gemma2, gemma3)
   std::set<std::string> used;  ///< check_only: the names of the tensors checked so far
 
   /// The file and tensor `name`, after checking its shape against `expected` and its dtype.
@@ -307,7 +317,7 @@ struct HfLoader {
   void load_layer(const ModelConfig& c, int64_t l, LayerWeights& w) {
     const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, d = c.head_dim, F = c.d_ff;
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (c.architecture == "gemma2") {  // four norms, each stored as w for x * (1 + w)
+    if (c.architecture == "gemma2" || c.architecture == "gemma3") {  // four norms, each stored as w for x * (1 + w)
       w.attn_norm = load_norm(p + "input_layernorm.weight", D, "attention RMSNorm weight [hidden]");
       w.post_attn_norm = load_norm(p + "post_attention_layernorm.weight", D, "RMSNorm weight after attention [hidden]");
       w.ffn_norm = load_norm(p + "pre_feedforward_layernorm.weight", D, "MLP RMSNorm weight [hidden]");
@@ -332,7 +342,7 @@ struct HfLoader {
       w.bv = load(p + "self_attn.v_proj.bias", {Hkv * d}, "value bias");
     }
     load_matrix(p + "self_attn.o_proj.weight", {D, H * d}, "output projection [hidden, heads*head_dim]", w.wo, w.quant.wo);
-    if (c.architecture == "gemma2") {
+    if (c.architecture == "gemma2" || c.architecture == "gemma3") {
       // read above
     } else if (c.pre_norms) {  // transformers names the norm before the MLP "post_attention_layernorm"
       w.ffn_norm = load(p + "post_attention_layernorm.weight", {D}, "MLP RMSNorm weight [hidden]");
@@ -341,8 +351,8 @@ struct HfLoader {
       w.post_ffn_norm = load(p + "post_feedforward_layernorm.weight", {D}, "RMSNorm weight after the MLP [hidden]");
     }
     if (c.qk_norm == QkNorm::per_head) {
-      w.q_norm = load(p + "self_attn.q_norm.weight", {d}, "per-head query RMSNorm weight [head_dim]");
-      w.k_norm = load(p + "self_attn.k_norm.weight", {d}, "per-head key RMSNorm weight [head_dim]");
+      w.q_norm = load_norm(p + "self_attn.q_norm.weight", d, "per-head query RMSNorm weight [head_dim]");
+      w.k_norm = load_norm(p + "self_attn.k_norm.weight", d, "per-head key RMSNorm weight [head_dim]");
     } else if (c.qk_norm == QkNorm::whole) {
       w.q_norm = load(p + "self_attn.q_norm.weight", {H * d}, "query RMSNorm weight [heads*head_dim]");
       w.k_norm = load(p + "self_attn.k_norm.weight", {Hkv * d}, "key RMSNorm weight [kv_heads*head_dim]");
@@ -447,7 +457,7 @@ Model load_hf_model(const std::string& folder, WeightStorage weights) {
   open_hf(folder, m, sh);
   m.weights = weights;
   HfLoader ld{folder, sh, weights, /*check_only=*/false, 0, false, {}};
-  ld.plus_one = m.config.architecture == "gemma2";
+  ld.plus_one = m.config.architecture == "gemma2" || m.config.architecture == "gemma3";
   ld.load_globals(m);
   m.layers.resize(static_cast<size_t>(m.config.n_layers));
   for (int64_t l = 0; l < m.config.n_layers; ++l) ld.load_layer(m.config, l, m.layers[static_cast<size_t>(l)]);

@@ -5,7 +5,7 @@
 // Mistral, SmolLM), `qwen2` (Q/K/V biases), `qwen3` (per-head Q/K RMSNorm), `olmo2` (norms after attention and after
 // the MLP instead of before, Q/K RMSNorm over the whole projection), `gemma2` (sliding-window layers 0, 2, 4, ...,
 // attention-score and final-logit soft-capping, norms before and after attention and the MLP, GELU-tanh gated MLP,
-// embeddings scaled by sqrt(D)) and `gemma3` (GGUF only: sliding-window and
+// embeddings scaled by sqrt(D)) and `gemma3` (sliding-window and
 // global layers with their own RoPE bases, per-head Q/K RMSNorm, norms after attention and after the MLP, GELU-tanh
 // gated MLP, embeddings scaled by sqrt(D), optional final logit soft-capping). Anything else is an rkv::InputError
 // naming the architecture.

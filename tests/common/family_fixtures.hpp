@@ -21,7 +21,8 @@ struct FamilyFixture {
   std::filesystem::path dir;         ///< tests/fixtures/families/<name>
   std::vector<int32_t> ids;          ///< the prompt [T]
   std::vector<int32_t> greedy;       ///< transformers' 8 greedy ids of the Hugging Face model
-  std::vector<int32_t> greedy_gguf;  ///< those of the model the GGUFs hold (differs where the converter drops a window)
+  std::vector<int32_t> greedy_gguf;  ///< those of the model the GGUFs hold (differs where the converter drops part of
+                                     ///< the config: Mistral's window, Gemma 3's layer types)
   int64_t vocab = 0;
   std::string hf_logits, gguf_logits;  ///< the logits file each format is compared with
 
@@ -52,7 +53,7 @@ inline std::vector<FamilyFixture> family_fixtures() {
     f.dir = e.path();
     f.ids = j["ids"].get<std::vector<int32_t>>();
     f.greedy = j["greedy_ids"].get<std::vector<int32_t>>();
-    f.greedy_gguf = j.contains("greedy_ids_nowindow") ? j["greedy_ids_nowindow"].get<std::vector<int32_t>>() : f.greedy;
+    f.greedy_gguf = j.contains("greedy_ids_gguf") ? j["greedy_ids_gguf"].get<std::vector<int32_t>>() : f.greedy;
     f.vocab = j["vocab_size"].get<int64_t>();
     f.hf_logits = j["hf_logits"].get<std::string>();
     f.gguf_logits = j["gguf_logits"].get<std::string>();

@@ -31,7 +31,7 @@ std::vector<float> device_logits(const rc::DeviceModel& m, const std::vector<int
 
 TEST_F(FamiliesOnDevice, SafetensorsAndF32GgufMatchTransformersInBothPrecisions) {
   const auto families = rkv_test::family_fixtures();
-  ASSERT_EQ(families.size(), 6u);
+  ASSERT_EQ(families.size(), 7u);
   for (const auto& f : families) {
     const struct {
       std::filesystem::path path;

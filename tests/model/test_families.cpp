@@ -11,6 +11,7 @@
 #include "backend/cpu/forward.hpp"
 #include "common/family_fixtures.hpp"
 #include "model/model.hpp"
+#include "model/rope.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ void expect_matches(const FamilyFixture& f, const std::string& path, const std::
 TEST(ModelFamilies, EveryFamilyHasAFixture) {
   std::vector<std::string> names;
   for (const auto& f : rkv_test::family_fixtures()) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"gemma2", "llama3", "mistral", "olmo2", "phi3", "qwen3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma2", "gemma3", "llama3", "mistral", "olmo2", "phi3", "qwen3"}));
 }
 
 TEST(ModelFamilies, SafetensorsAndF32GgufMatchTransformers) {
@@ -122,6 +123,15 @@ TEST(ModelFamilies, EachFeatureChangesTheLogits) {
     if (f.name == "mistral") {
       EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding.clear(), m.config.sliding_window = 0; }), 1e-2);
     }
+    if (f.name == "gemma3") {  // the global layer's RoPE unscaled; the Q/K norms without Gemma's 1 +
+      EXPECT_GT(error_without(f, [](rkv::Model& m) {
+        m.rope_inv_freq = rkv::rope_inv_freq(m.config.head_dim, m.config.rope_theta, rkv::RopeScaling{});
+      }), 1e-2);
+      EXPECT_GT(error_without(f, [](rkv::Model& m) {
+        for (auto& w : m.layers)
+          for (float& x : w.q_norm) x -= 1.0f;
+      }), 1e-2);
+    }
     if (f.name == "phi3") {  // without the window; with gate and up swapped
       EXPECT_GT(error_without(f, [](rkv::Model& m) { m.config.layer_sliding.clear(), m.config.sliding_window = 0; }), 1e-2);
       EXPECT_GT(error_without(f, [](rkv::Model& m) {
@@ -167,6 +177,17 @@ TEST(ModelFamilies, EachFamilyHasItsFeatures) {
         EXPECT_TRUE(x->pre_norms && x->post_norms && x->tied_embeddings);
         EXPECT_EQ(x->ffn_act, rkv::FfnActivation::gelu_tanh);
       }
+    }
+    if (f.name == "gemma3") {
+      EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{1, 0}));
+      EXPECT_EQ(g.layer_sliding, (std::vector<uint8_t>{1, 1})) << "llama.cpp's pattern: every 6th layer global";
+      EXPECT_EQ(c.rope_theta_swa, 1e4);
+      EXPECT_EQ(c.rope_theta, 1e6);
+      EXPECT_EQ(c.rope_scaling.type, "linear");
+      EXPECT_EQ(c.qk_norm, rkv::QkNorm::per_head);
+      EXPECT_EQ(c.attn_logit_softcap, 0.0f);
+      EXPECT_EQ(c.final_logit_softcap, 0.0f);
+      EXPECT_TRUE(c.tied_embeddings);
     }
     if (f.name == "phi3") {
       EXPECT_EQ(c.layer_sliding, std::vector<uint8_t>(static_cast<size_t>(c.n_layers), 1));

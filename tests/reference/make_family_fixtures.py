@@ -26,6 +26,7 @@ Usage: make_family_fixtures.py --llama-cpp DIR --austen FILE --out DIR [--family
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import re
@@ -84,7 +85,27 @@ def families():
             pad_token_id=0, bos_token_id=0, eos_token_id=0),
             "Phi-3 mini layout: one fused qkv_proj and one fused gate_up_proj, a sliding window of 32 tokens on every "
             "layer (the prompt is 80), no RoPE scaling, hidden 128, head_dim 64 (2 heads, 1 KV head)"),
+        "gemma3": (transformers.Gemma3TextConfig(
+            **dict(common, rms_norm_eps=1e-6), num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+            rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0},
+            query_pre_attn_scalar=64, sliding_window=32, layer_types=["sliding_attention", "full_attention"],
+            final_logit_softcapping=None, attn_logit_softcapping=None, hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True),
+            "Gemma 3 layout (Gemma3ForCausalLM, model_type gemma3_text): layer 0 slides (window 32, RoPE base 1e4) "
+            "and layer 1 is global (RoPE base 1e6, linear scaling 8), per-head Q/K RMSNorm, norms before and after "
+            "attention and the MLP, all stored as w for x (1 + w), embeddings times sqrt(64), GeGLU, head_dim 64"),
     }
+
+
+# Families whose GGUF llama.cpp's converter writes without part of the config: how to make the config it holds.
+GGUF_HOLDS = {
+    "mistral": (lambda c: setattr(c, "sliding_window", None),
+                "no sliding window (the converter writes Mistral as `llama`, which has none)"),
+    "gemma3": (lambda c: setattr(c, "layer_types", ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                                    for i in range(c.num_hidden_layers)]),
+               "llama.cpp's fixed Gemma 3 pattern, every 6th layer global (the converter writes no layer types), so "
+               "both layers slide"),
+}
 
 
 def train_tokenizer(austen_text):
@@ -186,15 +207,16 @@ def main():
                  "model-q8_0.gguf": "llama.cpp's converter, --outtype q8_0",
                  "logits.f32": f"transformers float64 eager logits as float32 [{PROMPT_TOKENS + DECODE_STEPS}, {VOCAB}]"}
         gguf_logits = "logits.f32"
-        if getattr(config, "sliding_window", None) and name == "mistral":
-            config.sliding_window = None
-            plain = build_model(config, seed)
+        if name in GGUF_HOLDS:  # the converter drops part of the config: the GGUF is checked against what it holds
+            edit, what = GGUF_HOLDS[name]
+            held = copy.deepcopy(config)
+            edit(held)
+            plain = build_model(held, seed)
             plain.load_state_dict(model.state_dict())
-            nowin, greedy_nowin = reference_logits(plain, ids)
-            nowin.astype("<f4").tofile(out / "logits-nowindow.f32")
-            files["logits-nowindow.f32"] = ("the same model with the sliding window removed: what the GGUF holds "
-                                            "(llama.cpp's converter writes Mistral as `llama`, which has no window)")
-            gguf_logits = "logits-nowindow.f32"
+            held_logits, greedy_gguf = reference_logits(plain, ids)
+            held_logits.astype("<f4").tofile(out / "logits-gguf.f32")
+            files["logits-gguf.f32"] = "the same weights with the config the GGUF holds: " + what
+            gguf_logits = "logits-gguf.f32"
         ref = {
             "family": name, "note": note, "ids": ids, "greedy_ids": greedy, "prompt_tokens": PROMPT_TOKENS,
             "decode_steps": DECODE_STEPS, "vocab_size": VOCAB, "seed": seed, "gguf_logits": gguf_logits,
@@ -207,7 +229,7 @@ def main():
             "config": json.loads(config.to_json_string()),
         }
         if gguf_logits != "logits.f32":
-            ref["greedy_ids_nowindow"] = greedy_nowin
+            ref["greedy_ids_gguf"] = greedy_gguf
         (out / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
         print(f"{name}: {out} ({sum(f.stat().st_size for f in out.rglob('*') if f.is_file())} bytes)")
 
