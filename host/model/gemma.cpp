@@ -70,14 +70,16 @@ void read_gemma_common(const GgufFile& f, const std::string& src, ModelConfig& c
 void read_gemma3_config(const GgufFile& f, const std::string& src, ModelConfig& c) {
   read_gemma_common(f, src, c, 6, 62, 0.0f);
   c.rope_theta_swa = f.get_f64("gemma3.rope.freq_base_swa").value_or(10000.0);
-  if (!(c.rope_theta_swa > 0.0)) throw InputError(src + ": gemma3.rope.freq_base_swa must be positive");
+  if (!(c.rope_theta_swa > 0.0) || !std::isfinite(c.rope_theta_swa))
+    throw InputError(src + ": gemma3.rope.freq_base_swa must be positive and finite");
 }
 
 void read_gemma2_config(const GgufFile& f, const std::string& src, ModelConfig& c) {
   read_gemma_common(f, src, c, 2, 46, 30.0f);  // llama.cpp's llama_hparams defaults: 50 and 30
   c.attn_logit_softcap = read_softcap(f, src, "gemma2.attn_logit_softcapping", 50.0f);
   if (const auto base = f.get_f64("gemma2.rope.freq_base_swa")) {
-    if (!(*base > 0.0)) throw InputError(src + ": gemma2.rope.freq_base_swa must be positive");
+    if (!(*base > 0.0) || !std::isfinite(*base))
+      throw InputError(src + ": gemma2.rope.freq_base_swa must be positive and finite");
     c.rope_theta_swa = *base;
   }
 }

@@ -167,7 +167,8 @@ void load_layer(const GgufLoader& ld, const ModelConfig& c, int64_t l, LayerWeig
 /// output.weight). Returns the element count of those tensors (tied embeddings counted once): the model's parameters.
 int64_t check_tensors(const GgufFile& f, const std::string& src, ModelConfig& c) {
   int64_t elements = 0;
-  std::set<std::string> used = {"rope_freqs.weight"};  // read by describe_gguf_from itself
+  std::set<std::string> used;
+  if (c.architecture == "llama") used.insert("rope_freqs.weight");  // llama3 factors: read by describe_gguf_from
   GgufLoader ld{f, src, /*check_only=*/true, WeightStorage::f32, nullptr, &elements, &used};
   LayerWeights none;
   for (int64_t l = 0; l < c.n_layers; ++l) load_layer(ld, c, l, none);
@@ -225,6 +226,8 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   }
   c.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
   c.rope_theta = f.get_f64(a + "rope.freq_base").value_or(10000.0);
+  if (!(c.rope_theta > 0.0) || !std::isfinite(c.rope_theta))
+    throw InputError(src + ": " + a + "rope.freq_base must be positive and finite");
   c.sliding_window = ld.hparam(a + "attention.sliding_window", 0);
   if (c.architecture == "gemma3") read_gemma3_config(f, src, c);  // window, layer pattern, scales (gemma.hpp)
   if (c.architecture == "gemma2") read_gemma2_config(f, src, c);
@@ -232,8 +235,9 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
     // transformers' Phi3 applies its window on every layer; llama.cpp currently ignores it (its PR 13676), so a long
     // prompt here follows transformers, not llama.cpp.
     if (c.sliding_window > 0) c.layer_sliding.assign(static_cast<size_t>(c.n_layers), 1);
-    if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight"))
-      throw InputError(src + ": tensor 'rope_factors_long.weight': Phi-3's longrope scaling is not supported");
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"})
+      if (f.find_tensor(name))
+        throw InputError(src + ": tensor '" + name + "': Phi-3's longrope scaling is not supported");
   }
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
@@ -255,7 +259,7 @@ Model describe_gguf_from(const std::shared_ptr<const GgufFile>& file) {
   c.vocab_size = ld.hparam(a + "vocab_size", embd->ne.size() == 2 ? embd->ne[1] : 0);
 
   std::vector<float> freq_factors;
-  if (const GgufTensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+  if (const GgufTensorInfo* rf = c.architecture == "llama" ? f.find_tensor("rope_freqs.weight") : nullptr) {
     detail::check_shape(src, rf->name, GgufLoader::torch_shape(*rf), {d / 2}, "llama3 rope frequency factors");
     freq_factors = ld.dequant(*rf);  // d/2 floats: the one tensor whose data a description reads
     c.rope_freq_factors = true;

@@ -140,7 +140,10 @@ void read_gemma_hf(const json& cfg, const std::string& src, ModelConfig& c) {
       c.layer_sliding.push_back(t == "sliding_attention");
     }
   } else {
-    c.layer_sliding = sliding_pattern(c.n_layers, gemma3 ? cfg_int(cfg, "sliding_window_pattern", src, 6) : 2);
+    const int64_t period = gemma3 ? cfg_int(cfg, "sliding_window_pattern", src, 6) : 2;
+    if (period < 1)  // transformers computes (i + 1) % period
+      throw InputError(src + ": 'sliding_window_pattern' must be a positive integer, got " + std::to_string(period));
+    c.layer_sliding = sliding_pattern(c.n_layers, period);
   }
   if (gemma3) {
     c.rope_theta_swa = cfg_num(cfg, "rope_local_base_freq", src, 10000.0);
@@ -190,7 +193,9 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   c.n_heads = cfg_int(cfg, "num_attention_heads", csrc);
   if (c.n_heads <= 0) throw InputError(csrc + ": 'num_attention_heads' must be positive");
   c.n_kv_heads = cfg_int(cfg, "num_key_value_heads", csrc, c.n_heads);
-  c.head_dim = cfg_int(cfg, "head_dim", csrc, c.d_model / c.n_heads);
+  // Absent keys take the transformers class's defaults (Gemma2/3: head_dim 256; Qwen3Config: 128; else D / H).
+  const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
+  c.head_dim = cfg_int(cfg, "head_dim", csrc, gemma ? 256 : model_type == "qwen3" ? 128 : c.d_model / c.n_heads);
   c.vocab_size = cfg_int(cfg, "vocab_size", csrc);
   c.context_length = cfg_int(cfg, "max_position_embeddings", csrc, 0);
   if (c.context_length < 0) throw InputError(csrc + ": 'max_position_embeddings' must not be negative");
@@ -198,8 +203,10 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
     throw InputError(csrc + ": 'rope_parameters' (the transformers 5 layout) is not supported; give rope_theta and "
                      "rope_scaling as transformers 4 writes them");
   }
-  c.rms_eps = static_cast<float>(cfg_num(cfg, "rms_norm_eps", csrc, 1e-6));
-  c.rope_theta = cfg_num(cfg, "rope_theta", csrc, 10000.0);
+  c.rms_eps = static_cast<float>(
+      cfg_num(cfg, "rms_norm_eps", csrc, model_type == "olmo2" || model_type == "phi3" ? 1e-5 : 1e-6));
+  c.rope_theta = cfg_num(cfg, "rope_theta", csrc, model_type == "gemma3_text" ? 1e6 : 10000.0);
+  if (!(c.rope_theta > 0.0) || !std::isfinite(c.rope_theta)) throw InputError(csrc + ": 'rope_theta' must be positive");
   // Absent means the model class's default in transformers: tied for Gemma 2 and 3 (their configs; save_pretrained then
   // leaves the key out), untied for LlamaConfig, MistralConfig, Qwen2/3Config, Olmo2Config and Phi3Config.
   c.tied_embeddings = cfg_bool(cfg, "tie_word_embeddings", csrc, model_type == "gemma2" || model_type == "gemma3_text");
@@ -218,7 +225,8 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   }
   if (c.architecture == "gemma2" || c.architecture == "gemma3") read_gemma_hf(cfg, csrc, c);  // windows, scales, caps
   const char* act = c.ffn_act == FfnActivation::gelu_tanh ? "gelu_pytorch_tanh" : "silu";
-  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's MLP reads hidden_activation
+  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's MLP reads hidden_activation only
+    if (gemma != (std::string(key) == "hidden_activation")) continue;
     if (cfg.contains(key) && !cfg[key].is_null() && cfg[key] != act) {
       throw InputError(csrc + ": " + key + " " + cfg[key].dump() + " is not supported for " + model_type + " (only \"" +
                        act + "\")");
@@ -244,6 +252,8 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
     } else {
       throw InputError(csrc + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
     }
+    if (model_type == "phi3" && type != "none")  // Phi3Config accepts only longrope, which is not supported here
+      throw InputError(csrc + ": rope_scaling type '" + type + "' is not supported for phi3 (only none)");
     c.rope_scaling.type = type;
   }
   detail::check_sizes(c, csrc);

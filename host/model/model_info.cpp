@@ -106,6 +106,7 @@ void print_model_info(const Model& m, std::ostream& os) {
   if (!c.layer_sliding.empty() && c.rope_theta_swa > 0.0) os << " (global layers), " << c.rope_theta_swa << " (sliding-window layers)";
   os << ", rotate_half (NeoX) pairs, scaling " << c.rope_scaling.type;
   if (c.rope_scaling.type == "linear") os << " (factor " << c.rope_scaling.factor << ")";
+  if (c.rope_scaling.type != "none" && c.rope_theta_swa > 0.0 && !c.layer_sliding.empty()) os << " on the global layers";
   if (c.rope_scaling.type == "llama3") {
     os << " (factor " << c.rope_scaling.factor << ", low " << c.rope_scaling.low_freq_factor << ", high "
        << c.rope_scaling.high_freq_factor << ", original context " << c.rope_scaling.original_context_length << ")";

@@ -152,6 +152,13 @@ TEST(ModelInputs, ATensorTheArchitectureDoesNotReadIsRefused) {
   rkv_test::GgufWriter::write_file(p.string(), g.bytes());
   e = error_of([&] { rkv::describe_model(p.string()); });
   EXPECT_NE(e.find("tensor 'blk.0.attn_q.bias' is not part of a llama model"), std::string::npos) << e;
+  // llama3's rope_freqs.weight is read for llama only: in a gemma3 file it is another model's tensor
+  const rkv::Model g3 = rkv::synthetic_model(rkv::synthetic_config("gemma3", 2, 1, 8, 3), 5);
+  rkv_test::GgufWriter gw = rkv_test::gguf_writer_for(g3);
+  gw.add_tensor_f32("rope_freqs.weight", {4}, {1.0f, 1.0f, 2.0f, 4.0f});
+  rkv_test::GgufWriter::write_file(p.string(), gw.bytes());
+  e = error_of([&] { rkv::describe_model(p.string()); });
+  EXPECT_NE(e.find("tensor 'rope_freqs.weight' is not part of a gemma3 model"), std::string::npos) << e;
   fs::remove(p);
 }
 
@@ -192,6 +199,34 @@ TEST(ModelInputs, FamilyConfigKeysTakeTransformersDefaultsAndAreRangeChecked) {
       {"query_pre_attn_scalar", 1e-300, "'query_pre_attn_scalar' must be positive"},
       {"layer_types", "sliding_attention", "'layer_types' must be an array"},
   };
+  const fs::path g3 = edited("gemma3", [](nlohmann::json& c) { c.erase("rope_theta"); });
+  EXPECT_EQ(rkv::describe_model(g3.string()).config.rope_theta, 1e6) << "Gemma3TextConfig's default";
+  fs::remove_all(g3);
+  const fs::path p3 = edited("phi3", [](nlohmann::json& c) { c.erase("rms_norm_eps"); });
+  EXPECT_EQ(rkv::describe_model(p3.string()).config.rms_eps, 1e-5f) << "Phi3Config's default";
+  fs::remove_all(p3);
+  struct Other {
+    const char* family;
+    std::function<void(nlohmann::json&)> edit;
+    const char* expected;
+  };
+  const Other others[] = {
+      {"gemma3", [](nlohmann::json& c) { c.erase("layer_types"), c["sliding_window_pattern"] = 0; },
+       "'sliding_window_pattern' must be a positive integer, got 0"},
+      {"gemma3", [](nlohmann::json& c) { c.erase("layer_types"), c["sliding_window_pattern"] = -1; },
+       "'sliding_window_pattern' must be a positive integer, got -1"},
+      {"phi3", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; },
+       "rope_scaling type 'linear' is not supported for phi3"},
+      {"phi3", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "longrope"}}; },
+       "unsupported rope_scaling type 'longrope'"},
+  };
+  for (const Other& o : others) {
+    const fs::path d = edited(o.family, o.edit);
+    const std::string e = error_of([&] { rkv::describe_model(d.string()); });
+    EXPECT_NE(e.find((d / "config.json").string()), std::string::npos) << o.expected << ": " << e;
+    EXPECT_NE(e.find(o.expected), std::string::npos) << e;
+    fs::remove_all(d);
+  }
   for (const Bad& b : bad) {
     const fs::path d = edited("gemma2", [&](nlohmann::json& c) { c[b.key] = b.value; });
     const std::string e = error_of([&] { rkv::describe_model(d.string()); });
