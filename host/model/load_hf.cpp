@@ -160,6 +160,35 @@ void read_gemma_hf(const json& cfg, const std::string& src, ModelConfig& c) {
   c.ffn_act = FfnActivation::gelu_tanh;
 }
 
+/// config.json's "rope_scaling" (null, absent or {"rope_type" or "type": "default" | "linear" | "llama3", ...}) into
+/// c.rope_scaling; anything else (longrope, yarn, dynamic, a non-object) is refused naming the key. Phi-3 takes none.
+void read_rope_scaling(const json& cfg, const std::string& csrc, const std::string& model_type, ModelConfig& c) {
+  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null() && !cfg["rope_scaling"].is_object())
+    throw InputError(csrc + ": 'rope_scaling' must be an object or null, got " + cfg["rope_scaling"].dump());
+  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
+    const json& rs = cfg["rope_scaling"];
+    for (const char* key : {"rope_type", "type"})
+      if (rs.contains(key) && !rs[key].is_string())
+        throw InputError(csrc + ": 'rope_scaling." + key + "' must be a string, got " + rs[key].dump());
+    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    if (type == "default") {
+      type = "none";
+    } else if (type == "linear" || type == "llama3") {
+      c.rope_scaling.factor = cfg_num(rs, "factor", csrc, 0.0);
+      if (type == "llama3") {
+        c.rope_scaling.low_freq_factor = cfg_num(rs, "low_freq_factor", csrc, 1.0);
+        c.rope_scaling.high_freq_factor = cfg_num(rs, "high_freq_factor", csrc, 4.0);
+        c.rope_scaling.original_context_length = cfg_num(rs, "original_max_position_embeddings", csrc, 8192.0);
+      }
+    } else {
+      throw InputError(csrc + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
+    }
+    if (model_type == "phi3" && type != "none")  // Phi3Config accepts only longrope, which is not supported here
+      throw InputError(csrc + ": rope_scaling type '" + type + "' is not supported for phi3 (only none)");
+    c.rope_scaling.type = type;
+  }
+}
+
 /// The model's configuration from config.json (`csrc` is its path, for messages), checked with check_sizes.
 ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
   ModelConfig c;
@@ -232,30 +261,7 @@ ModelConfig read_hf_config(const json& cfg, const std::string& csrc) {
                        act + "\")");
     }
   }
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null() && !cfg["rope_scaling"].is_object())
-    throw InputError(csrc + ": 'rope_scaling' must be an object or null, got " + cfg["rope_scaling"].dump());
-  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
-    const json& rs = cfg["rope_scaling"];
-    for (const char* key : {"rope_type", "type"})
-      if (rs.contains(key) && !rs[key].is_string())
-        throw InputError(csrc + ": 'rope_scaling." + key + "' must be a string, got " + rs[key].dump());
-    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
-    if (type == "default") {
-      type = "none";
-    } else if (type == "linear" || type == "llama3") {
-      c.rope_scaling.factor = cfg_num(rs, "factor", csrc, 0.0);
-      if (type == "llama3") {
-        c.rope_scaling.low_freq_factor = cfg_num(rs, "low_freq_factor", csrc, 1.0);
-        c.rope_scaling.high_freq_factor = cfg_num(rs, "high_freq_factor", csrc, 4.0);
-        c.rope_scaling.original_context_length = cfg_num(rs, "original_max_position_embeddings", csrc, 8192.0);
-      }
-    } else {
-      throw InputError(csrc + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3)");
-    }
-    if (model_type == "phi3" && type != "none")  // Phi3Config accepts only longrope, which is not supported here
-      throw InputError(csrc + ": rope_scaling type '" + type + "' is not supported for phi3 (only none)");
-    c.rope_scaling.type = type;
-  }
+  read_rope_scaling(cfg, csrc, model_type, c);
   detail::check_sizes(c, csrc);
   return c;
 }
