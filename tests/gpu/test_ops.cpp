@@ -299,7 +299,9 @@ struct AttnCase {
 };
 
 TEST_F(OpsTest, PrefillAttentionMatchesReference) {
-  const AttnCase cases[] = {{9, 3, 64, 100, 0}, {9, 3, 64, 70, 50}, {8, 2, 128, 130, 10}, {9, 3, 64, 1, 0}};
+  // d = 256 (Gemma 2/3): the V tile shares the K tile's shared memory; 140 keys make three tiles, the last partial.
+  const AttnCase cases[] = {{9, 3, 64, 100, 0}, {9, 3, 64, 70, 50}, {8, 2, 128, 130, 10}, {9, 3, 64, 1, 0},
+                            {4, 1, 256, 130, 10}};
   for (const AttnCase& c : cases) {
     Lcg r(16);
     const int64_t ld = (c.H + 2 * c.Hkv) * c.d, cap = c.first + c.n + 3;
@@ -330,7 +332,8 @@ TEST_F(OpsTest, DecodeAttentionMatchesReference) {
     int splits;  // 0: decode_attention_splits()
   };
   const Case cases[] = {{{9, 3, 64, 1, 0}, 0},        {{9, 3, 64, 1, 999}, 0}, {{9, 3, 64, 1, 999}, 7},
-                        {{8, 2, 128, 1, long_len - 1}, 0}, {{32, 8, 128, 1, 300}, 3}};
+                        {{8, 2, 128, 1, long_len - 1}, 0}, {{32, 8, 128, 1, 300}, 3}, {{4, 1, 256, 1, 700}, 0},
+                        {{8, 1, 256, 1, 300}, 5}};
   for (const Case& cs : cases) {
     const AttnCase& c = cs.a;
     Lcg r(17);
@@ -360,7 +363,8 @@ TEST_F(OpsTest, AttentionStatsMatchCpu) {
     int64_t T, window;
     std::vector<int64_t> chunks;
   };
-  const Case cases[] = {{9, 3, 64, 150, 32, {150}}, {9, 3, 64, 150, 32, {90, 60}}, {8, 2, 128, 100, 7, {1, 40, 59}}};
+  const Case cases[] = {{9, 3, 64, 150, 32, {150}}, {9, 3, 64, 150, 32, {90, 60}}, {8, 2, 128, 100, 7, {1, 40, 59}},
+                        {4, 1, 256, 100, 16, {70, 30}}};
   for (const Case& c : cases) {
     Lcg r(18);
     const int64_t ld = (c.H + 2 * c.Hkv) * c.d, cap = c.T + 2;

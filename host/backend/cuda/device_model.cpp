@@ -61,7 +61,7 @@ Precision parse_precision(const std::string& name) {
 
 void DeviceModel::check_geometry(const ModelConfig& c) {
   if (!kernels::attention_supported_head_dim(static_cast<int>(c.head_dim)))
-    throw InputError("the CUDA backend supports head_dim 64 or 128; this model has " + std::to_string(c.head_dim));
+    throw InputError("the CUDA backend supports head_dim 64, 128 or 256; this model has " + std::to_string(c.head_dim));
   if (c.n_kv_heads < 1 || c.n_heads % c.n_kv_heads != 0 || c.n_heads / c.n_kv_heads > 8)
     throw InputError("the CUDA backend supports grouped-query attention with H / H_kv <= 8; this model has H = " +
                      std::to_string(c.n_heads) + ", H_kv = " + std::to_string(c.n_kv_heads));

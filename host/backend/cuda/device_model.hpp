@@ -42,7 +42,7 @@ struct DeviceLayerWeights {
 class DeviceModel {
  public:
   /// Uploads `model` (float32 weights) in `precision`, gemma3's extra norms and its sliding layers' RoPE frequencies
-  /// included. Throws rkv::InputError when the geometry is outside what the kernels support (head_dim not 64 or 128,
+  /// included. Throws rkv::InputError when the geometry is outside what the kernels support (head_dim not 64, 128 or 256,
   /// G = H / H_kv above 8), CudaError when the device runs out of memory.
   DeviceModel(Context& ctx, const Model& model, Precision precision);
 

@@ -112,12 +112,18 @@ cudaError_t attention_stats(DType t, const void* q, int64_t q_ld, int64_t n, int
     if (shape.head_dim == 128)
       return launch_stats<float, 128>(q, q_ld, n, first_index, lse, k_cache, capacity, shape, stats_len, window_start,
                                       window_sums, cumulative_sums, stream);
+    if (shape.head_dim == 256)
+      return launch_stats<float, 256>(q, q_ld, n, first_index, lse, k_cache, capacity, shape, stats_len, window_start,
+                                      window_sums, cumulative_sums, stream);
   } else {
     if (shape.head_dim == 64)
       return launch_stats<bf16, 64>(q, q_ld, n, first_index, lse, k_cache, capacity, shape, stats_len, window_start,
                                     window_sums, cumulative_sums, stream);
     if (shape.head_dim == 128)
       return launch_stats<bf16, 128>(q, q_ld, n, first_index, lse, k_cache, capacity, shape, stats_len, window_start,
+                                     window_sums, cumulative_sums, stream);
+    if (shape.head_dim == 256)
+      return launch_stats<bf16, 256>(q, q_ld, n, first_index, lse, k_cache, capacity, shape, stats_len, window_start,
                                      window_sums, cumulative_sums, stream);
   }
   return cudaErrorInvalidValue;

@@ -157,11 +157,15 @@ cudaError_t decode_attention(DType t, const void* q, const void* k_cache, const 
       return launch_decode<float, 64>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
     if (shape.head_dim == 128)
       return launch_decode<float, 128>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
+    if (shape.head_dim == 256)
+      return launch_decode<float, 256>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
   } else {
     if (shape.head_dim == 64)
       return launch_decode<bf16, 64>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
     if (shape.head_dim == 128)
       return launch_decode<bf16, 128>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
+    if (shape.head_dim == 256)
+      return launch_decode<bf16, 256>(q, k_cache, v_cache, capacity, length, shape, splits, workspace, out, stream);
   }
   return cudaErrorInvalidValue;
 }

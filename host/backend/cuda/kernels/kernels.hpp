@@ -8,7 +8,7 @@
 //    round-to-nearest-even); arithmetic is float32 throughout (double where stated);
 //  - a KV cache layer is two buffers [n_kv_heads, capacity, head_dim] (keys after RoPE, values), as rkv::LayerKV;
 //    query head h reads KV head h / G, G = n_heads / n_kv_heads;
-//  - head_dim must be 64 or 128 for the attention kernels (attention_supported_head_dim()).
+//  - head_dim must be 64, 128 or 256 for the attention kernels (attention_supported_head_dim()).
 // Thread rules: launches are asynchronous on `stream`; the caller keeps every buffer alive until the stream has
 // passed the kernel.
 #pragma once
@@ -25,7 +25,7 @@ enum class DType : int { F32 = 0, BF16 = 1 };
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 
 /// Head dimensions the attention kernels are built for.
-inline bool attention_supported_head_dim(int d) { return d == 64 || d == 128; }
+inline bool attention_supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 
 /// x[i, :] = table[tokens[i], :] as float32. table: `t` [vocab, d_model]; tokens: int32 [n] (already range-checked by
 /// the caller); x: float32 [n, d_model].
@@ -90,7 +90,7 @@ cudaError_t store_positions(int32_t* pos, int64_t capacity, int n_kv_heads, int6
 struct AttentionShape {
   int n_heads = 0;     ///< H
   int n_kv_heads = 0;  ///< H_kv (divides H)
-  int head_dim = 0;    ///< d: 64 or 128
+  int head_dim = 0;    ///< d: 64, 128 or 256
   float scale = 0.0f;  ///< softmax scale (ModelConfig::attention_scale(): 1 / sqrt(d) unless the model says otherwise)
   /// W > 0: a sliding-window layer (gemma3): key j is visible to a new row only if also q_pos - k_pos[j] < W, with
   /// q_pos the row's position (q_pos[i], int64 [n] on the device) and k_pos the cache's int32 positions

@@ -13,10 +13,17 @@ constexpr int kPrefillRows = 64;     // query rows per block (Br)
 constexpr int kPrefillKeys = 64;     // keys per tile (Bc)
 constexpr int kPrefillThreads = 128; // 16 row groups (ty) x 8 column lanes (tx)
 
-/// Dynamic shared memory of prefill_attention_kernel<T, D>: Q and K tiles [64][D + 1], V tile [64][D], P tile [64][65].
+/// Whether the V tile shares the K tile's shared memory (loaded after the scores of a tile are taken): for D = 256,
+/// where separate Q, K, V and P tiles (209 KB) would not fit an A100's 163 KB; with the V tile in K's place they take
+/// 145 KB. D = 64 and 128 keep both tiles (one load per tile, no extra barrier).
+__host__ __device__ constexpr bool prefill_shares_kv(int D) { return D > 128; }
+
+/// Dynamic shared memory of prefill_attention_kernel<T, D>: Q and K tiles [64][D + 1], V tile [64][D] (unless it
+/// shares K's), P tile [64][65].
 constexpr size_t prefill_smem_bytes(int D) {
   return sizeof(float) * (static_cast<size_t>(kPrefillRows) * (D + 1) + static_cast<size_t>(kPrefillKeys) * (D + 1) +
-                          static_cast<size_t>(kPrefillKeys) * D + static_cast<size_t>(kPrefillRows) * (kPrefillKeys + 1));
+                          (prefill_shares_kv(D) ? 0 : static_cast<size_t>(kPrefillKeys) * D) +
+                          static_cast<size_t>(kPrefillRows) * (kPrefillKeys + 1));
 }
 
 /// Grid (ceil(n / 64), H), 128 threads. Thread (ty = tid / 8, tx = tid % 8) owns rows ty*4 .. ty*4+3 of the tile;
@@ -33,8 +40,9 @@ __global__ void __launch_bounds__(kPrefillThreads)
   RKV_DYNAMIC_SMEM(float, smem);
   float* Qs = smem;                      // [64][DP]
   float* Ks = Qs + kPrefillRows * DP;    // [64][DP]
-  float* Vs = Ks + kPrefillKeys * DP;    // [64][D]
-  float* Ps = Vs + kPrefillKeys * D;     // [64][PP]
+  constexpr bool share = prefill_shares_kv(D);
+  float* Vs = share ? Ks : Ks + kPrefillKeys * DP;  // [64][D]
+  float* Ps = share ? Ks + kPrefillKeys * DP : Vs + kPrefillKeys * D;  // [64][PP]
   const int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;
   const int h = blockIdx.y, g = h / G;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kPrefillRows;
@@ -68,7 +76,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
       const int64_t j = j0 + c;
       const bool ok = j < kv_end;
       Ks[c * DP + e] = ok ? to_f32(kh[j * D + e]) : 0.0f;
-      Vs[c * D + e] = ok ? to_f32(vh[j * D + e]) : 0.0f;
+      if (!share) Vs[c * D + e] = ok ? to_f32(vh[j * D + e]) : 0.0f;
     }
     __syncthreads();
 
@@ -115,7 +123,15 @@ __global__ void __launch_bounds__(kPrefillThreads)
 #pragma unroll
       for (int e = 0; e < EPT; ++e) acc[r][e] *= corr;
     }
-    __syncthreads();  // the P tile is complete
+    __syncthreads();  // the P tile is complete (and, with a shared K/V tile, the K tile is consumed)
+    if (share) {  // D = 256: the V tile now takes the K tile's place
+      for (int idx = tid; idx < kPrefillKeys * D; idx += kPrefillThreads) {
+        const int c = idx / D, e = idx - c * D;
+        const int64_t j = j0 + c;
+        Vs[c * D + e] = j < kv_end ? to_f32(vh[j * D + e]) : 0.0f;
+      }
+      __syncthreads();
+    }
 
     for (int c = 0; c < kPrefillKeys; ++c) {
       float pv[4], vv[EPT];
@@ -174,12 +190,18 @@ cudaError_t prefill_attention(DType t, const void* q, int64_t q_ld, int64_t n, c
     if (shape.head_dim == 128)
       return launch_prefill<float, 128>(q, q_ld, n, k_cache, v_cache, capacity, first_index, shape, out, out_ld, lse,
                                         stream);
+    if (shape.head_dim == 256)
+      return launch_prefill<float, 256>(q, q_ld, n, k_cache, v_cache, capacity, first_index, shape, out, out_ld, lse,
+                                        stream);
   } else {
     if (shape.head_dim == 64)
       return launch_prefill<bf16, 64>(q, q_ld, n, k_cache, v_cache, capacity, first_index, shape, out, out_ld, lse,
                                       stream);
     if (shape.head_dim == 128)
       return launch_prefill<bf16, 128>(q, q_ld, n, k_cache, v_cache, capacity, first_index, shape, out, out_ld, lse,
+                                       stream);
+    if (shape.head_dim == 256)
+      return launch_prefill<bf16, 256>(q, q_ld, n, k_cache, v_cache, capacity, first_index, shape, out, out_ld, lse,
                                        stream);
   }
   return cudaErrorInvalidValue;
