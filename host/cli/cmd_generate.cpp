@@ -148,7 +148,7 @@ int run_generate(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("model", po::value(&model_path), "GGUF file or HF model folder")(
       "prompt", po::value(&prompt), "prompt text")("prompt-file", po::value(&prompt_file), "read the prompt from a file")("chat", po::bool_switch(), "wrap the prompt in the chat template")(
       "system", po::value(&system), "system message (with --chat)")(
-      "chat-template", po::value(&template_name), "template family to use instead of detecting it (chatml, llama3, llama2, mistral)")(
+      "chat-template", po::value(&template_name), "template family to use instead of detecting it (chatml, llama3, llama2, mistral, gemma, phi3)")(
       "max-new-tokens", po::value(&max_new)->default_value(256), "maximum number of generated tokens")(
       "temperature", po::value(&temperature)->default_value(0.0f), "sampling temperature; 0 = greedy")(
       "top-p", po::value(&top_p)->default_value(1.0f), "nucleus sampling mass in (0, 1]")(

@@ -75,7 +75,7 @@ std::string python_strip(std::string_view s) {
 }
 
 const std::vector<std::string>& ChatTemplate::known_names() {
-  static const std::vector<std::string> names = {"chatml", "llama3", "llama2", "mistral"};
+  static const std::vector<std::string> names = {"chatml", "llama3", "llama2", "mistral", "gemma", "phi3"};
   return names;
 }
 
@@ -90,6 +90,7 @@ ChatTemplate ChatTemplate::by_name(std::string_view name, std::string_view jinja
   t.eos_ = std::move(eos);
   if (t.name_ == "chatml") t.default_system_ = chatml_default_system(jinja);
   if (t.name_ == "mistral") t.space_after_eos_ = contains(jinja, "eos_token + ' '");
+  if (t.name_ == "gemma" || t.name_ == "phi3") t.leading_bos_ = contains(jinja, "{{ bos_token }}");
   return t;
 }
 
@@ -100,6 +101,11 @@ ChatTemplate ChatTemplate::detect(std::string_view jinja, std::string bos, std::
   } else if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>") &&
              !contains(jinja, "Cutting Knowledge Date")) {
     family = "llama3";  // 3.1+ templates add a dated system preamble and tools: not this family
+  } else if (contains(jinja, "<start_of_turn>") && contains(jinja, "<end_of_turn>")) {
+    family = "gemma";
+  } else if (contains(jinja, "<|user|>") && contains(jinja, "<|end|>") && contains(jinja, "<|assistant|>") &&
+             !contains(jinja, "<|system|>")) {
+    family = "phi3";  // Phi-3 mini/medium drop system messages; templates that render <|system|> are another family
   } else if (contains(jinja, "[INST]") && !contains(jinja, "[SYSTEM_PROMPT]") && !contains(jinja, "[AVAILABLE_TOOLS]")) {
     family = contains(jinja, "<<SYS>>") ? "llama2" : "mistral";
   }
@@ -147,6 +153,24 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
       if (k == 0 && has_system) content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
       if (m.role == "user") out += bos_ + "[INST] " + python_strip(content) + " [/INST]";
       else if (m.role == "assistant") out += " " + python_strip(content) + " " + eos_;
+    }
+  } else if (name_ == "gemma") {
+    if (messages.empty()) raise(name_, "no messages (the template reads messages[0])");
+    if (leading_bos_) out += bos_;
+    if (messages[0].role == "system") raise(name_, "System role not supported");
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      const ChatMessage& m = messages[i];
+      if ((m.role == "user") != (i % 2 == 0))
+        raise(name_, "Conversation roles must alternate user/assistant/user/assistant/...");
+      const std::string role = m.role == "assistant" ? "model" : m.role;
+      out += "<start_of_turn>" + role + "\n" + python_strip(m.content) + "<end_of_turn>\n";
+    }
+    if (add_generation_prompt) out += "<start_of_turn>model\n";
+  } else if (name_ == "phi3") {
+    if (leading_bos_) out += bos_;
+    for (const ChatMessage& m : messages) {  // other roles (system) are dropped, as the template drops them
+      if (m.role == "user") out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
+      else if (m.role == "assistant") out += m.content + "<|end|>\n";
     }
   } else {  // mistral
     out += bos_;

@@ -17,9 +17,15 @@
 //            empty conversation is an error (the template reads messages[0]).
 //   mistral  {bos}[INST] {user} [/INST]{assistant}{eos}[ ] ... Reference: Mistral-7B-Instruct-v0.1 (with a space after
 //            each EOS) and v0.2 (without). Only user and assistant roles; they must alternate.
+//   gemma    [{bos}]<start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n ... [<start_of_turn>model\n].
+//            Reference: gemma-7b-it (Gemma 2's instruct template is the same after a {{ bos_token }}). No system role;
+//            user and assistant must alternate; an empty conversation is an error (the template reads messages[0]).
+//   phi3     [{bos}]<|user|>\n{user}<|end|>\n<|assistant|>\n{assistant}<|end|>\n ... Reference: Phi-3-mini (with
+//            {{ bos_token }}) and Phi-3-medium (without). System messages are dropped; the generation prompt is
+//            part of every user turn.
 //
-// For llama2 and mistral the "[/INST]" that ends a user turn is the generation prompt, so add_generation_prompt changes
-// nothing (as in their Jinja). The rendered text contains special-token texts (BOS, <|im_start|>...): tokenize it with
+// For llama2, mistral and phi3 the text that ends a user turn is the generation prompt, so add_generation_prompt
+// changes nothing (as in their Jinja). The rendered text contains special-token texts (BOS, <|im_start|>...): tokenize it with
 // parse_special = true and add_bos = false.
 //
 // "Trim"/"strip" is Python's str.strip() (what Jinja's trim filter and .strip() run): it removes code points that
@@ -41,7 +47,7 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  /// The family names, in a fixed order: chatml, llama3, llama2, mistral.
+  /// The family names, in a fixed order: chatml, llama3, llama2, mistral, gemma, phi3.
   static const std::vector<std::string>& known_names();
 
   /// Recognizes the family of a Jinja template. `bos` and `eos` are the texts of the model's BOS/EOS tokens (used by
@@ -73,6 +79,7 @@ class ChatTemplate {
   std::string bos_, eos_;
   std::string default_system_;   // chatml
   bool space_after_eos_ = false; // mistral v0.1
+  bool leading_bos_ = false;     // gemma, phi3: the template starts with {{ bos_token }}
 };
 
 /// Python's str.strip() on UTF-8 text (see the file comment). Invalid bytes are kept.

@@ -49,7 +49,7 @@ void expect_same_as_jinja(const rkv::ChatTemplate& t, const std::string& jinja, 
 
 TEST(ChatTemplate, DetectsTheReferenceFamilies) {
   const auto refs = reference_templates();
-  for (const auto& name : {"llama3", "llama2", "mistral-v0.1", "mistral-v0.2"}) {
+  for (const auto& name : {"llama3", "llama2", "mistral-v0.1", "mistral-v0.2", "gemma-7b-it", "phi-3-mini", "phi-3-medium"}) {
     const auto& r = refs[name];
     const auto t = rkv::ChatTemplate::detect(r["template"].get<std::string>(), r["bos"], r["eos"]);
     EXPECT_EQ(t.name(), r["family"].get<std::string>()) << name;
@@ -92,9 +92,21 @@ TEST(ChatTemplate, HandWorkedLlama2AndMistral) {
   EXPECT_THROW(m.apply({{"system", "s"}, {"user", "u"}}, false), rkv::InputError);
 }
 
+TEST(ChatTemplate, HandWorkedGemmaAndPhi3) {
+  const auto g = rkv::ChatTemplate::by_name("gemma", "{{ bos_token }}<start_of_turn>", "<bos>", "<eos>");
+  EXPECT_EQ(g.apply({{"user", " u1 "}, {"assistant", "a1"}, {"user", "u2"}}, true),
+            "<bos><start_of_turn>user\nu1<end_of_turn>\n<start_of_turn>model\na1<end_of_turn>\n"
+            "<start_of_turn>user\nu2<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_THROW(g.apply({{"system", "s"}, {"user", "u"}}, false), rkv::InputError);
+  EXPECT_THROW(g.apply({{"user", "a"}, {"user", "b"}}, false), rkv::InputError);
+  const auto p = rkv::ChatTemplate::by_name("phi3", "", "<s>", "<|endoftext|>");  // Phi-3-medium: no BOS
+  EXPECT_EQ(p.apply({{"system", "dropped"}, {"user", "u1"}, {"assistant", " a1 "}, {"user", "u2"}}, false),
+            "<|user|>\nu1<|end|>\n<|assistant|>\n a1 <|end|>\n<|user|>\nu2<|end|>\n<|assistant|>\n");
+}
+
 TEST(ChatTemplate, UnknownTemplatesAndNamesListTheKnownOnes) {
   try {
-    rkv::ChatTemplate::detect("{% for m in messages %}<start_of_turn>{{ m['content'] }}{% endfor %}", "", "");
+    rkv::ChatTemplate::detect("{% for m in messages %}<|turn|>{{ m['content'] }}{% endfor %}", "", "");
     FAIL() << "expected an error";
   } catch (const rkv::InputError& e) {
     const std::string msg = e.what();
@@ -128,7 +140,7 @@ TEST(ChatTemplate, PythonStrip) {
 TEST(ChatTemplateJinja, ReferenceTemplatesMatchJinja2) {
   REQUIRE_VENV();
   const auto refs = reference_templates();
-  for (const auto& name : {"llama3", "llama2", "mistral-v0.1", "mistral-v0.2"}) {
+  for (const auto& name : {"llama3", "llama2", "mistral-v0.1", "mistral-v0.2", "gemma-7b-it", "phi-3-mini", "phi-3-medium"}) {
     const auto& r = refs[name];
     const std::string jinja = r["template"];
     const auto t = rkv::ChatTemplate::detect(jinja, r["bos"], r["eos"]);
